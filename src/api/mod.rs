@@ -1,0 +1,40 @@
+//! The write API under `/api/v1`: bearer-token auth, request bodies, and the URL handlers.
+
+mod body;
+mod urls;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/urls", get(urls::get_urls).put(urls::upsert_urls).delete(urls::delete_url))
+        .route("/api/v1/urls/delete", post(urls::delete_urls))
+        .route_layer(middleware::from_fn_with_state(state, require_token))
+}
+
+/// Every `/api/v1` route needs `Authorization: Bearer <token>` when tokens are configured. Without tokens the
+/// server only starts on a loopback address (see `Config`), so only local clients can write.
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    if state.open_writes() {
+        return Ok(next.run(request).await);
+    }
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    match token {
+        Some(token) if state.token_ok(token) => Ok(next.run(request).await),
+        _ => Err(ApiError::unauthorized()),
+    }
+}

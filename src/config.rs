@@ -1,0 +1,292 @@
+//! Configuration: built-in defaults (`config/default.toml`, embedded) → a TOML file → environment variables,
+//! validated once at start so that a bad setting fails fast with a message naming it.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use crate::domain::PublicUrl;
+use crate::pagination::Limits;
+use crate::sitemap::render::{ENVELOPE_RESERVE, max_url_len};
+
+/// The protocol's maxima for one sitemap.
+pub const PROTOCOL_MAX_URLS: u32 = 50_000;
+pub const PROTOCOL_MAX_BYTES: u64 = 52_428_800;
+
+const DEFAULTS: &str = include_str!("../config/default.toml");
+const DEFAULT_FILE: &str = "config/default.toml";
+
+/// Each setting and the environment variable that overrides it.
+const ENV: &[(&str, &str)] = &[
+    ("database_url", "DATABASE_URL"),
+    ("public_url", "SITEMAPD_PUBLIC_URL"),
+    ("bind", "SITEMAPD_BIND"),
+    ("api_tokens", "SITEMAPD_API_TOKENS"),
+    ("page_max_urls", "SITEMAPD_PAGE_MAX_URLS"),
+    ("page_max_bytes", "SITEMAPD_PAGE_MAX_BYTES"),
+    ("max_json_bytes", "SITEMAPD_MAX_JSON_BYTES"),
+    ("max_line_bytes", "SITEMAPD_MAX_LINE_BYTES"),
+    ("ndjson_batch", "SITEMAPD_NDJSON_BATCH"),
+    ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
+    ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
+    ("gzip_level", "SITEMAPD_GZIP_LEVEL"),
+    ("log_format", "SITEMAPD_LOG_FORMAT"),
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    database_url: String,
+    public_url: String,
+    bind: String,
+    api_tokens: String,
+    page_max_urls: u32,
+    page_max_bytes: u64,
+    max_json_bytes: usize,
+    max_line_bytes: usize,
+    ndjson_batch: usize,
+    db_max_connections: u32,
+    db_acquire_timeout_secs: u64,
+    gzip_level: u32,
+    log_format: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The validated configuration.
+#[derive(Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub public_url: PublicUrl,
+    pub bind: SocketAddr,
+    pub api_tokens: Vec<String>,
+    pub limits: Limits,
+    pub max_json_bytes: usize,
+    pub max_line_bytes: usize,
+    pub ndjson_batch: usize,
+    pub db_max_connections: u32,
+    pub db_acquire_timeout: Duration,
+    pub gzip_level: u32,
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// Loads defaults, then `file` (or `./config/default.toml` when present), then the process environment.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        Self::load_from(file, |name| std::env::var(name).ok())
+    }
+
+    /// As [`Config::load`], with the environment given as a function (for tests).
+    pub fn load_from(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        use config::{File, FileFormat};
+        let mut builder = config::Config::builder().add_source(File::from_str(DEFAULTS, FileFormat::Toml));
+        builder = match file {
+            Some(path) => builder.add_source(File::from(path).format(FileFormat::Toml).required(true)),
+            None => builder.add_source(File::new(DEFAULT_FILE, FileFormat::Toml).required(false)),
+        };
+        for (key, var) in ENV {
+            builder = builder.set_override_option(*key, env(var))?;
+        }
+        let raw: Raw = builder
+            .build()
+            .context("cannot read the configuration")?
+            .try_deserialize()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e} (environment: {})", env_names()))?;
+        Self::validate(raw)
+    }
+
+    fn validate(raw: Raw) -> anyhow::Result<Self> {
+        let public_url = PublicUrl::parse(&raw.public_url)
+            .map_err(|e| anyhow::anyhow!("public_url (SITEMAPD_PUBLIC_URL) {:?}: {e}", raw.public_url))?;
+        let bind: SocketAddr = raw
+            .bind
+            .parse()
+            .with_context(|| format!("bind (SITEMAPD_BIND) {:?} is not an IP address and port", raw.bind))?;
+        let api_tokens: Vec<String> =
+            raw.api_tokens.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+        if api_tokens.is_empty() && !bind.ip().is_loopback() {
+            bail!(
+                "refusing to listen on {bind} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \
+                 to the network. Set a token, or bind to a loopback address such as 127.0.0.1."
+            );
+        }
+        if !(1..=PROTOCOL_MAX_URLS).contains(&raw.page_max_urls) {
+            bail!(
+                "page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be from 1 to {PROTOCOL_MAX_URLS} (the sitemaps.org \
+                 maximum), not {}",
+                raw.page_max_urls
+            );
+        }
+        let min_bytes = ENVELOPE_RESERVE + max_url_len();
+        if !(min_bytes..=PROTOCOL_MAX_BYTES).contains(&raw.page_max_bytes) {
+            bail!(
+                "page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) must be from {min_bytes} (room for one entry with the \
+                 longest allowed loc) to {PROTOCOL_MAX_BYTES} (the sitemaps.org maximum), not {}",
+                raw.page_max_bytes
+            );
+        }
+        if raw.max_json_bytes < 1024 {
+            bail!("max_json_bytes (SITEMAPD_MAX_JSON_BYTES) must be at least 1024, not {}", raw.max_json_bytes);
+        }
+        if raw.max_line_bytes < 4096 {
+            bail!("max_line_bytes (SITEMAPD_MAX_LINE_BYTES) must be at least 4096, not {}", raw.max_line_bytes);
+        }
+        if !(1..=100_000).contains(&raw.ndjson_batch) {
+            bail!("ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not {}", raw.ndjson_batch);
+        }
+        if raw.db_max_connections == 0 {
+            bail!("db_max_connections (SITEMAPD_DB_MAX_CONNECTIONS) must be at least 1");
+        }
+        if !(1..=30).contains(&raw.db_acquire_timeout_secs) {
+            bail!(
+                "db_acquire_timeout_secs (SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS) must be from 1 to 30, not {}",
+                raw.db_acquire_timeout_secs
+            );
+        }
+        if !(1..=9).contains(&raw.gzip_level) {
+            bail!("gzip_level (SITEMAPD_GZIP_LEVEL) must be from 1 to 9, not {}", raw.gzip_level);
+        }
+        let log_format = match raw.log_format.as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => bail!("log_format (SITEMAPD_LOG_FORMAT) must be \"text\" or \"json\", not {other:?}"),
+        };
+        if !(raw.database_url.starts_with("sqlite:") || raw.database_url.starts_with("postgres")) {
+            bail!("database_url (DATABASE_URL) must start with sqlite:// or postgres://");
+        }
+        Ok(Self {
+            database_url: raw.database_url,
+            public_url,
+            bind,
+            api_tokens,
+            limits: Limits { max_urls: raw.page_max_urls, max_bytes: raw.page_max_bytes },
+            max_json_bytes: raw.max_json_bytes,
+            max_line_bytes: raw.max_line_bytes,
+            ndjson_batch: raw.ndjson_batch,
+            db_max_connections: raw.db_max_connections,
+            db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
+            gzip_level: raw.gzip_level,
+            log_format,
+        })
+    }
+}
+
+fn env_names() -> String {
+    ENV.iter().map(|(k, v)| format!("{k} <- {v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The database URL with any password replaced, for logs.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("REDACTED"));
+            u.into()
+        }
+        _ => raw.to_owned(),
+    }
+}
+
+/// Secrets redacted: safe to log.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &redact_url(&self.database_url))
+            .field("public_url", &self.public_url.as_str())
+            .field("bind", &self.bind)
+            .field("api_tokens", &format_args!("[{} redacted]", self.api_tokens.len()))
+            .field("page_max_urls", &self.limits.max_urls)
+            .field("page_max_bytes", &self.limits.max_bytes)
+            .field("max_json_bytes", &self.max_json_bytes)
+            .field("max_line_bytes", &self.max_line_bytes)
+            .field("ndjson_batch", &self.ndjson_batch)
+            .field("db_max_connections", &self.db_max_connections)
+            .field("db_acquire_timeout", &self.db_acquire_timeout)
+            .field("gzip_level", &self.gzip_level)
+            .field("log_format", &self.log_format)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn load(vars: &[(&str, &str)]) -> anyhow::Result<Config> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        Config::load_from(Some(Path::new("config/default.toml")), |k| vars.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.database_url, "sqlite://sitemapd.db");
+        assert_eq!(c.public_url.as_str(), "http://localhost:8080/");
+        assert_eq!(c.bind, "127.0.0.1:8080".parse().unwrap());
+        assert!(c.api_tokens.is_empty());
+        assert_eq!(c.limits, Limits { max_urls: 50_000, max_bytes: 52_428_800 });
+    }
+
+    #[test]
+    fn environment_overrides_and_tokens_split() {
+        let c = load(&[
+            ("SITEMAPD_API_TOKENS", " a, ,b "),
+            ("SITEMAPD_BIND", "0.0.0.0:9000"),
+            ("SITEMAPD_PAGE_MAX_URLS", "10"),
+            ("DATABASE_URL", "postgres://u:secret@db/x"),
+        ])
+        .unwrap();
+        assert_eq!(c.api_tokens, ["a", "b"]);
+        assert_eq!(c.limits.max_urls, 10);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("secret") && !shown.contains("\"a\""), "{shown}");
+        assert!(shown.contains("[2 redacted]"));
+    }
+
+    #[test]
+    fn refuses_a_public_address_without_a_token() {
+        let e = load(&[("SITEMAPD_BIND", "0.0.0.0:8080")]).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_API_TOKENS"), "{e}");
+        assert!(load(&[("SITEMAPD_BIND", "[::1]:8080")]).is_ok());
+        assert!(load(&[("SITEMAPD_BIND", "0.0.0.0:8080"), ("SITEMAPD_API_TOKENS", "")]).is_err());
+    }
+
+    #[test]
+    fn limits_above_the_protocol_or_too_small_are_refused_by_name() {
+        let e = load(&[("SITEMAPD_PAGE_MAX_URLS", "50001")]).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_PAGE_MAX_URLS"), "{e}");
+        let e = load(&[("SITEMAPD_PAGE_MAX_BYTES", "52428801")]).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_PAGE_MAX_BYTES"), "{e}");
+        let e = load(&[("SITEMAPD_PAGE_MAX_BYTES", "5000")]).unwrap_err().to_string();
+        assert!(e.contains("longest allowed loc"), "{e}");
+        let e = load(&[("SITEMAPD_PAGE_MAX_URLS", "many")]).unwrap_err().to_string();
+        assert!(e.contains("page_max_urls"), "{e}");
+    }
+
+    #[test]
+    fn other_settings_are_checked() {
+        assert!(load(&[("SITEMAPD_PUBLIC_URL", "example.com")]).unwrap_err().to_string().contains("PUBLIC_URL"));
+        assert!(load(&[("SITEMAPD_GZIP_LEVEL", "0")]).is_err());
+        assert!(load(&[("SITEMAPD_LOG_FORMAT", "xml")]).is_err());
+        assert!(load(&[("DATABASE_URL", "mysql://x")]).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_in_a_file_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "publik_url = \"https://x.test\"\n").unwrap();
+        let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
+        assert!(e.contains("publik_url"), "{e}");
+        assert!(Config::load_from(Some(&dir.path().join("missing.toml")), |_| None).is_err());
+    }
+}

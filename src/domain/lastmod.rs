@@ -1,0 +1,217 @@
+//! `lastmod` values: W3C Datetime in, the sitemaps.org schema's accepted form out.
+
+use std::fmt;
+
+use time::{Date, Month, PrimitiveDateTime, Time, UtcOffset};
+
+/// A `lastmod` in its rendered form: `YYYY-MM-DD` for a date, or the same instant in UTC with seconds
+/// (`YYYY-MM-DDThh:mm:ss[.f]Z`) for a date-time, keeping a fraction only when one was given.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LastMod(String);
+
+impl LastMod {
+    /// Parses the W3C Datetime profile: `YYYY-MM-DD`, or a date-time with minutes or seconds (optional fraction,
+    /// at most 9 digits) and a zone (`Z` or `±hh:mm`). `YYYY` and `YYYY-MM` are refused: the schema rejects them.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let mut p = Cursor { s: raw.as_bytes(), i: 0 };
+        let year = p.digits(4).ok_or_else(|| expected(raw, "a date as YYYY-MM-DD"))?;
+        p.byte(b'-').ok_or_else(|| expected(raw, "a date as YYYY-MM-DD (YYYY alone is not accepted)"))?;
+        let month = p.digits(2).ok_or_else(|| expected(raw, "a date as YYYY-MM-DD"))?;
+        p.byte(b'-').ok_or_else(|| expected(raw, "a date as YYYY-MM-DD (YYYY-MM is not accepted)"))?;
+        let day = p.digits(2).ok_or_else(|| expected(raw, "a date as YYYY-MM-DD"))?;
+        if year == 0 {
+            return Err("year 0000 does not exist".into());
+        }
+        let month = Month::try_from(month as u8).map_err(|_| format!("month {month:02} does not exist"))?;
+        let date = Date::from_calendar_date(year as i32, month, day as u8)
+            .map_err(|_| format!("{raw:?} is not a calendar date"))?;
+        if p.done() {
+            return Ok(Self(format!("{year:04}-{:02}-{day:02}", u8::from(month))));
+        }
+
+        let bad_time = || expected(raw, "a time as Thh:mm, Thh:mm:ss or Thh:mm:ss.s followed by Z or ±hh:mm");
+        p.byte(b'T').ok_or_else(bad_time)?;
+        let hour = p.digits(2).ok_or_else(bad_time)?;
+        p.byte(b':').ok_or_else(bad_time)?;
+        let minute = p.digits(2).ok_or_else(bad_time)?;
+        let (mut second, mut nanos, mut frac_digits) = (0, 0, 0);
+        if p.byte(b':').is_some() {
+            second = p.digits(2).ok_or_else(bad_time)?;
+            if p.byte(b'.').is_some() {
+                let start = p.i;
+                while p.peek().is_some_and(|b| b.is_ascii_digit()) {
+                    p.i += 1;
+                }
+                frac_digits = p.i - start;
+                if frac_digits == 0 || frac_digits > 9 {
+                    return Err(expected(raw, "a fraction of a second with 1 to 9 digits"));
+                }
+                let frac = &raw[start..p.i];
+                nanos = frac.parse::<u32>().expect("digits") * 10u32.pow((9 - frac_digits) as u32);
+            }
+        }
+        let time = Time::from_hms_nano(hour as u8, minute as u8, second as u8, nanos)
+            .map_err(|_| format!("{raw:?} is not a valid time of day"))?;
+
+        let zone = || expected(raw, "a time zone: Z or ±hh:mm");
+        let offset = match p.next().ok_or_else(zone)? {
+            b'Z' => UtcOffset::UTC,
+            sign @ (b'+' | b'-') => {
+                let h = p.digits(2).ok_or_else(zone)?;
+                p.byte(b':').ok_or_else(zone)?;
+                let m = p.digits(2).ok_or_else(zone)?;
+                if h > 23 || m > 59 {
+                    return Err(format!("{raw:?} has an out-of-range time zone offset"));
+                }
+                let s = if sign == b'-' { -1 } else { 1 };
+                UtcOffset::from_hms(s * h as i8, s * m as i8, 0).map_err(|_| zone())?
+            }
+            _ => return Err(zone()),
+        };
+        if !p.done() {
+            return Err(expected(raw, "nothing after the time zone"));
+        }
+
+        let utc = PrimitiveDateTime::new(date, time)
+            .assume_offset(offset)
+            .checked_to_offset(UtcOffset::UTC)
+            .filter(|t| (1..=9999).contains(&t.year()))
+            .ok_or_else(|| format!("{raw:?} is outside the years 0001 to 9999 in UTC"))?;
+        let mut out = format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            utc.year(),
+            u8::from(utc.month()),
+            utc.day(),
+            utc.hour(),
+            utc.minute(),
+            utc.second()
+        );
+        if frac_digits > 0 {
+            let all = format!("{:09}", utc.nanosecond());
+            out.push('.');
+            out.push_str(&all[..frac_digits]);
+        }
+        out.push('Z');
+        Ok(Self(out))
+    }
+
+    /// A value read back from the store, where only rendered values are written.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LastMod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn expected(raw: &str, what: &str) -> String {
+    format!("{raw:?} is not a W3C Datetime: expected {what}")
+}
+
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.i += 1;
+        Some(b)
+    }
+    fn byte(&mut self, want: u8) -> Option<()> {
+        (self.peek()? == want).then(|| self.i += 1)
+    }
+    fn digits(&mut self, n: usize) -> Option<u32> {
+        let run = self.s.get(self.i..self.i + n)?;
+        if !run.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        self.i += n;
+        Some(run.iter().fold(0, |acc, d| acc * 10 + u32::from(d - b'0')))
+    }
+    fn done(&self) -> bool {
+        self.i == self.s.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(raw: &str) -> String {
+        LastMod::parse(raw).unwrap_or_else(|e| panic!("{raw}: {e}")).0
+    }
+
+    #[test]
+    fn a_date_renders_as_that_date() {
+        assert_eq!(ok("2024-05-01"), "2024-05-01");
+        assert_eq!(ok("2024-02-29"), "2024-02-29");
+    }
+
+    #[test]
+    fn date_times_render_in_utc_with_seconds() {
+        assert_eq!(ok("2024-05-01T08:20Z"), "2024-05-01T08:20:00Z");
+        assert_eq!(ok("2024-05-01T08:20:07Z"), "2024-05-01T08:20:07Z");
+        assert_eq!(ok("2024-05-01T08:20:07+02:00"), "2024-05-01T06:20:07Z");
+        assert_eq!(ok("2024-05-01T22:30-05:30"), "2024-05-02T04:00:00Z");
+        assert_eq!(ok("2024-01-01T00:30:00+01:00"), "2023-12-31T23:30:00Z");
+    }
+
+    #[test]
+    fn a_fraction_is_kept_as_given() {
+        assert_eq!(ok("2024-05-01T08:20:07.5Z"), "2024-05-01T08:20:07.5Z");
+        assert_eq!(ok("2024-05-01T08:20:07.500+01:00"), "2024-05-01T07:20:07.500Z");
+        assert_eq!(ok("2024-05-01T08:20:07.123456789Z"), "2024-05-01T08:20:07.123456789Z");
+    }
+
+    #[test]
+    fn refuses_what_the_schema_or_w3c_refuses() {
+        for bad in [
+            "2024",
+            "2024-05",
+            "2024-5-01",
+            "24-05-01",
+            "2024-13-01",
+            "2023-02-29",
+            "2024-05-32",
+            "0000-01-01",
+            "2024-05-01T08Z",
+            "2024-05-01T08:20",
+            "2024-05-01T08:20:00",
+            "2024-05-01T24:00:00Z",
+            "2024-05-01T08:60Z",
+            "2024-05-01T08:20:61Z",
+            "2024-05-01T08:20:00.Z",
+            "2024-05-01T08:20:00.1234567890Z",
+            "2024-05-01T08:20+0200",
+            "2024-05-01T08:20+24:00",
+            "2024-05-01T08:20Zjunk",
+            "2024-05-01 08:20Z",
+            " 2024-05-01",
+            "2024-05-01T08:20z",
+            "9999-12-31T23:00-05:00",
+            "",
+        ] {
+            assert!(LastMod::parse(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn messages_say_what_was_expected() {
+        let e = LastMod::parse("2024-05").unwrap_err();
+        assert!(e.contains("YYYY-MM is not accepted"), "{e}");
+        let e = LastMod::parse("2024-05-01T08:20").unwrap_err();
+        assert!(e.contains("time zone"), "{e}");
+    }
+}

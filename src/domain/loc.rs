@@ -1,0 +1,186 @@
+//! `loc` values and the public URL they must lie under (the sitemaps.org location rule).
+
+use std::fmt;
+
+use url::Url;
+
+/// A normalized `loc` must be shorter than this many characters (sitemaps.org: "less than 2,048 characters").
+pub const MAX_LOC_LEN: usize = 2048;
+
+/// Where crawlers reach the sitemaps: an origin plus an optional path prefix, always kept with a trailing slash, so
+/// that "under" is a byte-for-byte prefix test at a path-segment boundary (`/shopping` is not under `/shop/`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicUrl {
+    base: String,
+}
+
+impl PublicUrl {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let mut url = Url::parse(raw.trim()).map_err(|e| format!("not an absolute URL ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("must use http or https".into());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("must not contain user information".into());
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err("must not have a query or fragment".into());
+        }
+        if !url.path().ends_with('/') {
+            let path = format!("{}/", url.path());
+            url.set_path(&path);
+        }
+        Ok(Self { base: url.into() })
+    }
+
+    /// The public URL with its trailing slash, e.g. `https://www.example.com/shop/`.
+    pub fn as_str(&self) -> &str {
+        &self.base
+    }
+
+    /// True when `loc` lies under this URL: same scheme, host and port, and a path under the prefix.
+    pub fn contains(&self, loc: &str) -> bool {
+        loc.starts_with(&self.base)
+    }
+
+    pub fn index_url(&self) -> String {
+        format!("{}sitemap.xml", self.base)
+    }
+
+    pub fn page_url(&self, page: i64) -> String {
+        format!("{}sitemap-{page}.xml", self.base)
+    }
+}
+
+impl fmt::Display for PublicUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.base)
+    }
+}
+
+/// A URL that may be listed in a sitemap: absolute http(s), WHATWG-normalized by the `url` crate, without user
+/// information or fragment, shorter than [`MAX_LOC_LEN`], and under the public URL.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Loc(String);
+
+impl Loc {
+    pub fn parse(raw: &str, public: &PublicUrl) -> Result<Self, String> {
+        let url = Url::parse(raw).map_err(|e| format!("not an absolute URL ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("scheme must be http or https, not {:?}", url.scheme()));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("must not contain user information".into());
+        }
+        if url.fragment().is_some() {
+            return Err("must not contain a fragment (#...)".into());
+        }
+        let normalized: String = url.into();
+        if normalized.len() >= MAX_LOC_LEN {
+            return Err(format!(
+                "normalized URL is {} characters long; it must be shorter than {MAX_LOC_LEN}",
+                normalized.len()
+            ));
+        }
+        if !public.contains(&normalized) {
+            return Err(format!("must lie under the public URL {public} (the sitemaps.org location rule)"));
+        }
+        Ok(Self(normalized))
+    }
+
+    /// A value read back from the store, where only valid values are written.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn public() -> PublicUrl {
+        PublicUrl::parse("https://www.example.com").unwrap()
+    }
+
+    #[test]
+    fn normalizes_scheme_host_port_and_non_ascii() {
+        let loc = Loc::parse("HTTPS://WWW.Example.COM:443/caf\u{e9}?q=\u{fc}", &public()).unwrap();
+        assert_eq!(loc.as_str(), "https://www.example.com/caf%C3%A9?q=%C3%BC");
+    }
+
+    #[test]
+    fn idna_host_is_punycoded() {
+        let public = PublicUrl::parse("https://b\u{fc}cher.example").unwrap();
+        assert_eq!(public.as_str(), "https://xn--bcher-kva.example/");
+        let loc = Loc::parse("https://B\u{dc}CHER.example/a", &public).unwrap();
+        assert_eq!(loc.as_str(), "https://xn--bcher-kva.example/a");
+    }
+
+    #[test]
+    fn rejects_relative_other_schemes_userinfo_fragment() {
+        let p = public();
+        assert!(Loc::parse("/relative", &p).unwrap_err().contains("absolute"));
+        assert!(Loc::parse("ftp://www.example.com/a", &p).unwrap_err().contains("scheme"));
+        assert!(Loc::parse("https://u:p@www.example.com/a", &p).unwrap_err().contains("user"));
+        assert!(Loc::parse("https://www.example.com/a#top", &p).unwrap_err().contains("fragment"));
+        assert!(Loc::parse("https://www.example.com/a#", &p).unwrap_err().contains("fragment"));
+    }
+
+    #[test]
+    fn length_limit_applies_to_normalized_form() {
+        let p = public();
+        let base = "https://www.example.com/";
+        let ok = format!("{base}{}", "a".repeat(MAX_LOC_LEN - 1 - base.len()));
+        assert_eq!(Loc::parse(&ok, &p).unwrap().as_str().len(), MAX_LOC_LEN - 1);
+        let too_long = format!("{base}{}", "a".repeat(MAX_LOC_LEN - base.len()));
+        assert!(Loc::parse(&too_long, &p).unwrap_err().contains("shorter than 2048"));
+        // One non-ASCII character becomes six bytes of percent-encoding.
+        let grows = format!("{base}{}\u{e9}", "a".repeat(MAX_LOC_LEN - 6 - base.len()));
+        assert!(Loc::parse(&grows, &p).is_err());
+    }
+
+    #[test]
+    fn must_lie_under_public_url_at_a_segment_boundary() {
+        let shop = PublicUrl::parse("https://www.example.com/shop").unwrap();
+        assert_eq!(shop.as_str(), "https://www.example.com/shop/");
+        assert!(Loc::parse("https://www.example.com/shop/a", &shop).is_ok());
+        assert!(Loc::parse("https://www.example.com/shop/", &shop).is_ok());
+        assert!(Loc::parse("https://www.example.com/shopping", &shop).is_err());
+        assert!(Loc::parse("https://www.example.com/shop", &shop).is_err());
+        assert!(Loc::parse("http://www.example.com/shop/a", &shop).is_err());
+        assert!(Loc::parse("https://example.com/shop/a", &shop).is_err());
+        assert!(Loc::parse("https://www.example.com:8443/shop/a", &shop).is_err());
+        assert!(Loc::parse("https://www.example.com.evil.test/shop/a", &shop).is_err());
+    }
+
+    #[test]
+    fn explicit_non_default_port_must_match() {
+        let p = PublicUrl::parse("http://localhost:8080").unwrap();
+        assert!(Loc::parse("http://localhost:8080/a", &p).is_ok());
+        assert!(Loc::parse("http://localhost/a", &p).is_err());
+        assert!(Loc::parse("http://localhost:80808/a", &p).is_err());
+    }
+
+    #[test]
+    fn public_url_rejects_query_userinfo_and_other_schemes() {
+        assert!(PublicUrl::parse("https://x.test/?a=1").is_err());
+        assert!(PublicUrl::parse("https://u@x.test/").is_err());
+        assert!(PublicUrl::parse("ftp://x.test/").is_err());
+        assert!(PublicUrl::parse("x.test").is_err());
+    }
+
+    #[test]
+    fn sitemap_urls_sit_at_the_public_root() {
+        let p = PublicUrl::parse("https://www.example.com/shop/").unwrap();
+        assert_eq!(p.index_url(), "https://www.example.com/shop/sitemap.xml");
+        assert_eq!(p.page_url(12), "https://www.example.com/shop/sitemap-12.xml");
+    }
+}

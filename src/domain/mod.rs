@@ -1,0 +1,10 @@
+//! The values a URL record is made of. Each type's `parse` is its validation: a value that exists is valid and
+//! already in the normalized form that is stored and rendered.
+
+mod entry;
+mod lastmod;
+mod loc;
+
+pub use entry::{ChangeFreq, Entry, FieldError, Priority, render_priority};
+pub use lastmod::LastMod;
+pub use loc::{Loc, MAX_LOC_LEN, PublicUrl};

@@ -1,0 +1,70 @@
+//! sitemapd: keeps a website's URL records in a database and serves its sitemaps.org sitemaps.
+//!
+//! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`] and `/api/v1/*` to [`api`]; both reach the
+//! database only through the [`store::Store`] trait, whose write path delegates page assignment to
+//! [`pagination`]. See ARCHITECTURE.md.
+
+pub mod api;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod pagination;
+pub mod sitemap;
+pub mod state;
+pub mod store;
+
+use std::future::Future;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::error::ApiError;
+pub use crate::state::AppState;
+
+/// The whole service as a router: sitemaps, the write API, and health checks.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .merge(sitemap::router())
+        .merge(api::router(state.clone()))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(|| async { ApiError::not_found("no such resource") })
+        .with_state(state)
+        .layer(CatchPanicLayer::custom(|_| {
+            tracing::error!("a request handler panicked");
+            ApiError::internal().into_response()
+        }))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            // The matched route, not the raw path: one span name per route, no unbounded values.
+            let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
+            tracing::info_span!("request", method = %request.method(), route, uri = %request.uri())
+        }))
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` completes, then finishes in-flight requests.
+pub async fn serve(
+    state: AppState,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+}
+
+/// 200 while the process runs.
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// 200 when the store answers, else 503.
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}

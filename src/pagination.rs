@@ -1,0 +1,458 @@
+//! Page assignment: which page each URL lives on, and the page bookkeeping that a write changes.
+//!
+//! Pure and shared by both stores: a store locks the write path, loads the affected URLs and the page table, calls
+//! [`plan_upsert`] or [`plan_delete`], and writes the plan back in the same transaction. A URL is placed on a page
+//! when it is first stored and stays there (first fit: the lowest-numbered page with room, a new page only when none
+//! has room), so a change touches the page holding the URL and nothing else. The only exception is an update that
+//! grows an entry past its page's byte limit: it moves to a page with room, touching both.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::domain::{ChangeFreq, Entry, Priority};
+use crate::sitemap::render::{ENVELOPE_RESERVE, UrlFields, url_len};
+
+/// The limits of one sitemap page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_urls: u32,
+    pub max_bytes: u64,
+}
+
+/// A page's stored bookkeeping. `version` rises by one and `modified_us` (microseconds since the Unix epoch)
+/// strictly increases with every change to the page; both feed its ETag and Last-Modified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageState {
+    pub id: i64,
+    pub url_count: i64,
+    pub byte_size: i64,
+    pub version: i64,
+    pub modified_us: i64,
+}
+
+/// The optional fields of a record, as stored.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Fields {
+    pub lastmod: Option<String>,
+    pub changefreq: Option<String>,
+    pub priority: Option<f64>,
+}
+
+impl From<&Entry> for Fields {
+    fn from(e: &Entry) -> Self {
+        Self {
+            lastmod: e.lastmod.as_ref().map(|l| l.as_str().to_owned()),
+            changefreq: e.changefreq.map(|c| ChangeFreq::as_str(c).to_owned()),
+            priority: e.priority.map(Priority::value),
+        }
+    }
+}
+
+/// A stored URL record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredUrl {
+    pub id: i64,
+    pub loc: String,
+    pub page_id: i64,
+    pub fields: Fields,
+    /// Rendered bytes of its `<url>` element.
+    pub size: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewUrl {
+    pub loc: String,
+    pub page_id: i64,
+    pub fields: Fields,
+    pub size: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct UrlUpdate {
+    pub id: i64,
+    pub page_id: i64,
+    pub fields: Fields,
+    pub size: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UpsertCounts {
+    pub received: u64,
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+}
+
+impl std::ops::AddAssign for UpsertCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.received += o.received;
+        self.created += o.created;
+        self.updated += o.updated;
+        self.unchanged += o.unchanged;
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct UpsertPlan {
+    pub inserts: Vec<NewUrl>,
+    pub updates: Vec<UrlUpdate>,
+    /// Every page the write changes (new ones included), with its new bookkeeping.
+    pub pages: Vec<PageState>,
+    pub counts: UpsertCounts,
+}
+
+#[derive(Debug, Default)]
+pub struct DeletePlan {
+    pub ids: Vec<i64>,
+    pub pages: Vec<PageState>,
+    pub deleted: u64,
+    pub missing: u64,
+}
+
+fn size_of(loc: &str, f: &Fields) -> i64 {
+    url_len(UrlFields { loc, lastmod: f.lastmod.as_deref(), changefreq: f.changefreq.as_deref(), priority: f.priority })
+        as i64
+}
+
+/// The page table while a plan is made.
+struct Book {
+    limits: Limits,
+    pages: BTreeMap<i64, PageState>,
+    /// Pages below the URL limit, in page order: the candidates for first fit.
+    open: BTreeSet<i64>,
+    touched: BTreeSet<i64>,
+}
+
+impl Book {
+    fn new(pages: Vec<PageState>, limits: Limits) -> Self {
+        let open = pages.iter().filter(|p| p.url_count < i64::from(limits.max_urls)).map(|p| p.id).collect();
+        let pages = pages.into_iter().map(|p| (p.id, p)).collect();
+        Self { limits, pages, open, touched: BTreeSet::new() }
+    }
+
+    fn fits_bytes(&self, page: &PageState, extra: i64) -> bool {
+        ENVELOPE_RESERVE as i64 + page.byte_size + extra <= self.limits.max_bytes as i64
+    }
+
+    fn add(&mut self, page_id: i64, size: i64) {
+        let page = self.pages.get_mut(&page_id).expect("page exists");
+        page.url_count += 1;
+        page.byte_size += size;
+        if page.url_count >= i64::from(self.limits.max_urls) {
+            self.open.remove(&page_id);
+        }
+        self.touched.insert(page_id);
+    }
+
+    fn remove(&mut self, page_id: i64, size: i64) {
+        let page = self.pages.get_mut(&page_id).expect("a stored URL's page exists");
+        page.url_count -= 1;
+        page.byte_size -= size;
+        if page.url_count < i64::from(self.limits.max_urls) {
+            self.open.insert(page_id);
+        }
+        self.touched.insert(page_id);
+    }
+
+    /// First fit: the lowest-numbered page with room for `size` more bytes, or a new page.
+    fn place(&mut self, size: i64) -> i64 {
+        let found = self.open.iter().copied().find(|id| self.fits_bytes(&self.pages[id], size));
+        let id = found.unwrap_or_else(|| {
+            // Config guarantees that an empty page has room for any valid entry.
+            debug_assert!(
+                self.fits_bytes(&PageState { id: 0, url_count: 0, byte_size: 0, version: 0, modified_us: 0 }, size)
+            );
+            let id = self.pages.keys().next_back().map_or(1, |last| last + 1);
+            self.pages.insert(id, PageState { id, url_count: 0, byte_size: 0, version: 0, modified_us: 0 });
+            self.open.insert(id);
+            id
+        });
+        self.add(id, size);
+        id
+    }
+
+    /// The touched pages with their version and modification time advanced.
+    fn finish(mut self, now_us: i64) -> Vec<PageState> {
+        self.touched
+            .iter()
+            .map(|id| {
+                let page = self.pages.get_mut(id).expect("touched page exists");
+                page.version += 1;
+                page.modified_us = now_us.max(page.modified_us + 1);
+                page.clone()
+            })
+            .collect()
+    }
+}
+
+/// Plans an upsert of `entries` (in request order; a later duplicate of a loc wins). `existing` holds the stored
+/// records for those locs; `pages` is the whole page table. Counts are as if the entries were applied one by one.
+pub fn plan_upsert(
+    entries: &[Entry],
+    existing: Vec<StoredUrl>,
+    pages: Vec<PageState>,
+    limits: Limits,
+    now_us: i64,
+) -> UpsertPlan {
+    let mut counts = UpsertCounts { received: entries.len() as u64, ..Default::default() };
+    let mut stored: HashMap<String, StoredUrl> = existing.into_iter().map(|u| (u.loc.clone(), u)).collect();
+    // The latest value of each loc in request order, and the order in which locs first appear.
+    let mut latest: HashMap<&str, Fields> = HashMap::with_capacity(entries.len());
+    let mut order: Vec<&str> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let loc = entry.loc.as_str();
+        let fields = Fields::from(entry);
+        let previous = match latest.get(loc) {
+            Some(f) => Some(f),
+            None => {
+                order.push(loc);
+                stored.get(loc).map(|u| &u.fields)
+            }
+        };
+        match previous {
+            None => counts.created += 1,
+            Some(p) if *p == fields => counts.unchanged += 1,
+            Some(_) => counts.updated += 1,
+        }
+        latest.insert(loc, fields);
+    }
+
+    let mut book = Book::new(pages, limits);
+    let mut plan = UpsertPlan::default();
+    for loc in order {
+        let fields = latest.remove(loc).expect("every ordered loc has a latest value");
+        let size = size_of(loc, &fields);
+        match stored.remove(loc) {
+            None => {
+                let page_id = book.place(size);
+                plan.inserts.push(NewUrl { loc: loc.to_owned(), page_id, fields, size });
+            }
+            Some(old) if old.fields == fields => {}
+            Some(old) => {
+                let page = &book.pages[&old.page_id];
+                let page_id = if book.fits_bytes(page, size - old.size) {
+                    book.remove(old.page_id, old.size);
+                    book.add(old.page_id, size);
+                    old.page_id
+                } else {
+                    book.remove(old.page_id, old.size);
+                    book.place(size)
+                };
+                plan.updates.push(UrlUpdate { id: old.id, page_id, fields, size });
+            }
+        }
+    }
+    plan.pages = book.finish(now_us);
+    plan.counts = counts;
+    plan
+}
+
+/// Plans the deletion of `found`, the stored records among `requested` distinct locs.
+pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState>, now_us: i64) -> DeletePlan {
+    let limits = Limits { max_urls: u32::MAX, max_bytes: u64::MAX };
+    let mut book = Book::new(pages, limits);
+    let mut ids = Vec::with_capacity(found.len());
+    for url in found {
+        book.remove(url.page_id, url.size);
+        ids.push(url.id);
+    }
+    let deleted = ids.len() as u64;
+    DeletePlan { ids, pages: book.finish(now_us), deleted, missing: requested as u64 - deleted }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::domain::{Loc, PublicUrl};
+
+    /// An in-memory store that applies plans the way the SQL stores do.
+    #[derive(Default)]
+    struct Model {
+        urls: BTreeMap<i64, StoredUrl>,
+        pages: BTreeMap<i64, PageState>,
+        next_id: i64,
+        now: i64,
+    }
+
+    impl Model {
+        fn upsert(&mut self, entries: &[Entry], limits: Limits) -> (UpsertCounts, BTreeSet<i64>) {
+            let locs: BTreeSet<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+            let existing = self.urls.values().filter(|u| locs.contains(u.loc.as_str())).cloned().collect();
+            self.now += 1000;
+            let plan = plan_upsert(entries, existing, self.pages.values().cloned().collect(), limits, self.now);
+            for u in plan.updates {
+                let row = self.urls.get_mut(&u.id).unwrap();
+                (row.page_id, row.fields, row.size) = (u.page_id, u.fields, u.size);
+            }
+            for n in plan.inserts {
+                self.next_id += 1;
+                let id = self.next_id;
+                self.urls.insert(id, StoredUrl { id, loc: n.loc, page_id: n.page_id, fields: n.fields, size: n.size });
+            }
+            let touched = plan.pages.iter().map(|p| p.id).collect();
+            for p in plan.pages {
+                self.pages.insert(p.id, p);
+            }
+            (plan.counts, touched)
+        }
+
+        fn delete(&mut self, locs: &[String]) -> BTreeSet<i64> {
+            let found: Vec<_> = self.urls.values().filter(|u| locs.contains(&u.loc)).cloned().collect();
+            self.now += 1000;
+            let plan = plan_delete(locs.len(), found, self.pages.values().cloned().collect(), self.now);
+            for id in &plan.ids {
+                self.urls.remove(id);
+            }
+            let touched = plan.pages.iter().map(|p| p.id).collect();
+            for p in plan.pages {
+                self.pages.insert(p.id, p);
+            }
+            touched
+        }
+
+        fn check(&self, limits: Limits) {
+            for page in self.pages.values() {
+                let urls: Vec<_> = self.urls.values().filter(|u| u.page_id == page.id).collect();
+                assert_eq!(page.url_count, urls.len() as i64, "count of page {}", page.id);
+                assert_eq!(page.byte_size, urls.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
+                assert!(page.url_count <= i64::from(limits.max_urls));
+                assert!(ENVELOPE_RESERVE as i64 + page.byte_size <= limits.max_bytes as i64);
+            }
+            for u in self.urls.values() {
+                assert!(self.pages.contains_key(&u.page_id));
+                assert_eq!(u.size, size_of(&u.loc, &u.fields));
+            }
+        }
+    }
+
+    fn entry(path: &str, priority: Option<f64>) -> Entry {
+        let public = PublicUrl::parse("https://x.test").unwrap();
+        Entry {
+            loc: Loc::parse(&format!("https://x.test/{path}"), &public).unwrap(),
+            lastmod: None,
+            changefreq: None,
+            priority: priority.map(|p| Priority::new(p).unwrap()),
+        }
+    }
+
+    const LIMITS: Limits = Limits { max_urls: 3, max_bytes: 1_000_000 };
+
+    #[test]
+    fn new_urls_fill_pages_in_order() {
+        let mut m = Model::default();
+        let entries: Vec<_> = (0..7).map(|i| entry(&i.to_string(), None)).collect();
+        let (counts, touched) = m.upsert(&entries, LIMITS);
+        assert_eq!(counts, UpsertCounts { received: 7, created: 7, updated: 0, unchanged: 0 });
+        assert_eq!(touched, BTreeSet::from([1, 2, 3]));
+        let pages: Vec<_> = m.urls.values().map(|u| u.page_id).collect();
+        assert_eq!(pages, [1, 1, 1, 2, 2, 2, 3]);
+        m.check(LIMITS);
+    }
+
+    #[test]
+    fn a_change_touches_only_its_page_and_a_freed_slot_is_reused() {
+        let mut m = Model::default();
+        let entries: Vec<_> = (0..9).map(|i| entry(&i.to_string(), None)).collect();
+        m.upsert(&entries, LIMITS);
+        let (_, touched) = m.upsert(&[entry("4", Some(0.5))], LIMITS);
+        assert_eq!(touched, BTreeSet::from([2]));
+        assert_eq!(m.delete(&["https://x.test/7".into()]), BTreeSet::from([3]));
+        let (_, touched) = m.upsert(&[entry("new", None)], LIMITS);
+        assert_eq!(touched, BTreeSet::from([3]));
+        // Re-sending the current state changes nothing.
+        let mut current: Vec<_> = entries.iter().filter(|e| !e.loc.as_str().ends_with("/7")).cloned().collect();
+        current[4] = entry("4", Some(0.5));
+        current.push(entry("new", None));
+        let (counts, touched) = m.upsert(&current, LIMITS);
+        assert!(touched.is_empty());
+        assert_eq!(counts, UpsertCounts { received: 9, created: 0, updated: 0, unchanged: 9 });
+        m.check(LIMITS);
+    }
+
+    #[test]
+    fn duplicates_count_as_if_applied_in_order_and_the_last_wins() {
+        let mut m = Model::default();
+        let batch = [entry("a", Some(0.1)), entry("a", Some(0.1)), entry("a", Some(0.2))];
+        let (counts, _) = m.upsert(&batch, LIMITS);
+        assert_eq!(counts, UpsertCounts { received: 3, created: 1, updated: 1, unchanged: 1 });
+        assert_eq!(m.urls.len(), 1);
+        assert_eq!(m.urls.values().next().unwrap().fields.priority, Some(0.2));
+    }
+
+    #[test]
+    fn an_entry_that_outgrows_its_page_moves() {
+        let small = size_of("https://x.test/a", &Fields::default());
+        let limits = Limits { max_urls: 10, max_bytes: ENVELOPE_RESERVE + 2 * small as u64 };
+        let mut m = Model::default();
+        m.upsert(&[entry("a", None), entry("b", None)], limits);
+        assert_eq!(m.pages.len(), 1);
+        let (_, touched) = m.upsert(&[entry("a", Some(0.5))], limits);
+        assert_eq!(touched, BTreeSet::from([1, 2]));
+        m.check(limits);
+    }
+
+    #[test]
+    fn modification_time_strictly_increases_even_if_the_clock_does_not() {
+        let mut m = Model::default();
+        m.upsert(&[entry("a", None)], LIMITS);
+        let before = m.pages[&1].modified_us;
+        m.now -= 5000;
+        m.upsert(&[entry("a", Some(0.3))], LIMITS);
+        assert_eq!(m.pages[&1].modified_us, before + 1);
+        assert_eq!(m.pages[&1].version, 2);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Upsert(Vec<(u8, u8, Option<u8>)>),
+        Delete(Vec<u8>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            prop::collection::vec((any::<u8>(), Just(0u8), prop::option::of(0u8..=10)), 1..12).prop_map(Op::Upsert),
+            prop::collection::vec(any::<u8>(), 1..6).prop_map(Op::Delete),
+        ]
+    }
+
+    /// A key always maps to the same loc (of a length that varies with the key), so that ops update and delete
+    /// records that earlier ops wrote.
+    fn path(key: u8) -> String {
+        let key = key % 48;
+        format!("{key}/{}", "x".repeat(usize::from(key % 40)))
+    }
+
+    proptest! {
+        #[test]
+        fn invariants_hold_under_any_sequence_of_writes(
+            ops in prop::collection::vec(op(), 1..40),
+            max_urls in 1u32..6,
+            extra in 0u64..400,
+        ) {
+            // As Config guarantees, an empty page has room for the largest entry (here ~120 bytes).
+            let limits = Limits { max_urls, max_bytes: ENVELOPE_RESERVE + 150 + extra };
+            let mut m = Model::default();
+            for op in ops {
+                match op {
+                    Op::Upsert(items) => {
+                        let entries: Vec<_> = items.iter().map(|&(k, _, p)| {
+                            entry(&path(k), p.map(|p| f64::from(p) / 10.0))
+                        }).collect();
+                        let before = m.pages.clone();
+                        let (_, touched) = m.upsert(&entries, limits);
+                        // Pages that were not touched are byte-for-byte the same state as before.
+                        for (id, page) in &before {
+                            if !touched.contains(id) { prop_assert_eq!(page, &m.pages[id]); }
+                        }
+                    }
+                    Op::Delete(keys) => {
+                        let locs: Vec<String> = keys.iter().map(|&k| format!("https://x.test/{}", path(k))).collect();
+                        m.delete(&locs);
+                    }
+                }
+                m.check(limits);
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Conditional requests (RFC 9110 §13) and content negotiation of gzip, as pure functions of the request headers.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::{HeaderMap, header};
+
+/// True when a GET or HEAD with these headers should be answered 304 Not Modified for a representation with this
+/// strong `etag` (quoted, as sent) and `last_modified`. `If-None-Match` (a list, `*`, weak comparison) takes
+/// precedence; `If-Modified-Since` is evaluated only without it, at one-second resolution.
+pub fn not_modified(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> bool {
+    if headers.contains_key(header::IF_NONE_MATCH) {
+        let mut fields = headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok());
+        return fields.any(|v| if_none_match_matches(v, etag));
+    }
+    let Some(since) = headers.get(header::IF_MODIFIED_SINCE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    match httpdate::parse_http_date(since) {
+        Ok(since) => truncate_to_seconds(last_modified) <= since,
+        Err(_) => false,
+    }
+}
+
+/// Whether one `If-None-Match` field value matches `etag` by weak comparison (the `W/` prefix is ignored).
+/// A malformed list matches nothing, so the full response is sent.
+pub fn if_none_match_matches(field: &str, etag: &str) -> bool {
+    let ours = opaque(etag);
+    let field = field.trim();
+    if field == "*" {
+        return true;
+    }
+    let mut rest = field;
+    loop {
+        rest = rest.trim_start_matches([' ', '\t', ',']);
+        if rest.is_empty() {
+            return false;
+        }
+        rest = rest.strip_prefix("W/").unwrap_or(rest);
+        let Some(body) = rest.strip_prefix('"') else { return false };
+        let Some(end) = body.find('"') else { return false };
+        if body[..end] == *ours {
+            return true;
+        }
+        rest = &body[end + 1..];
+        if !(rest.is_empty() || rest.starts_with([' ', '\t', ','])) {
+            return false;
+        }
+    }
+}
+
+fn opaque(etag: &str) -> &str {
+    etag.strip_prefix("W/").unwrap_or(etag).trim_matches('"')
+}
+
+pub fn truncate_to_seconds(t: SystemTime) -> SystemTime {
+    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// Whether the client accepts a gzip content-coding: `gzip`, `x-gzip` or `*` with a non-zero q-value, unless
+/// `gzip` itself is given q=0.
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let mut gzip = None;
+    let mut star = None;
+    for value in headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()) {
+        for item in value.split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+                gzip = Some(gzip.map_or(q, |g: f32| g.max(q)));
+            } else if coding == "*" {
+                star = Some(q);
+            }
+        }
+    }
+    gzip.or(star).is_some_and(|q| q > 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const ETAG: &str = "\"abc\"";
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn if_none_match_lists_star_and_weak_comparison() {
+        assert!(if_none_match_matches("\"abc\"", ETAG));
+        assert!(if_none_match_matches("W/\"abc\"", ETAG));
+        assert!(if_none_match_matches("\"x\", W/\"abc\"", ETAG));
+        assert!(if_none_match_matches("\"x\",\"abc\"", ETAG));
+        assert!(if_none_match_matches("*", ETAG));
+        assert!(!if_none_match_matches("\"abcd\"", ETAG));
+        assert!(!if_none_match_matches("abc", ETAG));
+        assert!(!if_none_match_matches("\"x\" junk \"abc\"", ETAG));
+        assert!(!if_none_match_matches("", ETAG));
+    }
+
+    #[test]
+    fn if_none_match_takes_precedence_over_if_modified_since() {
+        let lm = at(1_000_000);
+        let ims = httpdate::fmt_http_date(at(2_000_000));
+        let h = headers(&[(header::IF_NONE_MATCH, "\"other\""), (header::IF_MODIFIED_SINCE, &ims)]);
+        assert!(!not_modified(&h, ETAG, lm));
+        let h = headers(&[(header::IF_MODIFIED_SINCE, &ims)]);
+        assert!(not_modified(&h, ETAG, lm));
+    }
+
+    #[test]
+    fn if_none_match_in_several_fields() {
+        let h = headers(&[(header::IF_NONE_MATCH, "\"x\""), (header::IF_NONE_MATCH, "\"abc\"")]);
+        assert!(not_modified(&h, ETAG, at(0)));
+    }
+
+    #[test]
+    fn if_modified_since_at_one_second_resolution() {
+        let lm = at(1_000_000) + Duration::from_millis(700);
+        let same = httpdate::fmt_http_date(at(1_000_000));
+        assert!(not_modified(&headers(&[(header::IF_MODIFIED_SINCE, &same)]), ETAG, lm));
+        let before = httpdate::fmt_http_date(at(999_999));
+        assert!(!not_modified(&headers(&[(header::IF_MODIFIED_SINCE, &before)]), ETAG, lm));
+        assert!(!not_modified(&headers(&[(header::IF_MODIFIED_SINCE, "yesterday")]), ETAG, lm));
+        // The obsolete formats RFC 9110 requires recipients to accept.
+        let rfc850 = "Tuesday, 14-Nov-23 22:13:20 GMT";
+        assert!(not_modified(&headers(&[(header::IF_MODIFIED_SINCE, rfc850)]), ETAG, at(1_700_000_000)));
+        let asctime = "Tue Nov 14 22:13:20 2023";
+        assert!(not_modified(&headers(&[(header::IF_MODIFIED_SINCE, asctime)]), ETAG, at(1_700_000_000)));
+    }
+
+    #[test]
+    fn no_validators_means_full_response() {
+        assert!(!not_modified(&HeaderMap::new(), ETAG, at(0)));
+    }
+
+    #[test]
+    fn gzip_negotiation() {
+        let yes = ["gzip", "GZIP", "deflate, gzip;q=0.5", "x-gzip", "*", "br;q=1, *;q=0.1", "gzip;q=0, gzip"];
+        for v in yes {
+            assert!(accepts_gzip(&headers(&[(header::ACCEPT_ENCODING, v)])), "{v}");
+        }
+        let no = ["", "identity", "gzip;q=0", "br", "*;q=0", "gzip;q=0, *;q=1"];
+        for v in no {
+            assert!(!accepts_gzip(&headers(&[(header::ACCEPT_ENCODING, v)])), "{v}");
+        }
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    proptest! {
+        #[test]
+        fn a_list_containing_our_tag_always_matches(
+            tags in prop::collection::vec("[a-z0-9.-]{0,12}", 0..5),
+            pos in any::<prop::sample::Index>(),
+            weak in any::<bool>(),
+        ) {
+            let mut list: Vec<String> = tags.iter().map(|t| format!("\"{t}\"")).collect();
+            let ours = if weak { format!("W/{ETAG}") } else { ETAG.to_owned() };
+            let at = if list.is_empty() { 0 } else { pos.index(list.len() + 1) };
+            list.insert(at, ours);
+            prop_assert!(if_none_match_matches(&list.join(", "), ETAG));
+        }
+
+        #[test]
+        fn a_list_without_our_tag_never_matches(tags in prop::collection::vec("[a-z0-9.-]{0,12}", 0..5)) {
+            let list: Vec<String> = tags.iter().filter(|t| *t != "abc").map(|t| format!("W/\"{t}\"")).collect();
+            prop_assert!(!if_none_match_matches(&list.join(","), ETAG));
+        }
+
+        #[test]
+        fn if_modified_since_is_monotonic(lm in 0u64..4_000_000_000, ims in 0u64..4_000_000_000) {
+            let h = headers(&[(header::IF_MODIFIED_SINCE, &httpdate::fmt_http_date(at(ims)))]);
+            prop_assert_eq!(not_modified(&h, ETAG, at(lm)), lm <= ims);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! `AppState`: what every handler shares. The store holds all shared state; nothing here changes after start, so
+//! any number of processes on one database answer alike.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::Config;
+use crate::domain::PublicUrl;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub store: Arc<dyn Store>,
+    pub public_url: PublicUrl,
+    /// SHA-256 of each API token: compared in constant time and never kept in clear.
+    token_digests: Vec<[u8; 32]>,
+    pub gzip_level: u32,
+    pub max_json_bytes: usize,
+    pub max_line_bytes: usize,
+    pub ndjson_batch: usize,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, config: &Config) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            public_url: config.public_url.clone(),
+            token_digests: config.api_tokens.iter().map(|t| digest(t)).collect(),
+            gzip_level: config.gzip_level,
+            max_json_bytes: config.max_json_bytes,
+            max_line_bytes: config.max_line_bytes,
+            ndjson_batch: config.ndjson_batch,
+        }))
+    }
+}
+
+impl Inner {
+    /// False when tokens are configured (the server then may listen beyond loopback).
+    pub fn open_writes(&self) -> bool {
+        self.token_digests.is_empty()
+    }
+
+    /// Whether `token` is one of the configured tokens, in time independent of where or whether it matches.
+    pub fn token_ok(&self, token: &str) -> bool {
+        let presented = digest(token);
+        let mut ok = subtle::Choice::from(0);
+        for known in &self.token_digests {
+            ok |= known.ct_eq(&presented);
+        }
+        ok.into()
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}

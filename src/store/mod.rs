@@ -1,0 +1,183 @@
+//! Storage: the [`Store`] trait both backends implement, its errors, and the choice of backend by URL.
+//!
+//! The stores are thin: page assignment is decided by [`crate::pagination`], and the stores load the state it
+//! needs and write its plan back inside one transaction, with writers serialized so page limits hold.
+
+mod postgres;
+mod sqlite;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+
+pub use self::postgres::PgStore;
+pub use self::sqlite::SqliteStore;
+use crate::domain::{Entry, Loc};
+use crate::pagination::{Fields, Limits, PageState, StoredUrl, UpsertCounts};
+
+/// The default store: an SQLite file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or is overloaded: worth retrying (HTTP 503).
+    #[error("store unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    #[error("store error: {0}")]
+    Other(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::Error as E;
+        let transient = match &e {
+            E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed | E::Protocol(_) => true,
+            E::Database(db) => db.code().is_some_and(|code| {
+                // Postgres: connection exceptions (08), insufficient resources (53), operator intervention
+                // (57: shutdown, cannot connect now), serialization failure and deadlock (40001, 40P01).
+                // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with or without extended codes.
+                let code = code.as_ref();
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || code.starts_with("57P")
+                    || code == "40001"
+                    || code == "40P01"
+                    || matches!(code.parse::<i32>().map(|c| c & 0xff), Ok(5 | 6))
+            }),
+            _ => false,
+        };
+        if transient { Self::Unavailable(e) } else { Self::Other(e) }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// One `<url>` of a page, as streamed to the renderer.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PageEntry {
+    pub loc: String,
+    pub lastmod: Option<String>,
+    pub changefreq: Option<String>,
+    pub priority: Option<f64>,
+}
+
+pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeleteCounts {
+    pub deleted: u64,
+    pub missing: u64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies the embedded migrations; idempotent.
+    async fn migrate(&self) -> anyhow::Result<()>;
+    /// Answers when the database does.
+    async fn ping(&self) -> Result<()>;
+    /// Upserts `entries` in one transaction (a later duplicate of a loc wins).
+    async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts>;
+    /// Deletes the records of `locs` in one transaction.
+    async fn delete(&self, locs: &[Loc]) -> Result<DeleteCounts>;
+    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>>;
+    /// Records in id order after the record with id `after` (keyset paging).
+    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
+    /// The whole page table, empty pages included, in page order: O(pages).
+    async fn pages(&self) -> Result<Vec<PageState>>;
+    async fn page(&self, id: i64) -> Result<Option<PageState>>;
+    /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
+    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+}
+
+/// How to open the database.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub url: String,
+    pub limits: Limits,
+    pub max_connections: u32,
+    /// The longest a request waits for a connection before it is answered 503.
+    pub acquire_timeout: Duration,
+}
+
+/// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.
+pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
+    let store: Arc<dyn Store> = if options.url.starts_with("sqlite:") {
+        Arc::new(SqliteStore::connect(options).await.context("cannot open the SQLite database")?)
+    } else if options.url.starts_with("postgres:") || options.url.starts_with("postgresql:") {
+        Arc::new(PgStore::connect(options).await.context("cannot connect to Postgres")?)
+    } else {
+        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://");
+    };
+    store.migrate().await.context("cannot apply database migrations")?;
+    Ok(store)
+}
+
+#[derive(sqlx::FromRow)]
+struct UrlRow {
+    id: i64,
+    loc: String,
+    page_id: i64,
+    lastmod: Option<String>,
+    changefreq: Option<String>,
+    priority: Option<f64>,
+    size: i64,
+}
+
+impl From<UrlRow> for StoredUrl {
+    fn from(r: UrlRow) -> Self {
+        Self {
+            id: r.id,
+            loc: r.loc,
+            page_id: r.page_id,
+            fields: Fields { lastmod: r.lastmod, changefreq: r.changefreq, priority: r.priority },
+            size: r.size,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct PageRow {
+    id: i64,
+    url_count: i64,
+    byte_size: i64,
+    version: i64,
+    modified_us: i64,
+}
+
+impl From<PageRow> for PageState {
+    fn from(r: PageRow) -> Self {
+        Self {
+            id: r.id,
+            url_count: r.url_count,
+            byte_size: r.byte_size,
+            version: r.version,
+            modified_us: r.modified_us,
+        }
+    }
+}
+
+/// Column lists as literals, so that queries built with `concat!` stay `&'static str` (sqlx's `SqlSafeStr`).
+macro_rules! url_columns {
+    () => {
+        "id, loc, page_id, lastmod, changefreq, priority, size"
+    };
+}
+macro_rules! page_columns {
+    () => {
+        "id, url_count, byte_size, version, modified_us"
+    };
+}
+use {page_columns, url_columns};
+
+fn now_us() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
+}
+
+/// Distinct locs in first-appearance order.
+fn distinct(locs: &[Loc]) -> Vec<&str> {
+    let mut seen = std::collections::HashSet::with_capacity(locs.len());
+    locs.iter().map(Loc::as_str).filter(|l| seen.insert(*l)).collect()
+}

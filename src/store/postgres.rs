@@ -1,0 +1,213 @@
+//! The Postgres store. Writers take one transaction-scoped advisory lock, so page accounting never races; the
+//! clock is the database's, so every replica stamps changes from one clock.
+
+use std::str::FromStr;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use futures_util::TryStreamExt;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use super::{
+    DeleteCounts, EntryStream, PageEntry, PageRow, Result, Store, StoreOptions, UrlRow, distinct, page_columns,
+    url_columns,
+};
+use crate::domain::{Entry, Loc};
+use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
+
+/// The advisory lock key that serializes writers (any constant; "sitemapd" in ASCII, truncated).
+const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
+
+pub struct PgStore {
+    pool: PgPool,
+    limits: Limits,
+}
+
+impl PgStore {
+    pub async fn connect(options: &StoreOptions) -> anyhow::Result<Self> {
+        let connect = PgConnectOptions::from_str(&options.url).context("invalid Postgres URL")?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await?;
+        Ok(Self::from_pool(pool, options.limits))
+    }
+
+    pub fn from_pool(pool: PgPool, limits: Limits) -> Self {
+        Self { pool, limits }
+    }
+
+    async fn lock_and_load(
+        tx: &mut sqlx::PgTransaction<'_>,
+        locs: &[&str],
+    ) -> Result<(i64, Vec<StoredUrl>, Vec<PageState>)> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut **tx).await?;
+        let now: i64 = sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
+            .fetch_one(&mut **tx)
+            .await?;
+        let existing: Vec<UrlRow> =
+            sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)"))
+                .bind(locs)
+                .fetch_all(&mut **tx)
+                .await?;
+        let pages: Vec<PageRow> =
+            sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id")).fetch_all(&mut **tx).await?;
+        Ok((now, existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
+    }
+
+    async fn write_pages(tx: &mut sqlx::PgTransaction<'_>, pages: &[PageState]) -> Result<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let col = |f: fn(&PageState) -> i64| pages.iter().map(f).collect::<Vec<_>>();
+        sqlx::query(
+            "INSERT INTO pages (id, url_count, byte_size, version, modified_us) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+             ON CONFLICT (id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
+             version = excluded.version, modified_us = excluded.modified_us",
+        )
+        .bind(col(|p| p.id))
+        .bind(col(|p| p.url_count))
+        .bind(col(|p| p.byte_size))
+        .bind(col(|p| p.version))
+        .bind(col(|p| p.modified_us))
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn migrate(&self) -> anyhow::Result<()> {
+        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
+        if entries.is_empty() {
+            return Ok(UpsertCounts::default());
+        }
+        let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+        let mut tx = self.pool.begin().await?;
+        let (now, existing, pages) = Self::lock_and_load(&mut tx, &locs).await?;
+        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now);
+        Self::write_pages(&mut tx, &plan.pages).await?;
+        if !plan.updates.is_empty() {
+            let u = &plan.updates;
+            sqlx::query(
+                "UPDATE urls SET page_id = u.page_id, lastmod = u.lastmod, changefreq = u.changefreq, \
+                 priority = u.priority, size = u.size \
+                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::bigint[]) \
+                 AS u (id, page_id, lastmod, changefreq, priority, size) WHERE urls.id = u.id",
+            )
+            .bind(u.iter().map(|x| x.id).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.page_id).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.lastmod.as_deref()).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.priority).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.size).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !plan.inserts.is_empty() {
+            let n = &plan.inserts;
+            // WITH ORDINALITY + ORDER BY: ids are assigned in plan order, so page order is request order.
+            sqlx::query(
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) \
+                 SELECT loc, page_id, lastmod, changefreq, priority, size \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::bigint[]) \
+                 WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ord) ORDER BY ord",
+            )
+            .bind(n.iter().map(|x| x.loc.as_str()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.page_id).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.lastmod.as_deref()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.priority).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.size).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(plan.counts)
+    }
+
+    async fn delete(&self, locs: &[Loc]) -> Result<DeleteCounts> {
+        let locs = distinct(locs);
+        if locs.is_empty() {
+            return Ok(DeleteCounts::default());
+        }
+        let mut tx = self.pool.begin().await?;
+        let (now, found, pages) = Self::lock_and_load(&mut tx, &locs).await?;
+        let plan = pagination::plan_delete(locs.len(), found, pages, now);
+        if !plan.ids.is_empty() {
+            sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&plan.ids).execute(&mut *tx).await?;
+            Self::write_pages(&mut tx, &plan.pages).await?;
+        }
+        tx.commit().await?;
+        Ok(DeleteCounts { deleted: plan.deleted, missing: plan.missing })
+    }
+
+    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
+        let row: Option<UrlRow> = sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1"))
+            .bind(loc.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let rows: Vec<UrlRow> =
+            sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2"))
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn pages(&self) -> Result<Vec<PageState>> {
+        let rows: Vec<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn page(&self, id: i64) -> Result<Option<PageState>> {
+        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+        // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
+        let mut tx = self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(page) = row.map(PageState::from).filter(|p| p.url_count > 0) else {
+            return Ok(None);
+        };
+        let stream = async_stream::try_stream! {
+            let mut tx = tx;
+            let mut rows = sqlx::query_as::<_, PageEntry>(
+                "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = $1 ORDER BY id",
+            )
+            .bind(id)
+            .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                yield row;
+            }
+        };
+        Ok(Some((page, Box::pin(stream))))
+    }
+}

@@ -1,0 +1,208 @@
+//! The embedded SQLite store (the default). WAL journal with `synchronous=FULL`, so an acknowledged write survives
+//! a crash or power loss; writers are serialized in-process and take the database's write lock up front
+//! (`BEGIN IMMEDIATE`), so page accounting never races.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use futures_util::TryStreamExt;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use tokio::sync::Mutex;
+
+use super::{
+    DeleteCounts, EntryStream, PageEntry, PageRow, Result, Store, StoreOptions, UrlRow, distinct, now_us, page_columns,
+    url_columns,
+};
+use crate::domain::{Entry, Loc};
+use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    limits: Limits,
+    writer: Mutex<()>,
+}
+
+impl SqliteStore {
+    pub async fn connect(options: &StoreOptions) -> anyhow::Result<Self> {
+        let connect = SqliteConnectOptions::from_str(&options.url)
+            .context("invalid SQLite URL")?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5).min(options.acquire_timeout));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await?;
+        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()) })
+    }
+
+    /// Closes the pool: every later request fails as the store being unavailable (used by outage tests).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn load(tx: &mut sqlx::SqliteTransaction<'_>, locs: &[&str]) -> Result<(Vec<StoredUrl>, Vec<PageState>)> {
+        let json = serde_json::to_string(locs).expect("strings serialize");
+        let existing: Vec<UrlRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            url_columns!(),
+            " FROM urls WHERE loc IN (SELECT value FROM json_each(?1))"
+        ))
+        .bind(json)
+        .fetch_all(&mut **tx)
+        .await?;
+        let pages: Vec<PageRow> =
+            sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id")).fetch_all(&mut **tx).await?;
+        Ok((existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
+    }
+
+    async fn write_pages(tx: &mut sqlx::SqliteTransaction<'_>, pages: &[PageState]) -> Result<()> {
+        for p in pages {
+            sqlx::query(
+                "INSERT INTO pages (id, url_count, byte_size, version, modified_us) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
+                 version = excluded.version, modified_us = excluded.modified_us",
+            )
+            .bind(p.id)
+            .bind(p.url_count)
+            .bind(p.byte_size)
+            .bind(p.version)
+            .bind(p.modified_us)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn migrate(&self) -> anyhow::Result<()> {
+        sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
+        if entries.is_empty() {
+            return Ok(UpsertCounts::default());
+        }
+        let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+        let _writer = self.writer.lock().await;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (existing, pages) = Self::load(&mut tx, &locs).await?;
+        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us());
+        Self::write_pages(&mut tx, &plan.pages).await?;
+        for u in &plan.updates {
+            sqlx::query(
+                "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6 WHERE id = ?1",
+            )
+            .bind(u.id)
+            .bind(u.page_id)
+            .bind(u.fields.lastmod.as_deref())
+            .bind(u.fields.changefreq.as_deref())
+            .bind(u.fields.priority)
+            .bind(u.size)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for n in &plan.inserts {
+            sqlx::query(
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .bind(n.loc.as_str())
+            .bind(n.page_id)
+            .bind(n.fields.lastmod.as_deref())
+            .bind(n.fields.changefreq.as_deref())
+            .bind(n.fields.priority)
+            .bind(n.size)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(plan.counts)
+    }
+
+    async fn delete(&self, locs: &[Loc]) -> Result<DeleteCounts> {
+        let locs = distinct(locs);
+        if locs.is_empty() {
+            return Ok(DeleteCounts::default());
+        }
+        let _writer = self.writer.lock().await;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (found, pages) = Self::load(&mut tx, &locs).await?;
+        let plan = pagination::plan_delete(locs.len(), found, pages, now_us());
+        for id in &plan.ids {
+            sqlx::query("DELETE FROM urls WHERE id = ?1").bind(id).execute(&mut *tx).await?;
+        }
+        Self::write_pages(&mut tx, &plan.pages).await?;
+        tx.commit().await?;
+        Ok(DeleteCounts { deleted: plan.deleted, missing: plan.missing })
+    }
+
+    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
+        let row: Option<UrlRow> = sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ?1"))
+            .bind(loc.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let rows: Vec<UrlRow> =
+            sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE id > ?1 ORDER BY id LIMIT ?2"))
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn pages(&self) -> Result<Vec<PageState>> {
+        let rows: Vec<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn page(&self, id: i64) -> Result<Option<PageState>> {
+        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = ?1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+        // In WAL mode a read transaction sees one snapshot from its first read to its end.
+        let mut tx = self.pool.begin().await?;
+        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = ?1"))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(page) = row.map(PageState::from).filter(|p| p.url_count > 0) else {
+            return Ok(None);
+        };
+        let stream = async_stream::try_stream! {
+            let mut tx = tx;
+            let mut rows = sqlx::query_as::<_, PageEntry>(
+                "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id",
+            )
+            .bind(id)
+            .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                yield row;
+            }
+        };
+        Ok(Some((page, Box::pin(stream))))
+    }
+}
