@@ -185,7 +185,8 @@ impl Book {
 }
 
 /// Plans an upsert of `entries` (in request order; a later duplicate of a loc wins). `existing` holds the stored
-/// records for those locs; `pages` is the whole page table. Counts are as if the entries were applied one by one.
+/// records for those locs; `pages` is the whole page table. Counts are by effect on the store: each distinct loc is
+/// created, updated or unchanged, and an earlier duplicate that a later one supersedes counts as unchanged.
 pub fn plan_upsert(
     entries: &[Entry],
     existing: Vec<StoredUrl>,
@@ -195,25 +196,17 @@ pub fn plan_upsert(
 ) -> UpsertPlan {
     let mut counts = UpsertCounts { received: entries.len() as u64, ..Default::default() };
     let mut stored: HashMap<String, StoredUrl> = existing.into_iter().map(|u| (u.loc.clone(), u)).collect();
-    // The latest value of each loc in request order, and the order in which locs first appear.
+    // The last value of each loc, and the order in which locs first appear.
     let mut latest: HashMap<&str, Fields> = HashMap::with_capacity(entries.len());
     let mut order: Vec<&str> = Vec::with_capacity(entries.len());
     for entry in entries {
         let loc = entry.loc.as_str();
-        let fields = Fields::from(entry);
-        let previous = match latest.get(loc) {
-            Some(f) => Some(f),
-            None => {
-                order.push(loc);
-                stored.get(loc).map(|u| &u.fields)
-            }
-        };
-        match previous {
-            None => counts.created += 1,
-            Some(p) if *p == fields => counts.unchanged += 1,
-            Some(_) => counts.updated += 1,
+        if latest.insert(loc, Fields::from(entry)).is_none() {
+            order.push(loc);
+        } else {
+            // An earlier duplicate is superseded: it has no effect on the store.
+            counts.unchanged += 1;
         }
-        latest.insert(loc, fields);
     }
 
     let mut book = Book::new(pages, limits);
@@ -223,11 +216,13 @@ pub fn plan_upsert(
         let size = size_of(loc, &fields);
         match stored.remove(loc) {
             None => {
+                counts.created += 1;
                 let page_id = book.place(size);
                 plan.inserts.push(NewUrl { loc: loc.to_owned(), page_id, fields, size });
             }
-            Some(old) if old.fields == fields => {}
+            Some(old) if old.fields == fields => counts.unchanged += 1,
             Some(old) => {
+                counts.updated += 1;
                 let page = &book.pages[&old.page_id];
                 let page_id = if book.fits_bytes(page, size - old.size) {
                     book.remove(old.page_id, old.size);
@@ -371,11 +366,11 @@ mod tests {
     }
 
     #[test]
-    fn duplicates_count_as_if_applied_in_order_and_the_last_wins() {
+    fn the_last_duplicate_wins_and_earlier_ones_count_as_unchanged() {
         let mut m = Model::default();
         let batch = [entry("a", Some(0.1)), entry("a", Some(0.1)), entry("a", Some(0.2))];
         let (counts, _) = m.upsert(&batch, LIMITS);
-        assert_eq!(counts, UpsertCounts { received: 3, created: 1, updated: 1, unchanged: 1 });
+        assert_eq!(counts, UpsertCounts { received: 3, created: 1, updated: 0, unchanged: 2 });
         assert_eq!(m.urls.len(), 1);
         assert_eq!(m.urls.values().next().unwrap().fields.priority, Some(0.2));
     }

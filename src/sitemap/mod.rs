@@ -166,6 +166,16 @@ impl Representation {
         h
     }
 
+    /// The body of a HEAD answer: empty, but with no size hint when the length is unknown (gzip), so that no
+    /// `Content-Length: 0` is derived from it.
+    fn head_body(&self) -> Body {
+        if self.encoding.gzip() {
+            Body::from_stream(futures_util::stream::empty::<std::io::Result<Bytes>>())
+        } else {
+            Body::empty()
+        }
+    }
+
     fn body<S>(&self, bytes: S, gzip_level: u32) -> Body
     where
         S: futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
@@ -202,7 +212,7 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Ok(not_modified);
     }
     if method == Method::HEAD {
-        return Ok((rep.headers(), Body::empty()).into_response());
+        return Ok((rep.headers(), rep.head_body()).into_response());
     }
     let chunks = futures_util::stream::once(async move { Ok(Bytes::from(body)) });
     Ok((rep.headers(), rep.body(chunks, state.gzip_level)).into_response())
@@ -228,7 +238,7 @@ async fn get_page(
         return Ok(not_modified);
     }
     if method == Method::HEAD {
-        return Ok((rep.headers(), Body::empty()).into_response());
+        return Ok((rep.headers(), rep.head_body()).into_response());
     }
     // The body and its headers come from one snapshot, which may be newer than the row checked above.
     let (snapshot, entries) = state.store.page_entries(id).await?.ok_or_else(not_found)?;

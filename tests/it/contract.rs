@@ -1,0 +1,308 @@
+//! The store contract: what every `Store` implementation must do, run against SQLite and Postgres alike.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+use sitemapd::domain::{Entry, LastMod, Loc, Priority, PublicUrl};
+use sitemapd::pagination::{PageState, StoredUrl, UpsertCounts};
+use sitemapd::sitemap::render::{ENVELOPE_RESERVE, UrlFields, url_len};
+use sitemapd::store::{DeleteCounts, Store};
+
+use crate::both_backends;
+use crate::support::{Backend, PUBLIC_URL, TestApp};
+
+fn public() -> PublicUrl {
+    PublicUrl::parse(PUBLIC_URL).unwrap()
+}
+
+fn loc(path: &str) -> Loc {
+    Loc::parse(&format!("{PUBLIC_URL}/{path}"), &public()).unwrap()
+}
+
+fn entry(path: &str) -> Entry {
+    Entry { loc: loc(path), lastmod: None, changefreq: None, priority: None }
+}
+
+fn entries(paths: impl IntoIterator<Item = String>) -> Vec<Entry> {
+    paths.into_iter().map(|p| entry(&p)).collect()
+}
+
+async fn store(backend: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, Arc<dyn Store>)> {
+    let app = TestApp::spawn(backend, vars).await?;
+    let store = app.store.clone();
+    Some((app, store))
+}
+
+async fn all_urls(store: &dyn Store) -> Vec<StoredUrl> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let batch = store.list_after(after, 7).await.unwrap();
+        let Some(last) = batch.last() else { return out };
+        after = last.id;
+        out.extend(batch);
+    }
+}
+
+/// The stored state is consistent: page counts and byte totals match the URLs, limits hold, each URL's size is
+/// its rendered size, and each page streams exactly its URLs in id order.
+pub async fn assert_consistent(store: &dyn Store, max_urls: i64, max_bytes: i64) {
+    let urls = all_urls(store).await;
+    let pages = store.pages().await.unwrap();
+    let mut by_page: BTreeMap<i64, Vec<&StoredUrl>> = BTreeMap::new();
+    for u in &urls {
+        by_page.entry(u.page_id).or_default().push(u);
+        let fields = UrlFields {
+            loc: &u.loc,
+            lastmod: u.fields.lastmod.as_deref(),
+            changefreq: u.fields.changefreq.as_deref(),
+            priority: u.fields.priority,
+        };
+        assert_eq!(u.size as u64, url_len(fields), "size of {}", u.loc);
+    }
+    let ids: Vec<i64> = pages.iter().map(|p| p.id).collect();
+    assert_eq!(ids, (1..=pages.len() as i64).collect::<Vec<_>>(), "pages are numbered 1..n");
+    for page in &pages {
+        let members = by_page.remove(&page.id).unwrap_or_default();
+        assert_eq!(page.url_count, members.len() as i64, "count of page {}", page.id);
+        assert_eq!(page.byte_size, members.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
+        assert!(page.url_count <= max_urls, "page {} has {} URLs", page.id, page.url_count);
+        assert!(ENVELOPE_RESERVE as i64 + page.byte_size <= max_bytes, "page {} is too large", page.id);
+        match store.page_entries(page.id).await.unwrap() {
+            None => assert_eq!(page.url_count, 0),
+            Some((snapshot, stream)) => {
+                assert_eq!(&snapshot, page);
+                let streamed: Vec<String> = stream.map_ok(|e| e.loc).try_collect().await.unwrap();
+                let expected: Vec<String> = members.iter().map(|u| u.loc.clone()).collect();
+                assert_eq!(streamed, expected, "page {} streams its URLs in id order", page.id);
+            }
+        }
+    }
+    assert!(by_page.is_empty(), "URLs on pages that do not exist: {by_page:?}");
+}
+
+async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let e = Entry {
+        loc: Loc::parse("HTTPS://WWW.EXAMPLE.COM/caf\u{e9}", &public()).unwrap(),
+        lastmod: Some(LastMod::parse("2024-05-01T08:20+02:00").unwrap()),
+        changefreq: Some(sitemapd::domain::ChangeFreq::parse("Daily").unwrap()),
+        priority: Some(Priority::new(0.8).unwrap()),
+    };
+    let counts = store.upsert(std::slice::from_ref(&e)).await.unwrap();
+    assert_eq!(counts, UpsertCounts { received: 1, created: 1, updated: 0, unchanged: 0 });
+    let found = store.find(&e.loc).await.unwrap().expect("stored");
+    assert_eq!(found.loc, "https://www.example.com/caf%C3%A9");
+    assert_eq!(found.fields.lastmod.as_deref(), Some("2024-05-01T06:20:00Z"));
+    assert_eq!(found.fields.changefreq.as_deref(), Some("daily"));
+    assert_eq!(found.fields.priority, Some(0.8));
+    assert_eq!(found.page_id, 1);
+    assert!(store.find(&loc("absent")).await.unwrap().is_none());
+}
+
+async fn counts_by_effect_and_later_duplicates_win(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
+    let mut changed = entry("b");
+    changed.priority = Some(Priority::new(0.3).unwrap());
+    let mut last = entry("c");
+    last.priority = Some(Priority::new(0.9).unwrap());
+    let batch = vec![entry("a"), changed, entry("c"), last];
+    let counts = store.upsert(&batch).await.unwrap();
+    assert_eq!(counts, UpsertCounts { received: 4, created: 1, updated: 1, unchanged: 2 });
+    assert_eq!(store.find(&loc("c")).await.unwrap().unwrap().fields.priority, Some(0.9));
+    assert_eq!(all_urls(&*store).await.len(), 3);
+}
+
+async fn an_upsert_replaces_the_whole_entry(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let mut full = entry("a");
+    full.lastmod = Some(LastMod::parse("2024-01-01").unwrap());
+    full.priority = Some(Priority::new(0.5).unwrap());
+    store.upsert(&[full]).await.unwrap();
+    let counts = store.upsert(&[entry("a")]).await.unwrap();
+    assert_eq!(counts.updated, 1);
+    let found = store.find(&loc("a")).await.unwrap().unwrap();
+    assert_eq!((found.fields.lastmod, found.fields.priority), (None, None));
+}
+
+async fn delete_counts_deleted_and_missing(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
+    let counts = store.delete(&[loc("a"), loc("a"), loc("zzz")]).await.unwrap();
+    assert_eq!(counts, DeleteCounts { deleted: 1, missing: 1 });
+    assert!(store.find(&loc("a")).await.unwrap().is_none());
+    assert!(store.find(&loc("b")).await.unwrap().is_some());
+}
+
+async fn list_after_returns_each_entry_once_across_changes(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries((0..10).map(|i| format!("u{i}")))).await.unwrap();
+    let first = store.list_after(0, 4).await.unwrap();
+    assert_eq!(first.len(), 4);
+    // Changes between pages of the listing neither repeat nor skip the entries that remain.
+    store.delete(&[loc("u1"), loc("u6")]).await.unwrap();
+    store.upsert(&entries(["u10".into()])).await.unwrap();
+    let mut seen: Vec<String> = first.iter().map(|u| u.loc.clone()).collect();
+    let mut after = first.last().unwrap().id;
+    loop {
+        let batch = store.list_after(after, 4).await.unwrap();
+        let Some(last) = batch.last() else { break };
+        after = last.id;
+        seen.extend(batch.into_iter().map(|u| u.loc));
+    }
+    let unique: BTreeSet<_> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "no entry twice: {seen:?}");
+    for i in (0..=10).filter(|i| *i != 6) {
+        assert!(unique.contains(&format!("{PUBLIC_URL}/u{i}")), "u{i} listed");
+    }
+}
+
+async fn pages_fill_in_order_and_a_freed_slot_is_reused(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    store.upsert(&entries((0..7).map(|i| format!("u{i}")))).await.unwrap();
+    let pages: Vec<i64> = store.pages().await.unwrap().iter().map(|p| p.url_count).collect();
+    assert_eq!(pages, [3, 3, 1]);
+    store.delete(&[loc("u1")]).await.unwrap();
+    store.upsert(&entries(["n1".into(), "n2".into(), "n3".into()])).await.unwrap();
+    assert_eq!(store.find(&loc("n1")).await.unwrap().unwrap().page_id, 1, "the freed slot on page 1 first");
+    assert_eq!(store.find(&loc("n2")).await.unwrap().unwrap().page_id, 3);
+    assert_eq!(store.find(&loc("n3")).await.unwrap().unwrap().page_id, 3);
+    assert_consistent(&*store, 3, 52_428_800).await;
+}
+
+async fn a_change_touches_only_its_page(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    store.upsert(&entries((0..9).map(|i| format!("u{i}")))).await.unwrap();
+    let before = store.pages().await.unwrap();
+    let mut changed = entry("u4");
+    changed.priority = Some(Priority::new(0.1).unwrap());
+    store.upsert(&[changed]).await.unwrap();
+    let after = store.pages().await.unwrap();
+    let differing: Vec<i64> = before.iter().zip(&after).filter(|(x, y)| x != y).map(|(x, _)| x.id).collect();
+    assert_eq!(differing, [2]);
+    assert_eq!(after[1].version, before[1].version + 1);
+    assert!(after[1].modified_us > before[1].modified_us);
+}
+
+async fn deleting_advances_the_page_version_and_time(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
+    let before = store.page(1).await.unwrap().unwrap();
+    store.delete(&[loc("a")]).await.unwrap();
+    let after = store.page(1).await.unwrap().unwrap();
+    assert_eq!(after.version, before.version + 1);
+    assert!(after.modified_us > before.modified_us);
+    assert_eq!(after.url_count, 1);
+    // Deleting the last URL empties the page: it is kept (for reuse) but has nothing to stream.
+    store.delete(&[loc("b")]).await.unwrap();
+    assert_eq!(store.page(1).await.unwrap().unwrap().url_count, 0);
+    assert!(store.page_entries(1).await.unwrap().is_none());
+}
+
+async fn identical_resend_changes_nothing(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await else { return };
+    let batch = entries((0..10).map(|i| format!("u{i}")));
+    store.upsert(&batch).await.unwrap();
+    let before = store.pages().await.unwrap();
+    let counts = store.upsert(&batch).await.unwrap();
+    assert_eq!(counts, UpsertCounts { received: 10, created: 0, updated: 0, unchanged: 10 });
+    assert_eq!(store.pages().await.unwrap(), before);
+}
+
+async fn byte_limits_hold_for_urls_of_any_length(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "16000")]).await else { return };
+    // Lengths from 1 to ~1,900 characters, some with characters that grow when escaped.
+    let paths: Vec<String> = (0..120).map(|i| format!("{i}/{}", "a&'".repeat((i * 97) % 640))).collect();
+    for chunk in paths.chunks(25) {
+        store.upsert(&entries(chunk.iter().cloned())).await.unwrap();
+    }
+    assert!(store.pages().await.unwrap().len() > 3);
+    assert_consistent(&*store, 50_000, 16_000).await;
+}
+
+async fn an_entry_that_outgrows_its_page_moves_and_the_limits_hold(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "14000")]).await else { return };
+    let long = |i: usize| format!("{i}/{}", "x".repeat(1900));
+    store.upsert(&entries((0..6).map(long))).await.unwrap();
+    assert_eq!(store.pages().await.unwrap().len(), 1);
+    let mut grown = entry(&long(0));
+    grown.lastmod = Some(LastMod::parse("2024-05-01T08:20:07.123456789Z").unwrap());
+    grown.changefreq = Some(sitemapd::domain::ChangeFreq::parse("monthly").unwrap());
+    grown.priority = Some(Priority::new(0.123456).unwrap());
+    // Fill page 1 to 50 bytes under its limit, so the grown entry (about 100 bytes larger) cannot stay.
+    let room = 14_000 - ENVELOPE_RESERVE as i64 - store.page(1).await.unwrap().unwrap().byte_size;
+    let bare = format!("{PUBLIC_URL}/f/");
+    let base = url_len(UrlFields { loc: &bare, lastmod: None, changefreq: None, priority: None }) as i64;
+    let filler = format!("f/{}", "y".repeat((room - 50 - base) as usize));
+    store.upsert(&entries([filler.clone()])).await.unwrap();
+    assert_eq!(store.find(&loc(&filler)).await.unwrap().unwrap().page_id, 1);
+    store.upsert(&[grown]).await.unwrap();
+    assert_eq!(store.find(&loc(&long(0))).await.unwrap().unwrap().page_id, 2);
+    assert_consistent(&*store, 50_000, 14_000).await;
+}
+
+async fn concurrent_writers_keep_every_invariant(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "7")]).await else { return };
+    let tasks: Vec<_> = (0..6)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for round in 0..5 {
+                    // Each writer adds its own URLs and rewrites shared ones.
+                    let mut batch = entries((0..4).map(|i| format!("w{w}/r{round}/{i}")));
+                    let mut shared = entry(&format!("shared/{}", round % 3));
+                    shared.priority = Some(Priority::new(f64::from(w) / 10.0).unwrap());
+                    batch.push(shared);
+                    store.upsert(&batch).await.unwrap();
+                    if round % 2 == 1 {
+                        store.delete(&[loc(&format!("w{w}/r{}/0", round - 1))]).await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let urls = all_urls(&*store).await;
+    assert_eq!(urls.len(), 6 * (5 * 4 - 2) + 3);
+    assert_consistent(&*store, 7, 52_428_800).await;
+}
+
+async fn migrations_are_idempotent(b: Backend) {
+    let Some((app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries(["a".into()])).await.unwrap();
+    store.migrate().await.unwrap();
+    let again = app.another_process().await;
+    again.store.migrate().await.unwrap();
+    assert!(again.store.find(&loc("a")).await.unwrap().is_some());
+}
+
+async fn page_state_is_shared_by_every_process(b: Backend) {
+    let Some((app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
+    let other = app.another_process().await;
+    let pages: Vec<PageState> = other.store.pages().await.unwrap();
+    assert_eq!(pages, store.pages().await.unwrap());
+    other.store.delete(&[loc("a")]).await.unwrap();
+    assert_eq!(store.page(1).await.unwrap().unwrap().url_count, 1);
+}
+
+both_backends!(
+    upsert_then_find_returns_the_normalized_entry,
+    counts_by_effect_and_later_duplicates_win,
+    an_upsert_replaces_the_whole_entry,
+    delete_counts_deleted_and_missing,
+    list_after_returns_each_entry_once_across_changes,
+    pages_fill_in_order_and_a_freed_slot_is_reused,
+    a_change_touches_only_its_page,
+    deleting_advances_the_page_version_and_time,
+    identical_resend_changes_nothing,
+    byte_limits_hold_for_urls_of_any_length,
+    an_entry_that_outgrows_its_page_moves_and_the_limits_hold,
+    concurrent_writers_keep_every_invariant,
+    migrations_are_idempotent,
+    page_state_is_shared_by_every_process,
+);

@@ -1,0 +1,133 @@
+//! The built binary: start-up checks, the default SQLite file, `migrate`, and graceful shutdown on SIGTERM.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
+
+fn sitemapd(dir: &Path, vars: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir).env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.envs(vars.iter().copied());
+    cmd
+}
+
+fn run(dir: &Path, vars: &[(&str, &str)], args: &[&str]) -> Output {
+    sitemapd(dir, vars).args(args).output().expect("run sitemapd")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A minimal HTTP/1.1 exchange (`Connection: close`), returning the status code and the raw response.
+fn http(port: u16, request: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    Some((status, response))
+}
+
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    http(port, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+}
+
+fn wait_until_healthy(port: u16, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if get(port, "/healthz").is_some_and(|(s, _)| s == 200) {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("sitemapd exited early: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("sitemapd did not become healthy");
+}
+
+#[test]
+fn refuses_to_listen_beyond_loopback_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &[("SITEMAPD_BIND", "0.0.0.0:0")], &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SITEMAPD_API_TOKENS"), "{stderr}");
+    assert!(!dir.path().join("sitemapd.db").exists(), "it failed before touching the database");
+}
+
+#[test]
+fn refuses_page_limits_above_the_protocol_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    for (var, value) in [
+        ("SITEMAPD_PAGE_MAX_URLS", "50001"),
+        ("SITEMAPD_PAGE_MAX_BYTES", "60000000"),
+        ("SITEMAPD_PAGE_MAX_BYTES", "100"),
+    ] {
+        let out = run(dir.path(), &[(var, value)], &[]);
+        assert!(!out.status.success(), "{var}={value}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(var), "{var}={value}");
+    }
+}
+
+#[test]
+fn migrate_applies_migrations_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("m.db").display());
+    for _ in 0..2 {
+        let out = run(dir.path(), &[("DATABASE_URL", &url)], &["migrate"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(dir.path().join("m.db").exists());
+}
+
+#[test]
+fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let public = format!("http://localhost:{port}");
+    let mut child = sitemapd(dir.path(), &[("SITEMAPD_BIND", &bind), ("SITEMAPD_PUBLIC_URL", &public)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_healthy(port, &mut child);
+    assert!(dir.path().join("sitemapd.db").exists(), "the default store is ./sitemapd.db");
+    let body = format!("[{{\"loc\": \"{public}/hello\"}}]");
+    let put = format!(
+        "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, response) = http(port, &put).unwrap();
+    assert_eq!(status, 200, "{response}");
+    let (status, page) = get(port, "/sitemap-1.xml").unwrap();
+    assert_eq!(status, 200);
+    assert!(page.contains(&format!("<loc>{public}/hello</loc>")), "{page}");
+    // HEAD over a real socket keeps the GET's Content-Length and sends no body.
+    let (status, head) = http(port, "HEAD /sitemap-1.xml HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    assert_eq!(status, 200);
+    let get_len = page.split("\r\n\r\n").nth(1).unwrap().len();
+    assert!(head.to_ascii_lowercase().contains(&format!("content-length: {get_len}\r\n")), "{head}");
+    assert!(head.ends_with("\r\n\r\n"));
+
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "sitemapd did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(status.success(), "exit status {status}; stderr: {stderr}");
+}

@@ -1,0 +1,330 @@
+//! Test harness: a fresh database per test (an SQLite file, or a Postgres database that is dropped afterwards),
+//! the real router driven by `oneshot`, and helpers that read like the behaviour under test.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use serde_json::Value;
+use sitemapd::config::Config;
+use sitemapd::store::{Store, StoreOptions};
+use sitemapd::{AppState, app};
+use sqlx::Connection;
+use tower::ServiceExt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Generates `sqlite::NAME` and `postgres::NAME` tests from `async fn NAME(Backend)` functions in scope.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::support::Backend::Sqlite).await })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::support::Backend::Postgres).await })*
+        }
+    };
+}
+
+/// The Postgres server for tests, from `TEST_DATABASE_URL`. Unset: Postgres tests return early, except under CI
+/// (`CI` set), where that is an error: CI must never skip them silently.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but TEST_DATABASE_URL is not: Postgres tests would be skipped")
+        }
+        _ => None,
+    }
+}
+
+/// A database of its own for one test.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    drop_pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> Option<Self> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let url = format!("sqlite://{}", dir.path().join("test.db").display());
+                Some(Self { url, _dir: Some(dir), drop_pg: None })
+            }
+            Backend::Postgres => {
+                let admin = postgres_url()?;
+                static COUNTER: AtomicU32 = AtomicU32::new(0);
+                let name = format!(
+                    "sitemapd_test_{}_{}_{}",
+                    std::process::id(),
+                    COUNTER.fetch_add(1, Ordering::Relaxed),
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+                );
+                let mut conn = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is set but Postgres is unreachable: {e}"));
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+                conn.close().await.ok();
+                let mut url = url::Url::parse(&admin).unwrap();
+                url.set_path(&name);
+                Some(Self { url: url.into(), _dir: None, drop_pg: Some((admin, name)) })
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Runs on panic too. A thread with its own runtime, because Drop cannot await.
+        if let Some((admin, name)) = self.drop_pg.take() {
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async {
+                    if let Ok(mut conn) = sqlx::PgConnection::connect(&admin).await {
+                        let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    }
+                });
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+pub const PUBLIC_URL: &str = "https://www.example.com";
+
+/// The service as a router over a fresh database, configured like production but for `vars`.
+pub struct TestApp {
+    pub router: Router,
+    pub store: Arc<dyn Store>,
+    pub config: Config,
+    vars: HashMap<String, String>,
+    pub db: Arc<TestDb>,
+}
+
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// How many data frames the body arrived in.
+    pub frames: usize,
+}
+
+impl TestResponse {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8(self.body.to_vec()).expect("UTF-8 body")
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+}
+
+pub fn gunzip(bytes: &[u8]) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(bytes).read_to_string(&mut out).expect("valid gzip");
+    out
+}
+
+impl TestApp {
+    /// `None` when the backend is Postgres and no Postgres is configured.
+    pub async fn spawn(backend: Backend, vars: &[(&str, &str)]) -> Option<Self> {
+        let db = Arc::new(TestDb::new(backend).await?);
+        let mut all: HashMap<String, String> = [("SITEMAPD_PUBLIC_URL", PUBLIC_URL), ("SITEMAPD_API_TOKENS", "")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
+        all.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        all.insert("DATABASE_URL".into(), db.url.clone());
+        Some(Self::open(db, all).await)
+    }
+
+    async fn open(db: Arc<TestDb>, vars: HashMap<String, String>) -> Self {
+        let config = Config::load_from(None, |k| vars.get(k).cloned()).expect("valid test configuration");
+        let store = sitemapd::store::open(&options(&config)).await.expect("store opens");
+        let router = app(AppState::new(store.clone(), &config));
+        Self { router, store, config, vars, db }
+    }
+
+    /// A router over a store built by the test itself (no database of its own).
+    pub fn from_parts(store: Arc<dyn Store>, config: Config, router: Router) -> Self {
+        let db = Arc::new(TestDb { url: config.database_url.clone(), _dir: None, drop_pg: None });
+        Self { router, store, config, vars: HashMap::new(), db }
+    }
+
+    /// Another process on the same database: its own pool and state, as a replica or a restart would have.
+    pub async fn another_process(&self) -> Self {
+        Self::open(self.db.clone(), self.vars.clone()).await
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        let response = self.router.clone().oneshot(request).await.expect("infallible");
+        let (parts, mut body) = response.into_parts();
+        let mut bytes = Vec::new();
+        let mut frames = 0;
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.expect("body streams without error").into_data() {
+                frames += 1;
+                bytes.extend_from_slice(&data);
+            }
+        }
+        TestResponse { status: parts.status, headers: parts.headers, body: bytes.into(), frames }
+    }
+
+    pub async fn request(&self, method: Method, uri: &str, headers: &[(&str, &str)], body: Body) -> TestResponse {
+        let mut builder = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        self.send(builder.body(body).unwrap()).await
+    }
+
+    pub async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
+        self.request(Method::GET, uri, headers, Body::empty()).await
+    }
+
+    pub async fn head(&self, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
+        self.request(Method::HEAD, uri, headers, Body::empty()).await
+    }
+
+    pub async fn put_json(&self, body: &Value) -> TestResponse {
+        let headers = [("content-type", "application/json")];
+        self.request(Method::PUT, "/api/v1/urls", &headers, Body::from(body.to_string())).await
+    }
+
+    pub async fn put_ndjson(&self, body: &str) -> TestResponse {
+        let headers = [("content-type", "application/x-ndjson")];
+        self.request(Method::PUT, "/api/v1/urls", &headers, Body::from(body.to_owned())).await
+    }
+
+    pub async fn delete_loc(&self, loc: &str) -> TestResponse {
+        let uri = format!("/api/v1/urls?loc={}", urlencode(loc));
+        self.request(Method::DELETE, &uri, &[], Body::empty()).await
+    }
+
+    pub async fn find(&self, loc: &str) -> TestResponse {
+        self.get(&format!("/api/v1/urls?loc={}", urlencode(loc)), &[]).await
+    }
+
+    /// Upserts `paths` under the public URL and asserts success.
+    pub async fn put_paths(&self, paths: &[&str]) -> Value {
+        let entries: Vec<Value> =
+            paths.iter().map(|p| serde_json::json!({"loc": format!("{PUBLIC_URL}/{p}")})).collect();
+        let r = self.put_json(&Value::Array(entries)).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        r.json()
+    }
+
+    /// The paths (relative to this service) of the pages the index lists.
+    pub async fn index_paths(&self) -> Vec<String> {
+        let r = self.get("/sitemap.xml", &[]).await;
+        if r.status == StatusCode::NOT_FOUND {
+            return Vec::new();
+        }
+        assert_eq!(r.status, StatusCode::OK);
+        let prefix = self.config.public_url.as_str().trim_end_matches('/').to_owned();
+        xml_texts(&r.text(), "loc")
+            .into_iter()
+            .map(|loc| loc.strip_prefix(&prefix).expect("under public URL").to_owned())
+            .collect()
+    }
+}
+
+pub fn options(config: &Config) -> StoreOptions {
+    StoreOptions {
+        url: config.database_url.clone(),
+        limits: config.limits,
+        max_connections: config.db_max_connections,
+        acquire_timeout: config.db_acquire_timeout,
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The unescaped text of every `<name>` element, in document order, read with a real XML parser.
+pub fn xml_texts(xml: &str, name: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut out = Vec::new();
+    let mut inside = false;
+    loop {
+        match reader.read_event().expect("well-formed XML") {
+            Event::Start(e) if e.local_name().as_ref() == name => {
+                inside = true;
+                out.push(String::new());
+            }
+            Event::End(e) if e.local_name().as_ref() == name => inside = false,
+            Event::Text(t) if inside => out.last_mut().unwrap().push_str(&t),
+            Event::GeneralRef(r) if inside => {
+                let resolved = match &*r {
+                    "amp" => "&",
+                    "apos" => "'",
+                    "quot" => "\"",
+                    "lt" => "<",
+                    "gt" => ">",
+                    other => panic!("unexpected entity {other}"),
+                };
+                out.last_mut().unwrap().push_str(resolved);
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The schema check from ../shared/xsd (or `SITEMAPD_XSD_VALIDATE`). Missing: skipped with a note, except under
+/// CI, where that fails.
+pub fn xsd_validator() -> Option<PathBuf> {
+    let path = std::env::var_os("SITEMAPD_XSD_VALIDATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/xsd/validate.sh"));
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI is set but the XSD validator {} is missing", path.display());
+    eprintln!("note: {} not found; XSD validation skipped", path.display());
+    None
+}
+
+/// Writes each body to a file and validates them all against the official schemas; panics with the output.
+pub fn validate_xsd(bodies: &[(&str, &[u8])]) {
+    let Some(validator) = xsd_validator() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, (name, body))| {
+            let path = dir.path().join(format!("{i}-{name}"));
+            std::fs::write(&path, body).unwrap();
+            path
+        })
+        .collect();
+    let out = std::process::Command::new("bash").arg(&validator).args(&files).output().expect("run validate.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "XSD validation failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("OK")).count(), files.len(), "{stdout}");
+}
