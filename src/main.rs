@@ -1,5 +1,6 @@
 //! The `sitemapd` binary: command line, telemetry, configuration, and the choice of store.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -78,7 +79,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
 
 fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colour only for a person at a terminal, never into a log file or a collector.
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
