@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::error::ApiError;
 pub use crate::state::AppState;
@@ -40,11 +40,16 @@ pub fn app(state: AppState) -> Router {
             tracing::error!("a request handler panicked");
             ApiError::internal().into_response()
         }))
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
-            // The matched route, not the raw path: one span name per route, no unbounded values.
-            let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
-            tracing::info_span!("request", method = %request.method(), route, uri = %request.uri())
-        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request| {
+                    // The matched route as the span's field, so logs group by route, not by raw path.
+                    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
+                    tracing::info_span!("request", method = %request.method(), route, uri = %request.uri())
+                })
+                // One line per answered request, with its status and latency.
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes, then finishes in-flight requests.
