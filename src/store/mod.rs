@@ -3,8 +3,8 @@
 //! The stores are thin: page assignment is decided by [`crate::pagination`], and the stores load the state it
 //! needs and write its plan back inside one transaction, with writers serialized so page limits hold.
 
-mod postgres;
-mod sqlite;
+pub mod postgres;
+pub mod sqlite;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -15,6 +15,18 @@ use super::{
 use crate::domain::{Entry, Loc};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
 
+/// A page's entries in page order. The row-value range (rather than `page_id = $1 ORDER BY id`) leaves the planner
+/// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
+/// [`PAGE_PLANNER_SETTINGS`] the only plan left is an ordered scan of `urls_page_id_id`, streaming from its first
+/// row: O(page) at any depth, no sort. A test pins the plan.
+pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls \
+     WHERE (page_id, id) > ($1, 0) AND (page_id, id) < ($1 + 1, 0) ORDER BY page_id, id";
+
+/// Planner settings for the page's read-only transaction: no bitmap scan, no sort (both would collect the page
+/// before the first row goes out).
+pub const PAGE_PLANNER_SETTINGS: &str =
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)";
+
 /// The advisory lock key that serializes writers (any constant; "sitemapd" in ASCII, truncated).
 const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
 
@@ -197,13 +209,10 @@ impl Store for PgStore {
         let Some(page) = row.map(PageState::from).filter(|p| p.url_count > 0) else {
             return Ok(None);
         };
+        sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
         let stream = async_stream::try_stream! {
             let mut tx = tx;
-            let mut rows = sqlx::query_as::<_, PageEntry>(
-                "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = $1 ORDER BY id",
-            )
-            .bind(id)
-            .fetch(&mut *tx);
+            let mut rows = sqlx::query_as::<_, PageEntry>(PAGE_ENTRIES_SQL).bind(id).fetch(&mut *tx);
             while let Some(row) = rows.try_next().await? {
                 yield row;
             }

@@ -18,6 +18,9 @@ use super::{
 use crate::domain::{Entry, Loc};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
 
+/// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
+pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id";
+
 pub struct SqliteStore {
     pool: SqlitePool,
     limits: Limits,
@@ -194,11 +197,7 @@ impl Store for SqliteStore {
         };
         let stream = async_stream::try_stream! {
             let mut tx = tx;
-            let mut rows = sqlx::query_as::<_, PageEntry>(
-                "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id",
-            )
-            .bind(id)
-            .fetch(&mut *tx);
+            let mut rows = sqlx::query_as::<_, PageEntry>(PAGE_ENTRIES_SQL).bind(id).fetch(&mut *tx);
             while let Some(row) = rows.try_next().await? {
                 yield row;
             }

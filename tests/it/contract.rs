@@ -290,7 +290,47 @@ async fn page_state_is_shared_by_every_process(b: Backend) {
     assert_eq!(store.page(1).await.unwrap().unwrap().url_count, 1);
 }
 
+/// Property 7: a page is read by an ordered scan of the (page_id, id) index: no sort, no scan of other pages' rows,
+/// whatever the planner's statistics say.
+async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
+    use sqlx::{AssertSqlSafe, Connection};
+    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
+    store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
+    let plan: Vec<String> = match b {
+        Backend::Postgres => {
+            use sitemapd::store::postgres::{PAGE_ENTRIES_SQL, PAGE_PLANNER_SETTINGS};
+            let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
+            sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await.unwrap();
+            sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {PAGE_ENTRIES_SQL}")))
+                .bind(3i64)
+                .fetch_all(&mut *tx)
+                .await
+                .unwrap()
+        }
+        Backend::Sqlite => {
+            use sitemapd::store::sqlite::PAGE_ENTRIES_SQL;
+            let mut conn = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
+            sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
+            let rows: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {PAGE_ENTRIES_SQL}")))
+                    .bind(3i64)
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap();
+            rows.into_iter().map(|r| r.3).collect()
+        }
+    };
+    let text = plan.join("\n");
+    assert!(text.contains("urls_page_id_id"), "{text}");
+    for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
+        assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
+    }
+}
+
 both_backends!(
+    a_page_is_read_by_an_ordered_index_scan,
     upsert_then_find_returns_the_normalized_entry,
     counts_by_effect_and_later_duplicates_win,
     an_upsert_replaces_the_whole_entry,
