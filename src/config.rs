@@ -34,6 +34,7 @@ const ENV: &[(&str, &str)] = &[
     ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
     ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
     ("gzip_level", "SITEMAPD_GZIP_LEVEL"),
+    ("stream_timeout_secs", "SITEMAPD_STREAM_TIMEOUT_SECS"),
     ("log_format", "SITEMAPD_LOG_FORMAT"),
 ];
 
@@ -52,6 +53,7 @@ struct Raw {
     db_max_connections: u32,
     db_acquire_timeout_secs: u64,
     gzip_level: u32,
+    stream_timeout_secs: u64,
     log_format: String,
 }
 
@@ -75,6 +77,7 @@ pub struct Config {
     pub db_max_connections: u32,
     pub db_acquire_timeout: Duration,
     pub gzip_level: u32,
+    pub stream_timeout: Duration,
     pub log_format: LogFormat,
 }
 
@@ -145,10 +148,17 @@ impl Config {
         if raw.db_max_connections == 0 {
             bail!("db_max_connections (SITEMAPD_DB_MAX_CONNECTIONS) must be at least 1");
         }
-        if !(1..=30).contains(&raw.db_acquire_timeout_secs) {
+        if !(1..=5).contains(&raw.db_acquire_timeout_secs) {
             bail!(
-                "db_acquire_timeout_secs (SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS) must be from 1 to 30, not {}",
+                "db_acquire_timeout_secs (SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS) must be from 1 to 5 (requests that need an \
+                 unreachable store must answer 503 within 5 seconds), not {}",
                 raw.db_acquire_timeout_secs
+            );
+        }
+        if !(1..=3600).contains(&raw.stream_timeout_secs) {
+            bail!(
+                "stream_timeout_secs (SITEMAPD_STREAM_TIMEOUT_SECS) must be from 1 to 3600, not {}",
+                raw.stream_timeout_secs
             );
         }
         if !(1..=9).contains(&raw.gzip_level) {
@@ -174,6 +184,7 @@ impl Config {
             db_max_connections: raw.db_max_connections,
             db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
             gzip_level: raw.gzip_level,
+            stream_timeout: Duration::from_secs(raw.stream_timeout_secs),
             log_format,
         })
     }
@@ -210,6 +221,7 @@ impl fmt::Debug for Config {
             .field("db_max_connections", &self.db_max_connections)
             .field("db_acquire_timeout", &self.db_acquire_timeout)
             .field("gzip_level", &self.gzip_level)
+            .field("stream_timeout", &self.stream_timeout)
             .field("log_format", &self.log_format)
             .finish()
     }
@@ -276,6 +288,8 @@ mod tests {
     fn other_settings_are_checked() {
         assert!(load(&[("SITEMAPD_PUBLIC_URL", "example.com")]).unwrap_err().to_string().contains("PUBLIC_URL"));
         assert!(load(&[("SITEMAPD_GZIP_LEVEL", "0")]).is_err());
+        assert!(load(&[("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "6")]).unwrap_err().to_string().contains("5 seconds"));
+        assert!(load(&[("SITEMAPD_STREAM_TIMEOUT_SECS", "0")]).is_err());
         assert!(load(&[("SITEMAPD_LOG_FORMAT", "xml")]).is_err());
         assert!(load(&[("DATABASE_URL", "mysql://x")]).is_err());
     }

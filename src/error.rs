@@ -73,6 +73,11 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error = %e, "store error");
                 Self::internal()
             }
+            StoreError::Full(full) => Self::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "index_full",
+                format!("{full}; raise page_max_urls or page_max_bytes to fit more URLs"),
+            ),
         }
     }
 }

@@ -11,6 +11,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::domain::{ChangeFreq, Entry, Priority};
 use crate::sitemap::render::{ENVELOPE_RESERVE, UrlFields, url_len};
 
+/// The most sitemaps one index may list (sitemaps.org), and so the most pages.
+pub const MAX_PAGES: i64 = 50_000;
+
+/// A write that would need a page beyond [`MAX_PAGES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the sitemap index is full: it lists {MAX_PAGES} pages, the protocol's maximum")]
+pub struct IndexFull;
+
 /// The limits of one sitemap page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -154,20 +162,25 @@ impl Book {
     }
 
     /// First fit: the lowest-numbered page with room for `size` more bytes, or a new page.
-    fn place(&mut self, size: i64) -> i64 {
+    fn place(&mut self, size: i64) -> Result<i64, IndexFull> {
         let found = self.open.iter().copied().find(|id| self.fits_bytes(&self.pages[id], size));
-        let id = found.unwrap_or_else(|| {
-            // Config guarantees that an empty page has room for any valid entry.
-            debug_assert!(
-                self.fits_bytes(&PageState { id: 0, url_count: 0, byte_size: 0, version: 0, modified_us: 0 }, size)
-            );
-            let id = self.pages.keys().next_back().map_or(1, |last| last + 1);
-            self.pages.insert(id, PageState { id, url_count: 0, byte_size: 0, version: 0, modified_us: 0 });
-            self.open.insert(id);
-            id
-        });
+        let id = match found {
+            Some(id) => id,
+            None => {
+                let id = self.pages.keys().next_back().map_or(1, |last| last + 1);
+                if id > MAX_PAGES {
+                    return Err(IndexFull);
+                }
+                let empty = PageState { id, url_count: 0, byte_size: 0, version: 0, modified_us: 0 };
+                // Config guarantees that an empty page has room for any valid entry.
+                debug_assert!(self.fits_bytes(&empty, size));
+                self.pages.insert(id, empty);
+                self.open.insert(id);
+                id
+            }
+        };
         self.add(id, size);
-        id
+        Ok(id)
     }
 
     /// The touched pages with their version and modification time advanced.
@@ -193,7 +206,7 @@ pub fn plan_upsert(
     pages: Vec<PageState>,
     limits: Limits,
     now_us: i64,
-) -> UpsertPlan {
+) -> Result<UpsertPlan, IndexFull> {
     let mut counts = UpsertCounts { received: entries.len() as u64, ..Default::default() };
     let mut stored: HashMap<String, StoredUrl> = existing.into_iter().map(|u| (u.loc.clone(), u)).collect();
     // The last value of each loc, and the order in which locs first appear.
@@ -217,7 +230,7 @@ pub fn plan_upsert(
         match stored.remove(loc) {
             None => {
                 counts.created += 1;
-                let page_id = book.place(size);
+                let page_id = book.place(size)?;
                 plan.inserts.push(NewUrl { loc: loc.to_owned(), page_id, fields, size });
             }
             Some(old) if old.fields == fields => counts.unchanged += 1,
@@ -230,7 +243,7 @@ pub fn plan_upsert(
                     old.page_id
                 } else {
                     book.remove(old.page_id, old.size);
-                    book.place(size)
+                    book.place(size)?
                 };
                 plan.updates.push(UrlUpdate { id: old.id, page_id, fields, size });
             }
@@ -238,7 +251,7 @@ pub fn plan_upsert(
     }
     plan.pages = book.finish(now_us);
     plan.counts = counts;
-    plan
+    Ok(plan)
 }
 
 /// Plans the deletion of `found`, the stored records among `requested` distinct locs.
@@ -275,7 +288,8 @@ mod tests {
             let locs: BTreeSet<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
             let existing = self.urls.values().filter(|u| locs.contains(u.loc.as_str())).cloned().collect();
             self.now += 1000;
-            let plan = plan_upsert(entries, existing, self.pages.values().cloned().collect(), limits, self.now);
+            let plan =
+                plan_upsert(entries, existing, self.pages.values().cloned().collect(), limits, self.now).unwrap();
             for u in plan.updates {
                 let row = self.urls.get_mut(&u.id).unwrap();
                 (row.page_id, row.fields, row.size) = (u.page_id, u.fields, u.size);
@@ -396,6 +410,20 @@ mod tests {
         m.upsert(&[entry("a", Some(0.3))], LIMITS);
         assert_eq!(m.pages[&1].modified_us, before + 1);
         assert_eq!(m.pages[&1].version, 2);
+    }
+
+    #[test]
+    fn no_page_beyond_the_index_limit() {
+        let full: Vec<PageState> = (1..=MAX_PAGES)
+            .map(|id| PageState { id, url_count: 1, byte_size: 100, version: 1, modified_us: 1 })
+            .collect();
+        let limits = Limits { max_urls: 1, max_bytes: 1_000_000 };
+        assert_eq!(plan_upsert(&[entry("a", None)], vec![], full.clone(), limits, 5).unwrap_err(), IndexFull);
+        // Room on an existing page is still used.
+        let mut some_room = full;
+        some_room[7].url_count = 0;
+        let plan = plan_upsert(&[entry("a", None)], vec![], some_room, limits, 5).unwrap();
+        assert_eq!(plan.inserts[0].page_id, 8);
     }
 
     #[derive(Debug, Clone)]

@@ -3,12 +3,15 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
 use crate::domain::PublicUrl;
+use crate::error::ApiError;
 use crate::store::Store;
 
 #[derive(Clone)]
@@ -23,6 +26,12 @@ pub struct Inner {
     pub max_json_bytes: usize,
     pub max_line_bytes: usize,
     pub ndjson_batch: usize,
+    /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
+    /// index and `/readyz` always find one.
+    page_streams: Arc<Semaphore>,
+    /// The longest a page body may hold its database snapshot, however slowly the client reads.
+    pub stream_timeout: Duration,
+    acquire_timeout: Duration,
 }
 
 impl AppState {
@@ -35,14 +44,33 @@ impl AppState {
             max_json_bytes: config.max_json_bytes,
             max_line_bytes: config.max_line_bytes,
             ndjson_batch: config.ndjson_batch,
+            page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
+            stream_timeout: config.stream_timeout,
+            acquire_timeout: config.db_acquire_timeout,
         }))
     }
+}
+
+/// Three quarters of the pool, at least one.
+fn page_stream_slots(pool: u32) -> usize {
+    (pool - pool / 4).max(1) as usize
 }
 
 impl Inner {
     /// False when tokens are configured (the server then may listen beyond loopback).
     pub fn open_writes(&self) -> bool {
         self.token_digests.is_empty()
+    }
+
+    /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
+    pub async fn page_stream_slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        match tokio::time::timeout(self.acquire_timeout, self.page_streams.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => {
+                tracing::warn!("every page stream slot is busy");
+                Err(ApiError::unavailable())
+            }
+        }
     }
 
     /// Whether `token` is one of the configured tokens, in time independent of where or whether it matches.

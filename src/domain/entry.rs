@@ -114,7 +114,8 @@ impl Entry {
         let (mut loc, mut lastmod, mut changefreq, mut priority) = (None, None, None, None);
         let mut saw_loc = false;
         for (key, value) in map {
-            if value.is_null() && key != "loc" {
+            // `null` means omitted for the optional fields only; an unknown field is refused whatever its value.
+            if value.is_null() && matches!(key.as_str(), "lastmod" | "changefreq" | "priority") {
                 continue;
             }
             let result = match key.as_str() {
@@ -223,6 +224,9 @@ mod tests {
         let mut fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
         fields.sort_unstable();
         assert_eq!(fields, ["changefreq", "extra", "lastmod", "loc", "priority"]);
+        let errs =
+            Entry::from_json(json!({"loc": "https://www.example.com/a", "colour": null}), &public()).unwrap_err();
+        assert_eq!(errs[0].field, "colour");
         let errs = Entry::from_json(json!({"loc": null}), &public()).unwrap_err();
         assert_eq!(errs, [FieldError::new("loc", "must be a string, not null")]);
     }

@@ -4,26 +4,61 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, header};
 
-/// True when a GET or HEAD with these headers should be answered 304 Not Modified for a representation with this
-/// strong `etag` (quoted, as sent) and `last_modified`. `If-None-Match` (a list, `*`, weak comparison) takes
-/// precedence; `If-Modified-Since` is evaluated only without it, at one-second resolution.
-pub fn not_modified(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> bool {
+/// What a GET or HEAD with these headers gets, per RFC 9110 §13.2.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send the representation.
+    Proceed,
+    /// 304 Not Modified.
+    NotModified,
+    /// 412 Precondition Failed.
+    Failed,
+}
+
+/// Evaluates the preconditions in RFC 9110's order for a representation with this strong `etag` (quoted, as
+/// sent) and `last_modified`: `If-Match` (strong comparison), else `If-Unmodified-Since`; then `If-None-Match`
+/// (weak comparison), else `If-Modified-Since`. Dates compare at one-second resolution; an invalid date is ignored.
+pub fn evaluate(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> Outcome {
+    let last_modified = truncate_to_seconds(last_modified);
+    if headers.contains_key(header::IF_MATCH) {
+        if !fields(headers, header::IF_MATCH).any(|v| list_matches(v, etag, false)) {
+            return Outcome::Failed;
+        }
+    } else if date(headers, header::IF_UNMODIFIED_SINCE).is_some_and(|since| last_modified > since) {
+        return Outcome::Failed;
+    }
     if headers.contains_key(header::IF_NONE_MATCH) {
-        let mut fields = headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok());
-        return fields.any(|v| if_none_match_matches(v, etag));
+        if fields(headers, header::IF_NONE_MATCH).any(|v| list_matches(v, etag, true)) {
+            return Outcome::NotModified;
+        }
+    } else if date(headers, header::IF_MODIFIED_SINCE).is_some_and(|since| last_modified <= since) {
+        return Outcome::NotModified;
     }
-    let Some(since) = headers.get(header::IF_MODIFIED_SINCE).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    match httpdate::parse_http_date(since) {
-        Ok(since) => truncate_to_seconds(last_modified) <= since,
-        Err(_) => false,
-    }
+    Outcome::Proceed
+}
+
+/// True when the request should be answered 304 Not Modified (see [`evaluate`]).
+pub fn not_modified(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> bool {
+    evaluate(headers, etag, last_modified) == Outcome::NotModified
+}
+
+fn fields(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = &str> {
+    headers.get_all(name).into_iter().filter_map(|v| v.to_str().ok())
+}
+
+fn date(headers: &HeaderMap, name: header::HeaderName) -> Option<SystemTime> {
+    httpdate::parse_http_date(headers.get(name)?.to_str().ok()?).ok()
 }
 
 /// Whether one `If-None-Match` field value matches `etag` by weak comparison (the `W/` prefix is ignored).
 /// A malformed list matches nothing, so the full response is sent.
 pub fn if_none_match_matches(field: &str, etag: &str) -> bool {
+    list_matches(field, etag, true)
+}
+
+/// Whether an entity-tag list (or `*`) matches `etag`. Weak comparison ignores `W/`; strong comparison never
+/// matches a weak tag. A malformed list matches nothing.
+fn list_matches(field: &str, etag: &str, weak_comparison: bool) -> bool {
     let ours = opaque(etag);
     let field = field.trim();
     if field == "*" {
@@ -35,10 +70,11 @@ pub fn if_none_match_matches(field: &str, etag: &str) -> bool {
         if rest.is_empty() {
             return false;
         }
+        let weak = rest.starts_with("W/");
         rest = rest.strip_prefix("W/").unwrap_or(rest);
         let Some(body) = rest.strip_prefix('"') else { return false };
         let Some(end) = body.find('"') else { return false };
-        if body[..end] == *ours {
+        if body[..end] == *ours && (weak_comparison || !weak) {
             return true;
         }
         rest = &body[end + 1..];
@@ -143,6 +179,25 @@ mod tests {
         assert!(not_modified(&headers(&[(header::IF_MODIFIED_SINCE, rfc850)]), ETAG, at(1_700_000_000)));
         let asctime = "Tue Nov 14 22:13:20 2023";
         assert!(not_modified(&headers(&[(header::IF_MODIFIED_SINCE, asctime)]), ETAG, at(1_700_000_000)));
+    }
+
+    #[test]
+    fn if_match_and_if_unmodified_since_fail_with_412() {
+        let lm = at(1_000_000);
+        let eval = |pairs: &[(header::HeaderName, &str)]| evaluate(&headers(pairs), ETAG, lm);
+        assert_eq!(eval(&[(header::IF_MATCH, "\"abc\"")]), Outcome::Proceed);
+        assert_eq!(eval(&[(header::IF_MATCH, "*")]), Outcome::Proceed);
+        assert_eq!(eval(&[(header::IF_MATCH, "\"x\", \"abc\"")]), Outcome::Proceed);
+        assert_eq!(eval(&[(header::IF_MATCH, "W/\"abc\"")]), Outcome::Failed, "strong comparison");
+        assert_eq!(eval(&[(header::IF_MATCH, "\"x\"")]), Outcome::Failed);
+        let before = httpdate::fmt_http_date(at(999_999));
+        let after = httpdate::fmt_http_date(at(1_000_000));
+        assert_eq!(eval(&[(header::IF_UNMODIFIED_SINCE, &before)]), Outcome::Failed);
+        assert_eq!(eval(&[(header::IF_UNMODIFIED_SINCE, &after)]), Outcome::Proceed);
+        // If-Match takes precedence over If-Unmodified-Since; both before If-None-Match.
+        assert_eq!(eval(&[(header::IF_MATCH, "*"), (header::IF_UNMODIFIED_SINCE, &before)]), Outcome::Proceed);
+        assert_eq!(eval(&[(header::IF_MATCH, "\"x\""), (header::IF_NONE_MATCH, "\"abc\"")]), Outcome::Failed);
+        assert_eq!(eval(&[(header::IF_MATCH, "\"abc\""), (header::IF_NONE_MATCH, "\"abc\"")]), Outcome::NotModified);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
+use futures_util::stream::BoxStream;
 use sha2::{Digest, Sha256};
 
 use self::render::{INDEX_HEAD, INDEX_TAIL, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
@@ -23,7 +24,7 @@ use crate::pagination::PageState;
 
 /// Names the gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag.
 /// Change it when the compression backend changes.
-const GZIP_ENCODER: &str = "async-compression/flate2";
+const GZIP_ENCODER: &str = "async-compression-write/flate2";
 
 const CONTENT_TYPE_XML: &str = "application/xml; charset=utf-8";
 const CONTENT_TYPE_GZIP: &str = "application/gzip";
@@ -143,10 +144,14 @@ impl Representation {
         h
     }
 
-    /// 304 when the request's validators match this representation.
+    /// 304 or 412 when the request's preconditions say so (RFC 9110 §13.2.2), else `None`: send the body.
     fn not_modified(&self, request: &HeaderMap) -> Option<Response> {
-        conditional::not_modified(request, &self.etag, system_time(self.modified_us))
-            .then(|| (StatusCode::NOT_MODIFIED, self.validators()).into_response())
+        let status = match conditional::evaluate(request, &self.etag, system_time(self.modified_us)) {
+            conditional::Outcome::Proceed => return None,
+            conditional::Outcome::NotModified => StatusCode::NOT_MODIFIED,
+            conditional::Outcome::Failed => StatusCode::PRECONDITION_FAILED,
+        };
+        Some((status, self.validators()).into_response())
     }
 
     /// The 200 headers: validators plus type, encoding, and the length when it is known before streaming.
@@ -176,11 +181,12 @@ impl Representation {
         }
     }
 
-    fn body<S>(&self, bytes: S, gzip_level: u32) -> Body
+    /// The body's bytes in this representation's encoding.
+    fn encode<S>(&self, bytes: S, gzip_level: u32) -> BoxStream<'static, std::io::Result<Bytes>>
     where
         S: futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
-        if self.encoding.gzip() { Body::from_stream(stream::gzip(bytes, gzip_level)) } else { Body::from_stream(bytes) }
+        if self.encoding.gzip() { Box::pin(stream::gzip(bytes, gzip_level)) } else { Box::pin(bytes) }
     }
 }
 
@@ -215,7 +221,7 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Ok((rep.headers(), rep.head_body()).into_response());
     }
     let chunks = futures_util::stream::once(async move { Ok(Bytes::from(body)) });
-    Ok((rep.headers(), rep.body(chunks, state.gzip_level)).into_response())
+    Ok((rep.headers(), Body::from_stream(rep.encode(chunks, state.gzip_level))).into_response())
 }
 
 /// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`, streamed from one database snapshot.
@@ -240,13 +246,16 @@ async fn get_page(
     if method == Method::HEAD {
         return Ok((rep.headers(), rep.head_body()).into_response());
     }
-    // The body and its headers come from one snapshot, which may be newer than the row checked above.
+    // The body and its headers come from one snapshot, which may be newer than the row checked above. A task
+    // streams it, holding a page-stream slot, for at most the stream timeout.
+    let slot = state.page_stream_slot().await?;
     let (snapshot, entries) = state.store.page_entries(id).await?.ok_or_else(not_found)?;
     let rep = Representation::page(&snapshot, encoding, level);
     if let Some(not_modified) = rep.not_modified(&request) {
         return Ok(not_modified);
     }
-    Ok((rep.headers(), rep.body(stream::urlset(entries), level)).into_response())
+    let body = stream::detach(rep.encode(stream::urlset(entries), level), state.stream_timeout, slot);
+    Ok((rep.headers(), Body::from_stream(body)).into_response())
 }
 
 #[cfg(test)]

@@ -1,29 +1,33 @@
-//! Response bodies as streams: a page rendered row by row from the database cursor into ~64 KiB chunks, and gzip
-//! on top, so that memory per response is bounded whatever the page size.
+//! Response bodies as streams: a page rendered row by row from the database cursor into ~64 KiB chunks, gzip on
+//! top, and a task that decouples the database from the client, so that memory per response is bounded and a
+//! slow client cannot hold a database connection for long.
 
 use std::io;
+use std::time::Duration;
 
 use async_compression::Level;
-use async_compression::tokio::bufread::GzipEncoder;
+use async_compression::tokio::write::GzipEncoder;
 use bytes::Bytes;
-use futures_util::{Stream, TryStreamExt};
-use tokio_util::io::{ReaderStream, StreamReader};
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::time::{Instant, timeout_at};
 
 use super::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
 use crate::store::EntryStream;
 
 const CHUNK: usize = 64 * 1024;
+/// Chunks buffered between the database task and the client: memory per response stays at a few chunks.
+const CHANNEL_CHUNKS: usize = 4;
 
-/// The `<urlset>` document for a stream of entries.
+/// The `<urlset>` document for a stream of entries, in chunks of about [`CHUNK`] bytes (cut after whole entries,
+/// so chunk boundaries depend on the content alone).
 pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     async_stream::try_stream! {
         let mut entries = entries;
         let mut buf = Vec::with_capacity(CHUNK + 4096);
         buf.extend_from_slice(URLSET_HEAD.as_bytes());
-        while let Some(e) = entries.try_next().await.map_err(|e| {
-            tracing::error!(error = %e, "a sitemap page stream failed");
-            io::Error::other(e)
-        })? {
+        while let Some(e) = entries.try_next().await.map_err(io::Error::other)? {
             write_url(&mut buf, UrlFields {
                 loc: &e.loc,
                 lastmod: e.lastmod.as_deref(),
@@ -39,12 +43,113 @@ pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + S
     }
 }
 
-/// gzip of a byte stream. The output is a function of the input bytes and the level alone (no timestamp, no
-/// flushes that depend on chunking), which is what makes the gzip ETag strong.
+/// gzip of a byte stream. The write-side encoder compresses on write and finishes on shutdown, and never flushes
+/// in between, so the output is a function of the input bytes and the level alone: not of chunking, and not of
+/// when the database delivers rows. That is what makes the gzip ETag strong.
 pub fn gzip<S>(input: S, level: u32) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
 {
-    let encoder = GzipEncoder::with_quality(StreamReader::new(input), Level::Precise(level as i32));
-    ReaderStream::with_capacity(encoder, CHUNK)
+    async_stream::try_stream! {
+        let mut input = Box::pin(input);
+        let mut encoder = GzipEncoder::with_quality(Vec::with_capacity(CHUNK), Level::Precise(level as i32));
+        while let Some(chunk) = input.try_next().await? {
+            encoder.write_all(&chunk).await?;
+            if encoder.get_ref().len() >= CHUNK / 4 {
+                yield Bytes::from(std::mem::replace(encoder.get_mut(), Vec::with_capacity(CHUNK)));
+            }
+        }
+        encoder.shutdown().await?;
+        yield Bytes::from(encoder.into_inner());
+    }
+}
+
+/// Runs `body` in a task that sends its chunks to the response through a small bounded channel. The task, and so
+/// the database snapshot and connection behind `body`, ends when the body does, when the client goes away, or at
+/// `deadline` at the latest, even if the client has stopped reading: then the response ends with an error (the
+/// client sees a truncated body and retries). `permit` is held for as long as the task runs.
+pub fn detach<S>(body: S, deadline: Duration, permit: OwnedSemaphorePermit) -> impl Stream<Item = io::Result<Bytes>>
+where
+    S: Stream<Item = io::Result<Bytes>> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+    tokio::spawn(async move {
+        let _permit = permit;
+        let until = Instant::now() + deadline;
+        let mut body = Box::pin(body);
+        loop {
+            let item = match timeout_at(until, body.next()).await {
+                Ok(Some(item)) => item,
+                Ok(None) => return,
+                Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "sitemap response deadline passed")),
+            };
+            let failed = item.is_err();
+            if let Err(e) = &item {
+                tracing::warn!(error = %e, "a sitemap page stream ended early");
+            }
+            match timeout_at(until, tx.send(item)).await {
+                Ok(Ok(())) if !failed => {}
+                _ => return,
+            }
+        }
+    });
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    fn input(size: usize) -> Vec<u8> {
+        (0..size).map(|i| b"<url><loc>https://x.test/</loc></url>\n"[i % 38] ^ ((i / 977) as u8 % 3)).collect()
+    }
+
+    async fn gzip_in_chunks(data: &[u8], chunk: usize, pause: bool) -> Vec<u8> {
+        let chunks: Vec<Bytes> = data.chunks(chunk).map(Bytes::copy_from_slice).collect();
+        let input = futures_util::stream::iter(chunks).then(move |c| async move {
+            if pause {
+                // Returns Pending to the encoder between chunks, as a database cursor does.
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Ok(c)
+        });
+        let out: Vec<Bytes> = gzip(input, 6).try_collect().await.unwrap();
+        out.concat()
+    }
+
+    #[tokio::test]
+    async fn gzip_bytes_depend_only_on_the_input() {
+        let data = input(400_000);
+        let whole = gzip_in_chunks(&data, data.len(), false).await;
+        assert_eq!(gzip_in_chunks(&data, 7_001, false).await, whole);
+        assert_eq!(gzip_in_chunks(&data, 65_536, true).await, whole);
+        assert_eq!(gzip_in_chunks(&data, 1_000, true).await, whole);
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&whole[..]).read_to_end(&mut back).unwrap();
+        assert_eq!(back, data);
+    }
+
+    #[tokio::test]
+    async fn a_detached_body_arrives_whole() {
+        let chunks: Vec<io::Result<Bytes>> = (0..50).map(|i| Ok(Bytes::from(vec![i as u8; 1000]))).collect();
+        let permit = std::sync::Arc::new(tokio::sync::Semaphore::new(1)).acquire_owned().await.unwrap();
+        let out: Vec<Bytes> =
+            detach(futures_util::stream::iter(chunks), Duration::from_secs(5), permit).try_collect().await.unwrap();
+        assert_eq!(out.concat().len(), 50_000);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_client_releases_the_body_at_the_deadline() {
+        let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+        let permit = semaphore.clone().acquire_owned().await.unwrap();
+        let endless = futures_util::stream::repeat_with(|| Ok(Bytes::from_static(&[0; 1024])));
+        let body = detach(endless, Duration::from_millis(200), permit);
+        // Nobody reads `body`: the task must still give up and release its permit (its database connection).
+        let acquired = tokio::time::timeout(Duration::from_secs(5), semaphore.acquire()).await;
+        assert!(acquired.is_ok(), "the permit was released");
+        drop(body);
+    }
 }

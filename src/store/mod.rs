@@ -16,7 +16,7 @@ use futures_util::stream::BoxStream;
 pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
 use crate::domain::{Entry, Loc};
-use crate::pagination::{Fields, Limits, PageState, StoredUrl, UpsertCounts};
+use crate::pagination::{Fields, IndexFull, Limits, PageState, StoredUrl, UpsertCounts};
 
 /// The default store: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
@@ -28,6 +28,9 @@ pub enum StoreError {
     Unavailable(#[source] sqlx::Error),
     #[error("store error: {0}")]
     Other(#[source] sqlx::Error),
+    /// A write would need more pages than one index may list.
+    #[error(transparent)]
+    Full(#[from] IndexFull),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -35,17 +38,19 @@ impl From<sqlx::Error> for StoreError {
         use sqlx::Error as E;
         let transient = match &e {
             E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed | E::Protocol(_) => true,
+            // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with or without extended codes.
+            E::Database(db) if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => {
+                db.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6))
+            }
+            // Postgres: connection exceptions (08), insufficient resources (53), operator intervention (57P:
+            // shutdown, cannot connect now), serialization failure and deadlock (40001, 40P01), lock and statement
+            // timeouts (55P03, 57014).
             E::Database(db) => db.code().is_some_and(|code| {
-                // Postgres: connection exceptions (08), insufficient resources (53), operator intervention
-                // (57: shutdown, cannot connect now), serialization failure and deadlock (40001, 40P01).
-                // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with or without extended codes.
                 let code = code.as_ref();
                 code.starts_with("08")
                     || code.starts_with("53")
                     || code.starts_with("57P")
-                    || code == "40001"
-                    || code == "40P01"
-                    || matches!(code.parse::<i32>().map(|c| c & 0xff), Ok(5 | 6))
+                    || matches!(code, "40001" | "40P01" | "55P03" | "57014")
             }),
             _ => false,
         };
@@ -112,7 +117,36 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
         anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://");
     };
     store.migrate().await.context("cannot apply database migrations")?;
+    check_limits(&*store, options.limits).await?;
     Ok(store)
+}
+
+/// Refuses limits lower than what stored pages already hold: they would break the limits and nothing rebalances
+/// pages (yet). O(pages).
+async fn check_limits(store: &dyn Store, limits: Limits) -> anyhow::Result<()> {
+    let pages = store.pages().await.context("cannot read the page table")?;
+    if let Some(p) = pages.iter().find(|p| p.url_count > i64::from(limits.max_urls)) {
+        anyhow::bail!(
+            "page {} already holds {} URLs, more than page_max_urls (SITEMAPD_PAGE_MAX_URLS) = {}: stored pages are \
+             not rebalanced, so keep the setting at {} or more",
+            p.id,
+            p.url_count,
+            limits.max_urls,
+            pages.iter().map(|p| p.url_count).max().unwrap_or(0)
+        );
+    }
+    let reserve = crate::sitemap::render::ENVELOPE_RESERVE as i64;
+    if let Some(p) = pages.iter().find(|p| reserve + p.byte_size > limits.max_bytes as i64) {
+        anyhow::bail!(
+            "page {} already needs {} bytes, more than page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) = {}: stored pages \
+             are not rebalanced, so keep the setting at {} or more",
+            p.id,
+            reserve + p.byte_size,
+            limits.max_bytes,
+            reserve + pages.iter().map(|p| p.byte_size).max().unwrap_or(0)
+        );
+    }
+    Ok(())
 }
 
 #[derive(sqlx::FromRow)]

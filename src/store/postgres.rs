@@ -27,6 +27,9 @@ pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FR
 pub const PAGE_PLANNER_SETTINGS: &str =
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)";
 
+const LOCK_TIMEOUT: &str = "5s";
+const STATEMENT_TIMEOUT: &str = "5min";
+
 /// The advisory lock key that serializes writers (any constant; "sitemapd" in ASCII, truncated).
 const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
 
@@ -37,7 +40,11 @@ pub struct PgStore {
 
 impl PgStore {
     pub async fn connect(options: &StoreOptions) -> anyhow::Result<Self> {
-        let connect = PgConnectOptions::from_str(&options.url).context("invalid Postgres URL")?;
+        // Bounded waits on the server too: a writer waits at most LOCK_TIMEOUT for the write lock (then 503), and
+        // no statement runs longer than STATEMENT_TIMEOUT.
+        let connect = PgConnectOptions::from_str(&options.url)
+            .context("invalid Postgres URL")?
+            .options([("lock_timeout", LOCK_TIMEOUT), ("statement_timeout", STATEMENT_TIMEOUT)]);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -109,7 +116,7 @@ impl Store for PgStore {
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let mut tx = self.pool.begin().await?;
         let (now, existing, pages) = Self::lock_and_load(&mut tx, &locs).await?;
-        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now);
+        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now)?;
         Self::write_pages(&mut tx, &plan.pages).await?;
         if !plan.updates.is_empty() {
             let u = &plan.updates;

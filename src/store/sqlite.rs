@@ -25,6 +25,8 @@ pub struct SqliteStore {
     pool: SqlitePool,
     limits: Limits,
     writer: Mutex<()>,
+    /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
+    lock_timeout: Duration,
 }
 
 impl SqliteStore {
@@ -41,7 +43,13 @@ impl SqliteStore {
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)
             .await?;
-        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()) })
+        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5) })
+    }
+
+    async fn lock_writer(&self) -> Result<tokio::sync::MutexGuard<'_, ()>> {
+        tokio::time::timeout(self.lock_timeout, self.writer.lock())
+            .await
+            .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolTimedOut))
     }
 
     /// Closes the pool: every later request fails as the store being unavailable (used by outage tests).
@@ -100,10 +108,10 @@ impl Store for SqliteStore {
             return Ok(UpsertCounts::default());
         }
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
-        let _writer = self.writer.lock().await;
+        let _writer = self.lock_writer().await?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (existing, pages) = Self::load(&mut tx, &locs).await?;
-        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us());
+        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us())?;
         Self::write_pages(&mut tx, &plan.pages).await?;
         for u in &plan.updates {
             sqlx::query(
@@ -140,7 +148,7 @@ impl Store for SqliteStore {
         if locs.is_empty() {
             return Ok(DeleteCounts::default());
         }
-        let _writer = self.writer.lock().await;
+        let _writer = self.lock_writer().await?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (found, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_delete(locs.len(), found, pages, now_us());

@@ -117,7 +117,32 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     assert!(head.to_ascii_lowercase().contains(&format!("content-length: {get_len}\r\n")), "{head}");
     assert!(head.ends_with("\r\n\r\n"));
 
+    // SIGTERM while a large page is in flight: the response still completes, then the process exits 0.
+    let urls: String =
+        (0..4000).map(|i| format!("{{\"loc\": \"{public}/in-flight/{i}/{}\"}}\n", "w".repeat(80))).collect();
+    let put = format!(
+        "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{urls}",
+        urls.len()
+    );
+    assert_eq!(http(port, &put).unwrap().0, 200);
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    slow.write_all(b"GET /sitemap-1.xml HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut first = [0u8; 1024];
+    let n = slow.read(&mut first).unwrap();
+    assert!(n > 0);
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut rest = Vec::new();
+    slow.read_to_end(&mut rest).unwrap();
+    let whole = [&first[..n], &rest].concat();
+    let whole = String::from_utf8_lossy(&whole);
+    assert!(
+        whole.ends_with("</urlset>\n"),
+        "the in-flight page was cut off: ...{}",
+        &whole[whole.len().saturating_sub(200)..]
+    );
+    assert_eq!(whole.matches("<url>").count(), 4001);
     assert!(killed.success());
     let deadline = Instant::now() + Duration::from_secs(15);
     let status = loop {
