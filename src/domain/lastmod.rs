@@ -2,7 +2,12 @@
 
 use std::fmt;
 
-use time::{Date, Month, PrimitiveDateTime, Time, UtcOffset};
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
+
+/// A UTC date-time to the second; a fraction and `Z` follow.
+const TO_SECONDS: &[BorrowedFormatItem<'_>] = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
 
 /// A `lastmod` in its rendered form: `YYYY-MM-DD` for a date, or the same instant in UTC with seconds
 /// (`YYYY-MM-DDThh:mm:ss[.f]Z`) for a date-time, keeping a fraction only when one was given.
@@ -77,22 +82,29 @@ impl LastMod {
             .checked_to_offset(UtcOffset::UTC)
             .filter(|t| (1..=9999).contains(&t.year()))
             .ok_or_else(|| format!("{raw:?} is outside the years 0001 to 9999 in UTC"))?;
-        let mut out = format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            utc.year(),
-            u8::from(utc.month()),
-            utc.day(),
-            utc.hour(),
-            utc.minute(),
-            utc.second()
-        );
+        Ok(Self::utc(utc, frac_digits))
+    }
+
+    /// A moment in time (microseconds since the Unix epoch) as a date-time lastmod, with as many fraction digits
+    /// as it needs (none for a whole second).
+    pub fn from_unix_micros(us: i64) -> Self {
+        let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(us) * 1000).expect("a time in range");
+        let digits = match t.microsecond() {
+            0 => 0,
+            us => 6 - format!("{us:06}").bytes().rev().take_while(|b| *b == b'0').count(),
+        };
+        Self::utc(t, digits)
+    }
+
+    /// `t` (in UTC, years 1 to 9999) with seconds, the first `frac_digits` digits of its fraction, and `Z`.
+    fn utc(t: OffsetDateTime, frac_digits: usize) -> Self {
+        let mut out = t.format(TO_SECONDS).expect("years 1 to 9999 format");
         if frac_digits > 0 {
-            let all = format!("{:09}", utc.nanosecond());
             out.push('.');
-            out.push_str(&all[..frac_digits]);
+            out.push_str(&format!("{:09}", t.nanosecond())[..frac_digits]);
         }
         out.push('Z');
-        Ok(Self(out))
+        Self(out)
     }
 
     /// A value read back from the store, where only rendered values are written.
@@ -205,6 +217,13 @@ mod tests {
         ] {
             assert!(LastMod::parse(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn from_unix_micros_keeps_only_the_digits_it_needs() {
+        assert_eq!(LastMod::from_unix_micros(1_700_000_000_000_000).0, "2023-11-14T22:13:20Z");
+        assert_eq!(LastMod::from_unix_micros(1_700_000_000_120_000).0, "2023-11-14T22:13:20.12Z");
+        assert_eq!(LastMod::from_unix_micros(1_700_000_000_000_001).0, "2023-11-14T22:13:20.000001Z");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use self::render::{INDEX_HEAD, INDEX_TAIL, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
 use crate::AppState;
+use crate::domain::LastMod;
 use crate::error::ApiError;
 use crate::pagination::PageState;
 
@@ -89,28 +90,6 @@ pub fn page_etag(page: &PageState, gzip: bool, gzip_level: u32) -> String {
 
 fn system_time(us: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(us.max(0) as u64)
-}
-
-/// A page's modification time as a W3C Datetime in UTC, with microseconds only when there are any.
-pub fn w3c_datetime(us: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(us) * 1000).expect("in range");
-    let mut s = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    );
-    let micros = t.microsecond();
-    if micros != 0 {
-        let fraction = format!("{micros:06}");
-        s.push('.');
-        s.push_str(fraction.trim_end_matches('0'));
-    }
-    s.push('Z');
-    s
 }
 
 /// One representation's validators and size, and the answers derived from them.
@@ -202,7 +181,11 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
     let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + listed.len() * 128);
     body.extend_from_slice(INDEX_HEAD.as_bytes());
     for page in &listed {
-        render::write_index_entry(&mut body, &state.public_url.page_url(page.id), &w3c_datetime(page.modified_us));
+        render::write_index_entry(
+            &mut body,
+            &state.public_url.page_url(page.id),
+            LastMod::from_unix_micros(page.modified_us).as_str(),
+        );
     }
     body.extend_from_slice(INDEX_TAIL.as_bytes());
 
@@ -292,12 +275,5 @@ mod tests {
         assert_ne!(a, page_etag(&PageState { version: 8, ..page }, false, 6));
         assert_ne!(a, page_etag(&PageState { modified_us: page.modified_us + 1, ..page }, false, 6));
         assert!(a.starts_with('"') && a.ends_with('"') && a.len() == 34);
-    }
-
-    #[test]
-    fn w3c_datetimes_from_micros() {
-        assert_eq!(w3c_datetime(1_700_000_000_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(w3c_datetime(1_700_000_000_120_000), "2023-11-14T22:13:20.12Z");
-        assert_eq!(w3c_datetime(1_700_000_000_000_001), "2023-11-14T22:13:20.000001Z");
     }
 }
