@@ -124,7 +124,7 @@ impl Representation {
     }
 
     /// 304 or 412 when the request's preconditions say so (RFC 9110 §13.2.2), else `None`: send the body.
-    fn not_modified(&self, request: &HeaderMap) -> Option<Response> {
+    fn check_preconditions(&self, request: &HeaderMap) -> Option<Response> {
         let status = match conditional::evaluate(request, &self.etag, system_time(self.modified_us)) {
             conditional::Outcome::Proceed => return None,
             conditional::Outcome::NotModified => StatusCode::NOT_MODIFIED,
@@ -197,8 +197,8 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         modified_us,
         identity_len: body.len() as u64,
     };
-    if let Some(not_modified) = rep.not_modified(&request) {
-        return Ok(not_modified);
+    if let Some(answer) = rep.check_preconditions(&request) {
+        return Ok(answer);
     }
     if method == Method::HEAD {
         return Ok((rep.headers(), rep.head_body()).into_response());
@@ -223,8 +223,8 @@ async fn get_page(
     // Validators first, from the page row alone: a 304 or a HEAD never reads the page's URLs.
     let page = state.store.page(id).await?.filter(|p| p.url_count > 0).ok_or_else(not_found)?;
     let rep = Representation::page(&page, encoding, level);
-    if let Some(not_modified) = rep.not_modified(&request) {
-        return Ok(not_modified);
+    if let Some(answer) = rep.check_preconditions(&request) {
+        return Ok(answer);
     }
     if method == Method::HEAD {
         return Ok((rep.headers(), rep.head_body()).into_response());
@@ -234,8 +234,8 @@ async fn get_page(
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) = state.store.page_entries(id).await?.ok_or_else(not_found)?;
     let rep = Representation::page(&snapshot, encoding, level);
-    if let Some(not_modified) = rep.not_modified(&request) {
-        return Ok(not_modified);
+    if let Some(answer) = rep.check_preconditions(&request) {
+        return Ok(answer);
     }
     let body = stream::detach(rep.encode(stream::urlset(entries), level), state.stream_timeout, slot);
     Ok((rep.headers(), Body::from_stream(body)).into_response())
