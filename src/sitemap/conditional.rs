@@ -37,23 +37,12 @@ pub fn evaluate(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> O
     Outcome::Proceed
 }
 
-/// True when the request should be answered 304 Not Modified (see [`evaluate`]).
-pub fn not_modified(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> bool {
-    evaluate(headers, etag, last_modified) == Outcome::NotModified
-}
-
 fn fields(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = &str> {
     headers.get_all(name).into_iter().filter_map(|v| v.to_str().ok())
 }
 
 fn date(headers: &HeaderMap, name: header::HeaderName) -> Option<SystemTime> {
     httpdate::parse_http_date(headers.get(name)?.to_str().ok()?).ok()
-}
-
-/// Whether one `If-None-Match` field value matches `etag` by weak comparison (the `W/` prefix is ignored).
-/// A malformed list matches nothing, so the full response is sent.
-pub fn if_none_match_matches(field: &str, etag: &str) -> bool {
-    list_matches(field, etag, true)
 }
 
 /// Whether an entity-tag list (or `*`) matches `etag`. Weak comparison ignores `W/`; strong comparison never
@@ -88,7 +77,7 @@ fn opaque(etag: &str) -> &str {
     etag.strip_prefix("W/").unwrap_or(etag).trim_matches('"')
 }
 
-pub fn truncate_to_seconds(t: SystemTime) -> SystemTime {
+fn truncate_to_seconds(t: SystemTime) -> SystemTime {
     let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     UNIX_EPOCH + Duration::from_secs(secs)
 }
@@ -124,6 +113,15 @@ mod tests {
     use super::*;
 
     const ETAG: &str = "\"abc\"";
+
+    fn not_modified(headers: &HeaderMap, etag: &str, last_modified: SystemTime) -> bool {
+        evaluate(headers, etag, last_modified) == Outcome::NotModified
+    }
+
+    /// One `If-None-Match` field value by weak comparison.
+    fn if_none_match_matches(field: &str, etag: &str) -> bool {
+        list_matches(field, etag, true)
+    }
 
     fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -178,6 +178,14 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
     }
     // Emptied pages count for Last-Modified: their leaving the index is a change to it.
     let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
+    let encoding = Encoding::negotiate(&request);
+    let state_key: String = listed.iter().map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
+    let etag = etag(&[&"index", &state.public_url, &modified_us, &state_key], encoding, state.gzip_level);
+    // Validators first: a 304 or 412 renders nothing.
+    let check = Representation { encoding, etag, modified_us, identity_len: 0 };
+    if let Some(answer) = check.check_preconditions(&request) {
+        return Ok(answer);
+    }
     let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + listed.len() * 128);
     body.extend_from_slice(INDEX_HEAD.as_bytes());
     for page in &listed {
@@ -188,18 +196,7 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         );
     }
     body.extend_from_slice(INDEX_TAIL.as_bytes());
-
-    let encoding = Encoding::negotiate(&request);
-    let state_key: String = listed.iter().map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
-    let rep = Representation {
-        encoding,
-        etag: etag(&[&"index", &state.public_url, &modified_us, &state_key], encoding, state.gzip_level),
-        modified_us,
-        identity_len: body.len() as u64,
-    };
-    if let Some(answer) = rep.check_preconditions(&request) {
-        return Ok(answer);
-    }
+    let rep = Representation { identity_len: body.len() as u64, ..check };
     if method == Method::HEAD {
         return Ok((rep.headers(), rep.head_body()).into_response());
     }
