@@ -17,6 +17,11 @@ use crate::sitemap::render::{ENVELOPE_RESERVE, max_url_len};
 pub const PROTOCOL_MAX_URLS: u32 = 50_000;
 pub const PROTOCOL_MAX_BYTES: u64 = 52_428_800;
 
+/// The page cache's weights are `u32` byte counts summed by moka into a `u64`; 64 GiB is far beyond any sitemap set.
+const MAX_CACHE_BYTES: u64 = 64 << 30;
+/// Changes made through another replica show within this; a minute is the most a crawler-facing answer may lag.
+const MAX_STATE_TTL_MS: u64 = 60_000;
+
 const DEFAULTS: &str = include_str!("../config/default.toml");
 const DEFAULT_FILE: &str = "config/default.toml";
 
@@ -35,6 +40,8 @@ const ENV: &[(&str, &str)] = &[
     ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
     ("gzip_level", "SITEMAPD_GZIP_LEVEL"),
     ("stream_timeout_secs", "SITEMAPD_STREAM_TIMEOUT_SECS"),
+    ("cache_bytes", "SITEMAPD_CACHE_BYTES"),
+    ("state_ttl_ms", "SITEMAPD_STATE_TTL_MS"),
     ("log_format", "SITEMAPD_LOG_FORMAT"),
 ];
 
@@ -54,6 +61,8 @@ struct Raw {
     db_acquire_timeout_secs: u64,
     gzip_level: u32,
     stream_timeout_secs: u64,
+    cache_bytes: u64,
+    state_ttl_ms: u64,
     log_format: String,
 }
 
@@ -78,6 +87,10 @@ pub struct Config {
     pub db_acquire_timeout: Duration,
     pub gzip_level: u32,
     pub stream_timeout: Duration,
+    /// Bytes of rendered gzip pages kept in memory (0: none).
+    pub cache_bytes: u64,
+    /// How long a snapshot of the page table answers before it is read again.
+    pub state_ttl: Duration,
     pub log_format: LogFormat,
 }
 
@@ -164,6 +177,15 @@ impl Config {
         if !(1..=9).contains(&raw.gzip_level) {
             bail!("gzip_level (SITEMAPD_GZIP_LEVEL) must be from 1 to 9, not {}", raw.gzip_level);
         }
+        if raw.cache_bytes > MAX_CACHE_BYTES {
+            bail!("cache_bytes (SITEMAPD_CACHE_BYTES) must be at most {MAX_CACHE_BYTES}, not {}", raw.cache_bytes);
+        }
+        if raw.state_ttl_ms > MAX_STATE_TTL_MS {
+            bail!(
+                "state_ttl_ms (SITEMAPD_STATE_TTL_MS) must be from 0 to {MAX_STATE_TTL_MS}, not {}",
+                raw.state_ttl_ms
+            );
+        }
         let log_format = match raw.log_format.as_str() {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
@@ -185,6 +207,8 @@ impl Config {
             db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
             gzip_level: raw.gzip_level,
             stream_timeout: Duration::from_secs(raw.stream_timeout_secs),
+            cache_bytes: raw.cache_bytes,
+            state_ttl: Duration::from_millis(raw.state_ttl_ms),
             log_format,
         })
     }
@@ -222,6 +246,8 @@ impl fmt::Debug for Config {
             .field("db_acquire_timeout", &self.db_acquire_timeout)
             .field("gzip_level", &self.gzip_level)
             .field("stream_timeout", &self.stream_timeout)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("state_ttl", &self.state_ttl)
             .field("log_format", &self.log_format)
             .finish()
     }
@@ -291,6 +317,9 @@ mod tests {
         assert!(load(&[("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "6")]).unwrap_err().to_string().contains("5 seconds"));
         assert!(load(&[("SITEMAPD_STREAM_TIMEOUT_SECS", "0")]).is_err());
         assert!(load(&[("SITEMAPD_LOG_FORMAT", "xml")]).is_err());
+        assert!(load(&[("SITEMAPD_STATE_TTL_MS", "60001")]).unwrap_err().to_string().contains("SITEMAPD_STATE_TTL_MS"));
+        assert!(load(&[("SITEMAPD_CACHE_BYTES", "-1")]).unwrap_err().to_string().contains("cache_bytes"));
+        assert_eq!(load(&[("SITEMAPD_CACHE_BYTES", "0")]).unwrap().cache_bytes, 0);
         assert!(load(&[("DATABASE_URL", "mysql://x")]).is_err());
     }
 

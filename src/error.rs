@@ -10,7 +10,7 @@ use crate::store::StoreError;
 /// Seconds a client is asked to wait after a 503.
 pub const RETRY_AFTER_SECS: u32 = 5;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,

@@ -1,5 +1,6 @@
-//! `AppState`: what every handler shares. The store holds all shared state; nothing here changes after start, so
-//! any number of processes on one database answer alike.
+//! `AppState`: what every handler shares. The store holds all shared state. What this process keeps besides (a
+//! recent copy of the page table, rendered pages) is derived from it and keyed by its versions, so any number of
+//! processes on one database answer alike.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config::Config;
 use crate::domain::PublicUrl;
 use crate::error::ApiError;
+use crate::sitemap::{Directories, PageCache};
 use crate::store::Store;
 
 #[derive(Clone)]
@@ -26,6 +28,10 @@ pub struct Inner {
     pub max_json_bytes: usize,
     pub max_line_bytes: usize,
     pub ndjson_batch: usize,
+    /// The page table as last read: the index, validators and cache keys are answered from it.
+    pub directories: Directories,
+    /// Rendered gzip pages by page state.
+    pub page_cache: PageCache,
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
@@ -44,6 +50,8 @@ impl AppState {
             max_json_bytes: config.max_json_bytes,
             max_line_bytes: config.max_line_bytes,
             ndjson_batch: config.ndjson_batch,
+            directories: Directories::new(config.state_ttl),
+            page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
             stream_timeout: config.stream_timeout,
             acquire_timeout: config.db_acquire_timeout,
@@ -60,6 +68,12 @@ impl Inner {
     /// False when tokens are configured (the server then may listen beyond loopback).
     pub fn open_writes(&self) -> bool {
         self.token_digests.is_empty()
+    }
+
+    /// To be called after every write to the store through this process, committed or not: the next answer reads
+    /// the page table again.
+    pub fn pages_written(&self) {
+        self.directories.invalidate();
     }
 
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).

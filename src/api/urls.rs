@@ -47,8 +47,9 @@ async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
         let message = format!("{} of {} entries are invalid; nothing was stored", bad.len(), items.len());
         return Err(ApiError::invalid(message).with("details", details));
     }
-    let counts = state.store.upsert(&entries).await?;
-    Ok(Json(counts).into_response())
+    let written = state.store.upsert(&entries).await;
+    state.pages_written();
+    Ok(Json(written?).into_response())
 }
 
 /// NDJSON is streamed and committed in batches. At the first bad line it stops: everything before that line is
@@ -112,7 +113,9 @@ impl Ingest<'_> {
         if self.batch.is_empty() {
             return Ok(());
         }
-        match self.state.store.upsert(&self.batch).await {
+        let written = self.state.store.upsert(&self.batch).await;
+        self.state.pages_written();
+        match written {
             Ok(counts) => {
                 self.totals += counts;
                 self.batch.clear();
@@ -139,7 +142,9 @@ fn detail(position: &str, at: u64, e: &FieldError) -> Value {
 pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let params = Params::parse(query.as_deref(), &["loc"])?;
     let loc = params.loc(&state.public_url)?.ok_or_else(|| ApiError::bad_request("the loc parameter is required"))?;
-    let counts = state.store.delete(&[loc]).await?;
+    let deleted = state.store.delete(&[loc]).await;
+    state.pages_written();
+    let counts = deleted?;
     if counts.deleted == 0 {
         return Err(ApiError::not_found("no such URL is stored"));
     }
@@ -168,8 +173,9 @@ pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body
         let message = format!("{} of {} locs are invalid; nothing was deleted", details.len(), items.len());
         return Err(ApiError::invalid(message).with("details", details));
     }
-    let counts = state.store.delete(&locs).await?;
-    Ok(Json(counts).into_response())
+    let deleted = state.store.delete(&locs).await;
+    state.pages_written();
+    Ok(Json(deleted?).into_response())
 }
 
 /// `GET /api/v1/urls?loc=URL` (one record) or `GET /api/v1/urls?limit=N&after=CURSOR` (keyset paging).

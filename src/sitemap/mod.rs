@@ -1,9 +1,11 @@
 //! The public sitemap routes: `/sitemap.xml` (the index) and `/sitemap-N.xml[.gz]` (the pages), with gzip,
 //! strong ETags and Last-Modified derived from stored page state, and conditional GET/HEAD.
 
+pub mod cache;
 pub mod conditional;
+pub mod directory;
 pub mod render;
-mod stream;
+pub mod stream;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,15 +19,16 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use sha2::{Digest, Sha256};
 
-use self::render::{INDEX_HEAD, INDEX_TAIL, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
+pub use self::cache::{PageCache, Rendered};
+pub use self::directory::{Directories, Directory};
+use self::render::{RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
 use crate::AppState;
-use crate::domain::LastMod;
 use crate::error::ApiError;
 use crate::pagination::PageState;
 
 /// Names the gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag.
 /// Change it when the compression backend changes.
-const GZIP_ENCODER: &str = "async-compression-write/flate2";
+const GZIP_ENCODER: &str = "async-compression-write/flate2-zlib-rs";
 
 const CONTENT_TYPE_XML: &str = "application/xml; charset=utf-8";
 const CONTENT_TYPE_GZIP: &str = "application/gzip";
@@ -97,7 +100,8 @@ struct Representation {
     encoding: Encoding,
     etag: String,
     modified_us: i64,
-    identity_len: u64,
+    /// The body's length, when known before sending it.
+    length: Option<u64>,
 }
 
 impl Representation {
@@ -106,7 +110,8 @@ impl Representation {
             encoding,
             etag: page_etag(page, encoding.gzip(), gzip_level),
             modified_us: page.modified_us,
-            identity_len: (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + page.byte_size as u64,
+            length: (encoding == Encoding::Identity)
+                .then(|| (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + page.byte_size as u64),
         }
     }
 
@@ -138,26 +143,32 @@ impl Representation {
         let mut h = self.validators();
         let content_type = if self.encoding == Encoding::GzipFile { CONTENT_TYPE_GZIP } else { CONTENT_TYPE_XML };
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        match self.encoding {
-            Encoding::Gzip => {
-                h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            }
-            Encoding::Identity => {
-                h.insert(header::CONTENT_LENGTH, HeaderValue::from(self.identity_len));
-            }
-            Encoding::GzipFile => {}
+        if self.encoding == Encoding::Gzip {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        if let Some(length) = self.length {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         }
         h
     }
 
-    /// The body of a HEAD answer: empty, but with no size hint when the length is unknown (gzip), so that no
+    /// The body of a HEAD answer: empty, but with no size hint when the length is unknown, so that no
     /// `Content-Length: 0` is derived from it.
     fn head_body(&self) -> Body {
-        if self.encoding.gzip() {
-            Body::from_stream(futures_util::stream::empty::<std::io::Result<Bytes>>())
-        } else {
+        if self.length.is_some() {
             Body::empty()
+        } else {
+            Body::from_stream(futures_util::stream::empty::<std::io::Result<Bytes>>())
         }
+    }
+
+    /// The answer with `body`, all of it in memory.
+    fn answer(mut self, method: &Method, body: Bytes) -> Response {
+        self.length = Some(body.len() as u64);
+        if *method == Method::HEAD {
+            return (self.headers(), Body::empty()).into_response();
+        }
+        (self.headers(), body).into_response()
     }
 
     /// The body's bytes in this representation's encoding.
@@ -169,42 +180,35 @@ impl Representation {
     }
 }
 
-/// `GET|HEAD /sitemap.xml`: one `<sitemap>` per non-empty page. Costs O(pages).
+/// `GET|HEAD /sitemap.xml`: one `<sitemap>` per non-empty page, from the directory (no query while it is fresh).
 async fn get_index(State(state): State<AppState>, method: Method, request: HeaderMap) -> Result<Response, ApiError> {
-    let pages = state.store.pages().await?;
-    let listed: Vec<&PageState> = pages.iter().filter(|p| p.url_count > 0).collect();
-    if listed.is_empty() {
+    let directory = state.directories.get(state.store.as_ref()).await?;
+    if directory.is_empty() {
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
-    // Emptied pages count for Last-Modified: their leaving the index is a change to it.
-    let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
     let encoding = Encoding::negotiate(&request);
-    let state_key: String = listed.iter().map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
-    let etag = etag(&[&"index", &state.public_url, &modified_us, &state_key], encoding, state.gzip_level);
-    // Validators first: a 304 or 412 renders nothing.
-    let check = Representation { encoding, etag, modified_us, identity_len: 0 };
-    if let Some(answer) = check.check_preconditions(&request) {
+    let modified_us = directory.modified_us;
+    let etag = etag(&[&"index", &state.public_url, &modified_us, &directory.index_state], encoding, state.gzip_level);
+    // Validators first: a 304 or 412 touches no body.
+    let rep = Representation { encoding, etag, modified_us, length: None };
+    if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
-    let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + listed.len() * 128);
-    body.extend_from_slice(INDEX_HEAD.as_bytes());
-    for page in &listed {
-        render::write_index_entry(
-            &mut body,
-            &state.public_url.page_url(page.id),
-            LastMod::from_unix_micros(page.modified_us).as_str(),
-        );
-    }
-    body.extend_from_slice(INDEX_TAIL.as_bytes());
-    let rep = Representation { identity_len: body.len() as u64, ..check };
-    if method == Method::HEAD {
-        return Ok((rep.headers(), rep.head_body()).into_response());
-    }
-    let chunks = futures_util::stream::once(async move { Ok(Bytes::from(body)) });
-    Ok((rep.headers(), Body::from_stream(rep.encode(chunks, state.gzip_level))).into_response())
+    let body = if encoding.gzip() {
+        directory.index_gzip(&state.public_url, state.gzip_level).await.map_err(|e| {
+            tracing::error!(error = %e, "cannot compress the index");
+            ApiError::internal()
+        })?
+    } else {
+        directory.index(&state.public_url).await
+    };
+    let body = body.ok_or_else(|| ApiError::not_found("no URLs are stored yet"))?;
+    Ok(rep.answer(&method, body))
 }
 
-/// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`, streamed from one database snapshot.
+/// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`. Validators come from the directory; a gzip body from the
+/// page cache, or else read from one database snapshot and compressed once for every concurrent request; an
+/// identity body is streamed from the snapshot.
 async fn get_page(
     State(state): State<AppState>,
     Path(file): Path<String>,
@@ -217,17 +221,33 @@ async fn get_page(
     };
     let encoding = if gz_file { Encoding::GzipFile } else { Encoding::negotiate(&request) };
     let level = state.gzip_level;
-    // Validators first, from the page row alone: a 304 or a HEAD never reads the page's URLs.
-    let page = state.store.page(id).await?.filter(|p| p.url_count > 0).ok_or_else(not_found)?;
-    let rep = Representation::page(&page, encoding, level);
+    let directory = state.directories.get(state.store.as_ref()).await?;
+    let page = directory.page(id).ok_or_else(not_found)?;
+    let rep = Representation::page(page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
+    }
+    if encoding.gzip() && state.page_cache.enabled() {
+        if method == Method::HEAD && state.page_cache.get(page).await.is_none() {
+            return Ok((rep.headers(), rep.head_body()).into_response());
+        }
+        let rendered = state
+            .page_cache
+            .get_or_render(page, render_gzip(state.clone(), id))
+            .await
+            .map_err(|e| ApiError::clone(&e))?;
+        // The render's snapshot may be newer than the directory: its state names what is sent.
+        let rep = Representation::page(&rendered.state, encoding, level);
+        if let Some(answer) = rep.check_preconditions(&request) {
+            return Ok(answer);
+        }
+        return Ok(rep.answer(&method, rendered.gzip));
     }
     if method == Method::HEAD {
         return Ok((rep.headers(), rep.head_body()).into_response());
     }
-    // The body and its headers come from one snapshot, which may be newer than the row checked above. A task
-    // streams it, holding a page-stream slot, for at most the stream timeout.
+    // The body and its headers come from one snapshot, which may be newer than the directory. A task streams it,
+    // holding a page-stream slot, for at most the stream timeout.
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) = state.store.page_entries(id).await?.ok_or_else(not_found)?;
     let rep = Representation::page(&snapshot, encoding, level);
@@ -236,6 +256,24 @@ async fn get_page(
     }
     let body = stream::detach(rep.encode(stream::urlset(entries), level), state.stream_timeout, slot);
     Ok((rep.headers(), Body::from_stream(body)).into_response())
+}
+
+/// Page `id` read from one snapshot and compressed whole, within a page-stream slot and the stream timeout.
+async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
+    let _slot = state.page_stream_slot().await?;
+    let work = async {
+        let (snapshot, entries) =
+            state.store.page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
+        let gzip = stream::gzip_collect(stream::urlset(entries), state.gzip_level).await.map_err(|e| {
+            tracing::warn!(error = %e, page = id, "cannot render a sitemap page");
+            ApiError::unavailable()
+        })?;
+        Ok(Rendered { state: snapshot, gzip })
+    };
+    tokio::time::timeout(state.stream_timeout, work).await.unwrap_or_else(|_| {
+        tracing::warn!(page = id, "rendering a sitemap page took longer than the stream timeout");
+        Err(ApiError::unavailable())
+    })
 }
 
 #[cfg(test)]

@@ -123,8 +123,9 @@ async fn gzip_is_negotiated_deterministic_and_has_its_own_etag(b: Backend) {
     let (e1, e2) = (plain.header("etag").unwrap(), gz.header("etag").unwrap());
     assert_ne!(e1, e2);
     assert!(!e1.starts_with("W/") && !e2.starts_with("W/"));
-    // A strong ETag promises the same bytes every time: fetch again, several at once, from another process too.
-    let replica = app.another_process().await;
+    // A strong ETag promises the same bytes every time: fetch again, several at once, from another process too,
+    // which streams them instead of caching them.
+    let replica = app.another_process_with(&[("SITEMAPD_CACHE_BYTES", "0")]).await;
     let (a, b2, c) = tokio::join!(
         app.get("/sitemap-1.xml", &[GZIP]),
         app.get("/sitemap-1.xml", &[GZIP]),
@@ -136,6 +137,13 @@ async fn gzip_is_negotiated_deterministic_and_has_its_own_etag(b: Backend) {
     let index = app.get("/sitemap.xml", &[GZIP]).await;
     assert_eq!(index.header("content-encoding"), Some("gzip"));
     assert_eq!(gunzip(&index.body), app.get("/sitemap.xml", &[]).await.text());
+    // A change is served at once, not the cached bytes of the version before it.
+    let changed = json!([{"loc": loc("g/7/zzzzzzz"), "lastmod": "2025-03-04"}]);
+    assert_eq!(app.put_json(&changed).await.json()["updated"], 1);
+    let after = app.get("/sitemap-1.xml", &[GZIP]).await;
+    assert_ne!(after.header("etag"), gz.header("etag"));
+    assert!(gunzip(&after.body).contains("<lastmod>2025-03-04</lastmod>"));
+    assert_eq!(gunzip(&after.body), app.get("/sitemap-1.xml", &[]).await.text());
 }
 
 async fn conditional_get_and_head(b: Backend) {
@@ -191,13 +199,17 @@ async fn conditional_get_and_head(b: Backend) {
         let head = app.head(path, &[GZIP]).await;
         assert_eq!(head.status, StatusCode::OK);
         assert!(head.body.is_empty());
-        for name in ["etag", "last-modified", "content-type", "content-encoding", "vary", "cache-control"] {
+        // The gzip body was cached by the GET above, so its length is known too.
+        for name in
+            ["etag", "last-modified", "content-type", "content-encoding", "vary", "cache-control", "content-length"]
+        {
             assert_eq!(head.header(name), full.header(name), "{path} HEAD {name}");
         }
+        assert_eq!(full.header("content-length"), Some(full.body.len().to_string()).as_deref(), "{path}");
         let head_plain = app.head(path, &[]).await;
-        let expected_length = path.ends_with(".xml").then(|| identity.body.len().to_string());
-        assert_eq!(head_plain.header("content-length"), expected_length.as_deref(), "{path}: known only unzipped");
-        assert_eq!(head.header("content-length"), None, "{path}: a gzip length is not known before streaming");
+        let expected_length = if path.ends_with(".xml") { identity.body.len() } else { full.body.len() }.to_string();
+        let expected_length = Some(expected_length);
+        assert_eq!(head_plain.header("content-length"), expected_length.as_deref(), "{path}");
         let head_304 = app.head(path, &[("if-none-match", etag.as_str()), GZIP]).await;
         assert_eq!(head_304.status, StatusCode::NOT_MODIFIED);
     }
@@ -289,15 +301,23 @@ async fn resending_identical_data_keeps_every_etag(b: Backend) {
     assert_eq!(app.get("/sitemap.xml", &[]).await.text(), index_before, "same index lastmods");
 }
 
-/// Property 4: validators are functions of stored state: another process, or a restart, answers the same.
+/// Property 4: validators are functions of stored state: another process, or a restart, answers the same. A
+/// process sees its own writes at once and another's within `state_ttl_ms`.
 async fn every_process_answers_the_same_validators(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL_MS", "300")];
+    let Some(app) = TestApp::spawn(b, &vars).await else { return };
     app.put_paths(&["a", "b", "c"]).await;
     let first = validators(&app).await;
     let replica = app.another_process().await;
     assert_eq!(validators(&replica).await, first);
     replica.put_paths(&["d"]).await;
-    assert_eq!(validators(&app).await, validators(&replica).await);
+    let written = validators(&replica).await;
+    assert_ne!(written, first, "the writer sees its own write at once");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while validators(&app).await != written {
+        assert!(std::time::Instant::now() < deadline, "the other process never saw the write");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     drop(replica);
     let restarted = app.another_process().await;
     assert_eq!(validators(&restarted).await, validators(&app).await);

@@ -178,6 +178,13 @@ impl TestApp {
         Self::open(self.db.clone(), self.vars.clone()).await
     }
 
+    /// Another process on the same database, configured with `vars` on top of this one's.
+    pub async fn another_process_with(&self, vars: &[(&str, &str)]) -> Self {
+        let mut all = self.vars.clone();
+        all.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Self::open(self.db.clone(), all).await
+    }
+
     pub async fn send(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.expect("infallible");
         let (parts, mut body) = response.into_parts();

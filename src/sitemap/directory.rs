@@ -1,0 +1,178 @@
+//! The page table as this process last read it: what the index, validators and cache keys are answered from, so
+//! that an index, a 304 or a cached page costs no query. It is read again when older than the configured
+//! freshness (`state_ttl_ms`) or after a write through this process; replicas converge within that time, and
+//! since everything served is a function of the page rows, they agree on every ETag.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{Mutex, OnceCell};
+use tokio::time::Instant;
+
+use super::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
+use crate::domain::{LastMod, PublicUrl};
+use crate::pagination::PageState;
+use crate::store::{Result, Store};
+
+/// One read of the page table, and the index rendered from it (once, on first use).
+pub struct Directory {
+    /// By id.
+    pages: Vec<PageState>,
+    generation: u64,
+    read_at: Instant,
+    /// The newest change to any page, emptied ones included (their leaving the index changes it).
+    pub modified_us: i64,
+    /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date.
+    pub index_state: String,
+    index: OnceCell<Option<Bytes>>,
+    index_gzip: OnceCell<Option<Bytes>>,
+}
+
+impl Directory {
+    fn new(mut pages: Vec<PageState>, generation: u64) -> Self {
+        pages.sort_unstable_by_key(|p| p.id);
+        let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
+        let index_state = pages
+            .iter()
+            .filter(|p| p.url_count > 0)
+            .map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us))
+            .collect();
+        Self {
+            pages,
+            generation,
+            read_at: Instant::now(),
+            modified_us,
+            index_state,
+            index: OnceCell::new(),
+            index_gzip: OnceCell::new(),
+        }
+    }
+
+    /// A page with URLs on it.
+    pub fn page(&self, id: i64) -> Option<&PageState> {
+        let i = self.pages.binary_search_by_key(&id, |p| p.id).ok()?;
+        Some(&self.pages[i]).filter(|p| p.url_count > 0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index_state.is_empty()
+    }
+
+    /// The `<sitemapindex>` document listing every non-empty page; `None` when there is none.
+    pub async fn index(&self, public_url: &PublicUrl) -> Option<Bytes> {
+        self.index.get_or_init(|| async { self.render_index(public_url) }).await.clone()
+    }
+
+    /// The index, gzip-compressed at `level`.
+    pub async fn index_gzip(&self, public_url: &PublicUrl, level: u32) -> std::io::Result<Option<Bytes>> {
+        self.index_gzip
+            .get_or_try_init(|| async {
+                match self.index(public_url).await {
+                    Some(body) => super::stream::gzip_bytes(body, level).await.map(Some),
+                    None => Ok(None),
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    fn render_index(&self, public_url: &PublicUrl) -> Option<Bytes> {
+        if self.is_empty() {
+            return None;
+        }
+        let listed = self.pages.iter().filter(|p| p.url_count > 0);
+        let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + self.pages.len() * 128);
+        body.extend_from_slice(INDEX_HEAD.as_bytes());
+        for page in listed {
+            write_index_entry(
+                &mut body,
+                &public_url.page_url(page.id),
+                LastMod::from_unix_micros(page.modified_us).as_str(),
+            );
+        }
+        body.extend_from_slice(INDEX_TAIL.as_bytes());
+        Some(Bytes::from(body))
+    }
+}
+
+/// The current [`Directory`], read again when stale.
+pub struct Directories {
+    ttl: Duration,
+    current: RwLock<Option<Arc<Directory>>>,
+    /// One reader of the page table at a time; the others wait for its result.
+    refresh: Mutex<()>,
+    /// Advanced by every write through this process: a directory read before it is stale.
+    generation: AtomicU64,
+}
+
+impl Directories {
+    pub fn new(ttl: Duration) -> Self {
+        Self { ttl, current: RwLock::new(None), refresh: Mutex::new(()), generation: AtomicU64::new(0) }
+    }
+
+    /// The page table as of at most `ttl` ago, and after every write this process has finished.
+    pub async fn get(&self, store: &dyn Store) -> Result<Arc<Directory>> {
+        if self.ttl.is_zero() {
+            return Ok(Arc::new(Directory::new(store.pages().await?, 0)));
+        }
+        if let Some(fresh) = self.fresh() {
+            return Ok(fresh);
+        }
+        let _one_reader = self.refresh.lock().await;
+        if let Some(fresh) = self.fresh() {
+            return Ok(fresh);
+        }
+        // Read the generation before the table: a write finishing during the read leaves this copy stale.
+        let generation = self.generation.load(Ordering::Acquire);
+        let directory = Arc::new(Directory::new(store.pages().await?, generation));
+        *self.current.write().expect("not poisoned") = Some(directory.clone());
+        Ok(directory)
+    }
+
+    fn fresh(&self) -> Option<Arc<Directory>> {
+        let current = self.current.read().expect("not poisoned").clone()?;
+        let fresh =
+            current.generation == self.generation.load(Ordering::Acquire) && current.read_at.elapsed() < self.ttl;
+        fresh.then_some(current)
+    }
+
+    /// Marks the current copy stale: called after every write through this process, committed or not.
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(id: i64, url_count: i64, modified_us: i64) -> PageState {
+        PageState { id, url_count, byte_size: url_count * 100, version: 1, modified_us }
+    }
+
+    #[tokio::test]
+    async fn lists_non_empty_pages_in_order_and_dates_by_all() {
+        let d = Directory::new(vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)], 0);
+        assert_eq!(d.page(1).map(|p| p.id), Some(1));
+        assert!(d.page(2).is_none(), "an emptied page is not served");
+        assert!(d.page(4).is_none());
+        assert_eq!(d.modified_us, 50, "an emptied page's change is a change to the index");
+        let public = PublicUrl::parse("https://x.test/").unwrap();
+        let index = String::from_utf8(d.index(&public).await.unwrap().to_vec()).unwrap();
+        let one = index.find("https://x.test/sitemap-1.xml").unwrap();
+        let three = index.find("https://x.test/sitemap-3.xml").unwrap();
+        assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
+        assert!(Directory::new(vec![page(1, 0, 5)], 0).index(&public).await.is_none());
+    }
+
+    #[test]
+    fn a_write_makes_the_copy_stale() {
+        let dirs = Directories::new(Duration::from_secs(60));
+        *dirs.current.write().unwrap() = Some(Arc::new(Directory::new(vec![page(1, 1, 1)], 0)));
+        assert!(dirs.fresh().is_some());
+        dirs.invalidate();
+        assert!(dirs.fresh().is_none());
+    }
+}
