@@ -235,6 +235,7 @@ async fn get_page(
         return Ok(answer);
     }
     let body = stream::detach(rep.encode(stream::urlset(entries), level), state.stream_timeout, slot);
+    crate::telemetry::page_rendered();
     Ok((rep.headers(), Body::from_stream(body)).into_response())
 }
 

@@ -71,7 +71,7 @@ pub struct PageEntry {
 
 pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct DeleteCounts {
     pub deleted: u64,
     pub missing: u64,
