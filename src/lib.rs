@@ -12,26 +12,31 @@ pub mod pagination;
 pub mod sitemap;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 
 use std::future::Future;
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::State;
 use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::TraceLayer;
 
 use crate::error::ApiError;
 pub use crate::state::AppState;
 
-/// The whole service as a router: sitemaps, the write API, and health checks.
+/// The whole service as a router: sitemaps, the write API, `/metrics`, and health checks.
 pub fn app(state: AppState) -> Router {
+    // Installs the metrics recorder before the first request is counted.
+    telemetry::prometheus();
     Router::new()
         .merge(sitemap::router())
         .merge(api::router(state.clone()))
+        .route("/metrics", get(telemetry::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(|| async { ApiError::not_found("no such resource") })
@@ -40,15 +45,12 @@ pub fn app(state: AppState) -> Router {
             tracing::error!("a request handler panicked");
             ApiError::internal().into_response()
         }))
+        // Outside CatchPanicLayer, so that a panic counts as the 500 it is answered with.
+        .layer(middleware::from_fn(telemetry::track_requests))
+        // The span names the matched route, so logs group by route, not by raw path. No header is recorded: the
+        // Authorization header never reaches a log.
         .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|request: &Request| {
-                    // The matched route as the span's field, so logs group by route, not by raw path.
-                    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
-                    tracing::info_span!("request", method = %request.method(), route, uri = %request.uri())
-                })
-                // One line per answered request, with its status and latency.
-                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+            TraceLayer::new_for_http().make_span_with(telemetry::request_span).on_response(telemetry::record_response),
         )
 }
 

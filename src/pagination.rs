@@ -82,7 +82,7 @@ pub struct UrlUpdate {
     pub size: i64,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct UpsertCounts {
     pub received: u64,
     pub created: u64,

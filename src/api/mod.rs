@@ -1,27 +1,53 @@
-//! The write API under `/api/v1`: bearer-token auth, request bodies, and the URL handlers.
+//! The write API under `/api/v1`: bearer-token auth, request bodies, the URL handlers, and the OpenAPI document
+//! generated from their annotations.
 
 mod body;
+pub mod doc;
 mod urls;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::get;
+use bytes::Bytes;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::ApiError;
 
-pub fn router(state: AppState) -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/urls", get(urls::get_urls).put(urls::upsert_urls).delete(urls::delete_url))
-        .route("/api/v1/urls/delete", post(urls::delete_urls))
-        .route_layer(middleware::from_fn_with_state(state, require_token))
+/// Where the OpenAPI document is served (no token needed).
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+/// The routes and their OpenAPI document come from the same annotated handlers, so they cannot disagree.
+fn documented() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(doc::ApiDoc::openapi())
+        .routes(routes!(urls::get_urls, urls::upsert_urls, urls::delete_url))
+        .routes(routes!(urls::delete_urls))
 }
 
-/// Every `/api/v1` route needs `Authorization: Bearer <token>` when tokens are configured. Without tokens the
-/// server only starts on a loopback address (see `Config`), so only local clients can write.
+/// The OpenAPI 3 document of the write API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    documented().into_openapi()
+}
+
+pub fn router(state: AppState) -> Router<AppState> {
+    let (router, api) =
+        documented().route_layer(middleware::from_fn_with_state(state, require_token)).split_for_parts();
+    let json = Bytes::from(api.to_json().expect("the OpenAPI document serializes"));
+    let get_openapi = move || async move {
+        let content_type = HeaderValue::from_static("application/json");
+        ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))], json)
+    };
+    router.route(OPENAPI_PATH, get(get_openapi))
+}
+
+/// Every `/api/v1` route but the OpenAPI document needs `Authorization: Bearer <token>` when tokens are
+/// configured. Without tokens the server only starts on a loopback address (see `Config`), so only local clients
+/// can write.
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
     if state.open_writes() {
         return Ok(next.run(request).await);

@@ -8,20 +8,55 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt, TryStreamExt};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::io::StreamReader;
 
 use super::body::{self, Format};
+use super::doc::ErrorBody;
 use crate::AppState;
 use crate::domain::{Entry, FieldError, Loc, PublicUrl};
 use crate::error::ApiError;
 use crate::pagination::{StoredUrl, UpsertCounts};
+use crate::store::DeleteCounts;
+use crate::telemetry::{count_deletes, count_upserts};
 
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
 
-/// `PUT /api/v1/urls`
+/// Add or replace URL records.
+///
+/// A JSON array is all-or-nothing: if any entry is invalid, every invalid field is reported (422) and nothing is
+/// stored. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it stops, and the
+/// error gives the `line`, how many entries were `committed` and their counts (`stored`). An upsert replaces the
+/// whole entry: an omitted or `null` field is cleared.
+#[utoipa::path(
+    put,
+    path = "/api/v1/urls",
+    tag = "urls",
+    operation_id = "upsert_urls",
+    request_body(
+        description = "A JSON array of entries, or NDJSON: the same entries, one a line (blank lines are skipped)",
+        content(
+            (Vec<super::doc::Entry> = "application/json"),
+            (Vec<super::doc::Entry> = "application/x-ndjson"),
+        ),
+    ),
+    responses(
+        (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
+        (status = 400, description = "Malformed JSON, or a line that is not JSON or not UTF-8", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody,
+         headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 413, description = "The JSON body or an NDJSON line is too large", body = ErrorBody),
+        (status = 415, description = "Neither application/json nor application/x-ndjson", body = ErrorBody),
+        (status = 422, description = "Invalid entries (`details`); nothing of them was stored", body = ErrorBody),
+        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
+         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+        (status = 507, description = "The index would need more than 50,000 pages", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn upsert_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     match body::format(&headers, true)? {
         Format::Json => upsert_json(&state, &headers, body).await,
@@ -45,11 +80,14 @@ async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
     if !details.is_empty() {
         let bad = details.iter().filter_map(|d| d["index"].as_u64()).collect::<std::collections::BTreeSet<_>>();
         let message = format!("{} of {} entries are invalid; nothing was stored", bad.len(), items.len());
+        count_upserts("rejected", bad.len() as u64);
         return Err(ApiError::invalid(message).with("details", details));
     }
     let written = state.store.upsert(&entries).await;
     state.pages_written();
-    Ok(Json(written?).into_response())
+    let counts = written?;
+    count_upserted(&counts);
+    Ok(Json(counts).into_response())
 }
 
 /// NDJSON is streamed and committed in batches. At the first bad line it stops: everything before that line is
@@ -117,6 +155,7 @@ impl Ingest<'_> {
         self.state.pages_written();
         match written {
             Ok(counts) => {
+                count_upserted(&counts);
                 self.totals += counts;
                 self.batch.clear();
                 Ok(())
@@ -127,6 +166,7 @@ impl Ingest<'_> {
 
     /// Commits what came before the bad line, then returns `error` annotated with the line and what was stored.
     async fn stop(mut self, error: ApiError, line: u64) -> ApiError {
+        count_upserts("rejected", 1);
         if let Err(e) = self.commit().await {
             return e;
         }
@@ -134,24 +174,78 @@ impl Ingest<'_> {
     }
 }
 
+fn count_upserted(counts: &UpsertCounts) {
+    count_upserts("created", counts.created);
+    count_upserts("updated", counts.updated);
+    count_upserts("unchanged", counts.unchanged);
+}
+
+fn count_deleted(counts: &DeleteCounts) {
+    count_deletes("deleted", counts.deleted);
+    count_deletes("missing", counts.missing);
+}
+
 fn detail(position: &str, at: u64, e: &FieldError) -> Value {
     json!({ position: at, "field": e.field, "message": e.message })
 }
 
-/// `DELETE /api/v1/urls?loc=URL`: 204, or 404 when absent.
+/// Delete one URL record.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/urls",
+    tag = "urls",
+    operation_id = "delete_url",
+    params(("loc" = String, Query, description = "The URL, normalized like a stored loc",
+             example = "https://www.example.com/about")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "A missing, repeated or unknown query parameter", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody,
+         headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 404, description = "No such URL is stored", body = ErrorBody),
+        (status = 422, description = "The loc could never be stored (`details`)", body = ErrorBody),
+        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
+         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let params = Params::parse(query.as_deref(), &["loc"])?;
-    let loc = params.loc(&state.public_url)?.ok_or_else(|| ApiError::bad_request("the loc parameter is required"))?;
+    let loc = params.loc(&state.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
+    let loc = loc.ok_or_else(|| ApiError::bad_request("the loc parameter is required"))?;
     let deleted = state.store.delete(&[loc]).await;
     state.pages_written();
     let counts = deleted?;
+    count_deleted(&counts);
     if counts.deleted == 0 {
         return Err(ApiError::not_found("no such URL is stored"));
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// `POST /api/v1/urls/delete` with a JSON array of locs: all valid or nothing is deleted.
+/// Delete many URL records: a JSON array of locs, all valid or nothing is deleted.
+#[utoipa::path(
+    post,
+    path = "/api/v1/urls/delete",
+    tag = "urls",
+    operation_id = "delete_urls",
+    request_body(
+        description = "The locs to delete",
+        content((Vec<String> = "application/json", example = json!(["https://www.example.com/a"]))),
+    ),
+    responses(
+        (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody,
+         headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "Not application/json", body = ErrorBody),
+        (status = 422, description = "Invalid locs (`details`); nothing was deleted", body = ErrorBody),
+        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
+         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
@@ -171,14 +265,43 @@ pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body
     }
     if !details.is_empty() {
         let message = format!("{} of {} locs are invalid; nothing was deleted", details.len(), items.len());
+        count_deletes("rejected", details.len() as u64);
         return Err(ApiError::invalid(message).with("details", details));
     }
     let deleted = state.store.delete(&locs).await;
     state.pages_written();
-    Ok(Json(deleted?).into_response())
+    let counts = deleted?;
+    count_deleted(&counts);
+    Ok(Json(counts).into_response())
 }
 
-/// `GET /api/v1/urls?loc=URL` (one record) or `GET /api/v1/urls?limit=N&after=CURSOR` (keyset paging).
+/// Look up one URL record (`loc`), or list them all by keyset paging (`limit`, `after`).
+///
+/// With `loc`, the answer is the record (`UrlRecord`). Without it, a page of records in storage order and the
+/// cursor of the next page (`UrlList`): each record appears once even while writes go on.
+#[utoipa::path(
+    get,
+    path = "/api/v1/urls",
+    tag = "urls",
+    operation_id = "get_urls",
+    params(
+        ("loc" = Option<String>, Query, description = "Look up this URL (normalized like a stored loc)",
+         example = "https://www.example.com/about"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Records per page (default 100)"),
+        ("after" = Option<String>, Query, description = "A cursor returned as `next`"),
+    ),
+    responses(
+        (status = 200, description = "The record, or a page of records", body = UrlsAnswer),
+        (status = 400, description = "A bad, repeated or unknown query parameter", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody,
+         headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 404, description = "No such URL is stored", body = ErrorBody),
+        (status = 422, description = "The loc could never be stored (`details`)", body = ErrorBody),
+        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
+         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let params = Params::parse(query.as_deref(), &["loc", "limit", "after"])?;
     if let Some(loc) = params.loc(&state.public_url)? {
@@ -186,7 +309,7 @@ pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) 
             return Err(ApiError::bad_request("loc cannot be combined with limit or after"));
         }
         let url = state.store.find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
-        return Ok(Json(url_json(&url, &state.public_url)).into_response());
+        return Ok(Json(UrlRecord::new(url, &state.public_url)).into_response());
     }
     let limit = match params.get("limit") {
         None => DEFAULT_LIMIT,
@@ -206,18 +329,54 @@ pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) 
     };
     let items = state.store.list_after(after, limit).await?;
     let next = (items.len() == limit as usize).then(|| items.last().map(|u| u.id.to_string())).flatten();
-    let items: Vec<Value> = items.iter().map(|u| url_json(u, &state.public_url)).collect();
-    Ok(Json(json!({ "items": items, "next": next })).into_response())
+    let items = items.into_iter().map(|u| UrlRecord::new(u, &state.public_url)).collect();
+    Ok(Json(UrlList { items, next }).into_response())
 }
 
-fn url_json(url: &StoredUrl, public: &PublicUrl) -> Value {
-    json!({
-        "loc": url.loc,
-        "lastmod": url.fields.lastmod,
-        "changefreq": url.fields.changefreq,
-        "priority": url.fields.priority,
-        "sitemap": public.page_url(url.page_id),
-    })
+/// `GET /api/v1/urls`: one record, or a page of them.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // names the two answers for the OpenAPI document
+pub enum UrlsAnswer {
+    Record(UrlRecord),
+    List(UrlList),
+}
+
+/// A stored URL record, normalized, with the page that holds it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct UrlRecord {
+    #[schema(example = "https://www.example.com/about")]
+    loc: String,
+    /// As rendered: a date, or a date-time in UTC.
+    #[schema(example = "2024-05-01T06:20:00Z")]
+    lastmod: Option<String>,
+    #[schema(example = "daily")]
+    changefreq: Option<String>,
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    priority: Option<f64>,
+    /// The absolute URL of the sitemap page that lists it.
+    #[schema(example = "https://www.example.com/sitemap-1.xml")]
+    sitemap: String,
+}
+
+impl UrlRecord {
+    fn new(url: StoredUrl, public: &PublicUrl) -> Self {
+        Self {
+            sitemap: public.page_url(url.page_id),
+            loc: url.loc,
+            lastmod: url.fields.lastmod,
+            changefreq: url.fields.changefreq,
+            priority: url.fields.priority,
+        }
+    }
+}
+
+/// A page of records in storage order.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct UrlList {
+    items: Vec<UrlRecord>,
+    /// The `after` of the next page; `null` at the end.
+    next: Option<String>,
 }
 
 /// Query parameters: each known name at most once, unknown names refused.

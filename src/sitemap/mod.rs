@@ -255,6 +255,7 @@ async fn get_page(
         return Ok(answer);
     }
     let body = stream::detach(rep.encode(stream::urlset(entries), level), state.stream_timeout, slot);
+    crate::telemetry::page_rendered();
     Ok((rep.headers(), Body::from_stream(body)).into_response())
 }
 
@@ -268,6 +269,7 @@ async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
             tracing::warn!(error = %e, page = id, "cannot render a sitemap page");
             ApiError::unavailable()
         })?;
+        crate::telemetry::page_rendered();
         Ok(Rendered { state: snapshot, gzip })
     };
     tokio::time::timeout(state.stream_timeout, work).await.unwrap_or_else(|_| {

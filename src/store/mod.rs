@@ -71,7 +71,7 @@ pub struct PageEntry {
 
 pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct DeleteCounts {
     pub deleted: u64,
     pub missing: u64,
@@ -95,6 +95,15 @@ pub trait Store: Send + Sync + 'static {
     async fn page(&self, id: i64) -> Result<Option<PageState>>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    /// The connection pool's use right now, for `/metrics`: no I/O.
+    fn pool_status(&self) -> PoolStatus;
+}
+
+/// Connections the pool holds: open, and of those, idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub size: u32,
+    pub idle: usize,
 }
 
 /// How to open the database.

@@ -9,8 +9,8 @@ use futures_util::TryStreamExt;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, Result, Store, StoreOptions, UrlRow, distinct, page_columns,
-    url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, Result, Store, StoreOptions, UrlRow, distinct,
+    page_columns, url_columns,
 };
 use crate::domain::{Entry, Loc};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
@@ -107,6 +107,10 @@ impl Store for PgStore {
     async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    fn pool_status(&self) -> PoolStatus {
+        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
     }
 
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {

@@ -12,8 +12,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use tokio::sync::Mutex;
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, Result, Store, StoreOptions, UrlRow, distinct, now_us, page_columns,
-    url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, Result, Store, StoreOptions, UrlRow, distinct, now_us,
+    page_columns, url_columns,
 };
 use crate::domain::{Entry, Loc};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
@@ -101,6 +101,10 @@ impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    fn pool_status(&self) -> PoolStatus {
+        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
     }
 
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {

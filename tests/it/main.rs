@@ -1,9 +1,11 @@
 //! Integration tests: one binary. `contract` drives the `Store` trait; `api` and `sitemaps` drive the real router;
-//! `process` runs the built binary. Every backend-dependent test runs on SQLite always and on Postgres when
-//! `TEST_DATABASE_URL` is set (CI sets it and fails if Postgres is unreachable).
+//! `observability` checks `/metrics`, request logs and the OpenAPI document; `process` runs the built binary.
+//! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
+//! and fails if Postgres is unreachable).
 
 mod api;
 mod contract;
+mod observability;
 mod process;
 mod sitemaps;
 mod support;

@@ -1,4 +1,5 @@
-//! The built binary: start-up checks, the default SQLite file, `migrate`, and graceful shutdown on SIGTERM.
+//! The built binary: start-up checks, the default SQLite file, `migrate`, graceful shutdown on SIGTERM, and its
+//! request log lines.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -155,4 +156,75 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(status.success(), "exit status {status}; stderr: {stderr}");
+}
+
+/// Waits for the child to exit, at most 15 s, and returns its stdout.
+fn stop(mut child: Child) -> String {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "sitemapd did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    stdout
+}
+
+#[test]
+fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
+    const TOKEN: &str = "log-test-token-71b3";
+    const WRONG: &str = "wrong-token-0c9a";
+    const PASSWORD: &str = "db-password-e42f";
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let public = format!("http://localhost:{port}");
+    // On Postgres (trust authentication ignores the password), else on SQLite, which has none to leak.
+    let database_url = match crate::support::postgres_url() {
+        Some(url) => {
+            let mut url = url::Url::parse(&url).unwrap();
+            url.set_password(Some(PASSWORD)).unwrap();
+            url.to_string()
+        }
+        None => format!("sqlite://{}", dir.path().join("log.db").display()),
+    };
+    let vars = [
+        ("SITEMAPD_BIND", bind.as_str()),
+        ("SITEMAPD_PUBLIC_URL", &public),
+        ("SITEMAPD_API_TOKENS", TOKEN),
+        ("SITEMAPD_LOG_FORMAT", "json"),
+        ("DATABASE_URL", &database_url),
+        ("RUST_LOG", "trace"),
+    ];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let body = format!("[{{\"loc\": \"{public}/logged\"}}]");
+    let put = format!(
+        "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(http(port, &put).unwrap().0, 200);
+    let list = format!(
+        "GET /api/v1/urls?limit=5 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {WRONG}\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(http(port, &list).unwrap().0, 401);
+    let logs = stop(child);
+
+    for secret in [TOKEN, WRONG, PASSWORD] {
+        assert!(!logs.contains(secret), "{secret} reached the log:\n{logs}");
+    }
+    let lines: Vec<serde_json::Value> =
+        logs.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+    let answered: Vec<(String, u64)> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "answered" && l["span"]["route"] == "/api/v1/urls")
+        .map(|l| {
+            assert!(l["fields"]["latency_ms"].as_f64().is_some(), "{l}");
+            assert_eq!(l["span"]["status"], l["fields"]["status"], "the span records the status: {l}");
+            assert!(l["span"]["latency_ms"].as_f64().is_some(), "the span records the latency: {l}");
+            (l["span"]["method"].as_str().unwrap().to_owned(), l["fields"]["status"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(answered, [("PUT".to_owned(), 200), ("GET".to_owned(), 401)], "{logs}");
 }

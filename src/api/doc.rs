@@ -1,0 +1,90 @@
+//! The OpenAPI document's frame (info, the bearer scheme) and the schemas of bodies that the handlers check by
+//! hand rather than deserialize: an entry, a loc, an error. The paths come from the handlers' annotations.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::pagination::UpsertCounts;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "sitemapd write API",
+        description = "Stores a website's URL records; sitemapd serves them as sitemaps.org sitemaps. Every route \
+                       but this document needs `Authorization: Bearer TOKEN` when `SITEMAPD_API_TOKENS` is set.",
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
+    ),
+    components(schemas(Entry, ErrorBody, ErrorDetail)),
+    modifiers(&BearerAuth),
+    tags((name = "urls", description = "URL records")),
+)]
+pub struct ApiDoc;
+
+/// The name of the security scheme in `components.securitySchemes`, as the handlers' `security(...)` name it.
+pub const BEARER: &str = "bearer";
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// One URL record to store: a JSON array element, or one NDJSON line. Validated by `domain::Entry::from_json`,
+/// which reports every invalid field (422). Unknown fields are refused; `null` clears an optional field.
+#[derive(serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // a schema only: entries are validated from `serde_json::Value`
+pub struct Entry {
+    /// Absolute http(s) URL under `SITEMAPD_PUBLIC_URL`, without user info or fragment, shorter than 2,048
+    /// characters once normalized.
+    #[schema(example = "https://www.example.com/about")]
+    loc: String,
+    /// W3C Datetime: `YYYY-MM-DD`, or a date-time with minutes or seconds and a zone.
+    #[schema(example = "2024-05-01T08:20+02:00")]
+    lastmod: Option<String>,
+    /// `always hourly daily weekly monthly yearly never`, in any case.
+    #[schema(example = "daily")]
+    changefreq: Option<String>,
+    /// 0.0 to 1.0, at most 6 decimal places.
+    #[schema(minimum = 0.0, maximum = 1.0, example = 0.8)]
+    priority: Option<f64>,
+}
+
+/// The body of every error response (`error::ApiError`).
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only: `ApiError` builds the body
+pub struct ErrorBody {
+    /// A stable code: `bad_request`, `unauthorized`, `not_found`, `payload_too_large`, `unsupported_media_type`,
+    /// `invalid`, `index_full`, `unavailable` or `internal`.
+    #[schema(example = "invalid")]
+    error: String,
+    /// What went wrong, for a person.
+    message: String,
+    /// 422: every invalid field.
+    details: Option<Vec<ErrorDetail>>,
+    /// NDJSON: the 1-based line where the upsert stopped.
+    line: Option<u64>,
+    /// NDJSON: how many entries before that line were stored.
+    committed: Option<u64>,
+    /// NDJSON: what happened to the entries that were stored.
+    stored: Option<UpsertCounts>,
+}
+
+/// One invalid field.
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only
+pub struct ErrorDetail {
+    /// JSON array: the 0-based index of the element.
+    index: Option<u64>,
+    /// NDJSON: the 1-based line.
+    line: Option<u64>,
+    /// The field's name (empty when the element itself is wrong, e.g. not an object).
+    field: String,
+    message: String,
+}

@@ -1,0 +1,216 @@
+//! Observability: the Prometheus recorder and `GET /metrics`, the per-request metrics middleware (requests,
+//! latency, body bytes as they stream), the request span, and the names of every `sitemapd_*` metric.
+
+use std::fmt::Write as _;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::{Frame, SizeHint};
+use metrics::{Counter, Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tracing::Span;
+
+use crate::AppState;
+
+pub const HTTP_REQUESTS: &str = "sitemapd_http_requests_total";
+pub const HTTP_DURATION: &str = "sitemapd_http_request_duration_seconds";
+pub const HTTP_BODY_BYTES: &str = "sitemapd_http_response_body_bytes_total";
+pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
+pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
+pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
+pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
+
+/// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
+const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// The process's Prometheus handle. The recorder is global and can be installed once per process, while a process
+/// (the tests) may build many apps: the first call installs it, later calls share it. When another recorder is
+/// already installed, `/metrics` still answers, with the state gauges only.
+pub fn prometheus() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.to_owned()), DURATION_BUCKETS)
+            .expect("the bucket list is not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("another metrics recorder is installed; /metrics shows the state gauges only");
+            return handle;
+        }
+        describe();
+        // Histogram samples wait in a buffer until a scrape or an upkeep folds them into buckets: without a scraper,
+        // this bounds the buffer.
+        let upkeep = handle.clone();
+        let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_secs(5));
+                upkeep.run_upkeep();
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the metrics upkeep thread");
+        }
+        handle
+    })
+}
+
+fn describe() {
+    describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route, method and status");
+    describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
+    describe_counter!(
+        HTTP_BODY_BYTES,
+        Unit::Bytes,
+        "Response body bytes sent, by matched route, counted as they stream"
+    );
+    describe_counter!(HTTP_NOT_MODIFIED, "304 Not Modified answers, by matched route");
+    describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
+    describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
+    describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
+}
+
+/// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
+pub fn page_rendered() {
+    counter!(PAGES_RENDERED).increment(1);
+}
+
+/// Adds `n` to the upsert counter for `outcome` (`created`, `updated`, `unchanged`, `rejected`).
+pub fn count_upserts(outcome: &'static str, n: u64) {
+    if n > 0 {
+        counter!(URL_UPSERTS, "outcome" => outcome).increment(n);
+    }
+}
+
+/// Adds `n` to the delete counter for `outcome` (`deleted`, `missing`, `rejected`).
+pub fn count_deletes(outcome: &'static str, n: u64) {
+    if n > 0 {
+        counter!(URL_DELETES, "outcome" => outcome).increment(n);
+    }
+}
+
+/// Middleware: counts each request by matched route (never the raw path, so the label set stays bounded), method
+/// and status; times it to the response head; counts its body bytes as they are sent.
+pub async fn track_requests(request: Request, next: Next) -> Response {
+    let route = route_label(&request).to_owned();
+    let method = method_label(request.method());
+    let start = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status();
+    counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status.as_u16().to_string())
+        .increment(1);
+    histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(start.elapsed().as_secs_f64());
+    if status == StatusCode::NOT_MODIFIED {
+        counter!(HTTP_NOT_MODIFIED, "route" => route.clone()).increment(1);
+    }
+    let bytes = counter!(HTTP_BODY_BYTES, "route" => route);
+    response.map(|inner| Body::new(CountedBody { inner, bytes }))
+}
+
+/// The matched route, or `unmatched` for requests no route took.
+pub fn route_label(request: &Request) -> &str {
+    request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str)
+}
+
+/// The standard methods by name; anything else as `other`, so that clients cannot grow the label set.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::PUT => "PUT",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// A response body that adds each data frame's length to a counter as it passes.
+struct CountedBody {
+    inner: Body,
+    bytes: Counter,
+}
+
+impl http_body::Body for CountedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            this.bytes.increment(data.len() as u64);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The span of one request: method, matched route and URI now; status and latency once answered.
+pub fn request_span(request: &Request) -> Span {
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        route = route_label(request),
+        uri = %request.uri(),
+        status = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+    )
+}
+
+/// Records the status and latency on the request's span, and logs one line with them.
+pub fn record_response(response: &Response, latency: Duration, span: &Span) {
+    let status = response.status().as_u16();
+    let latency_ms = latency.as_secs_f64() * 1000.0;
+    span.record("status", status);
+    span.record("latency_ms", latency_ms);
+    tracing::info!(status, latency_ms, "answered");
+}
+
+/// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
+/// this app's store at each scrape (O(pages)).
+pub async fn get_metrics(State(state): State<AppState>) -> Response {
+    let mut text = prometheus().render();
+    let mut gauge = |name: &str, help: &str, value: f64| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
+    };
+    match state.store.pages().await {
+        Ok(pages) => {
+            let urls: i64 = pages.iter().map(|p| p.url_count).sum();
+            let listed = pages.iter().filter(|p| p.url_count > 0).count();
+            gauge("sitemapd_store_up", "1 when the page table could be read for this scrape, else 0", 1.0);
+            gauge("sitemapd_urls", "URLs stored", urls as f64);
+            gauge(
+                "sitemapd_sitemap_pages",
+                "Sitemap pages listed in the index (pages with at least one URL)",
+                listed as f64,
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: cannot read the page table");
+            gauge("sitemapd_store_up", "1 when the page table could be read for this scrape, else 0", 0.0);
+        }
+    }
+    let pool = state.store.pool_status();
+    gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
+    gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);
+    let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
+    let no_store = HeaderValue::from_static("no-store");
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()
+}
