@@ -16,7 +16,7 @@ use tracing_subscriber::EnvFilter;
 #[command(version, about = "Keeps a website's URL records in a database and serves its XML sitemaps")]
 struct Cli {
     /// A TOML configuration file (default: ./config/default.toml when present). Environment variables override it.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", env = "SITEMAPD_CONFIG")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
@@ -40,8 +40,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let command = cli.command.unwrap_or(Command::Serve);
     init_tracing(config.log_format);
-    match run(cli.command.unwrap_or(Command::Serve), config).await {
+    match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -70,7 +71,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
             tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
-            serve(AppState::new(store, &config), listener, shutdown_signal()).await?;
+            serve(AppState::new(store, &config), listener, shutdown_signal(), config.shutdown_grace).await?;
             tracing::info!("stopped");
             Ok(())
         }
@@ -87,7 +88,8 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-/// Completes on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests.
+/// Completes on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests, for at most
+/// `shutdown_grace_secs`.
 async fn shutdown_signal() {
     let interrupt = async {
         tokio::signal::ctrl_c().await.expect("cannot listen for SIGINT");
@@ -105,5 +107,5 @@ async fn shutdown_signal() {
         () = interrupt => {},
         () = terminate => {},
     }
-    tracing::info!("shutdown signal received; finishing in-flight requests");
+    tracing::info!("shutdown signal received: finishing the requests in flight");
 }
