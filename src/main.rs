@@ -1,15 +1,18 @@
 //! The `sitemapd` binary: command line, telemetry, configuration, and the choice of store.
 
 use std::io::IsTerminal;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
 use sitemapd::store::{self, StoreOptions};
 use sitemapd::{AppState, serve};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -28,6 +31,9 @@ enum Command {
     Serve,
     /// Apply migrations and exit.
     Migrate,
+    /// Exit 0 if the server on the configured bind address answers 200 to GET /healthz within 3 seconds, else 1.
+    /// For container health checks: the image needs no HTTP client.
+    Healthcheck,
 }
 
 #[tokio::main]
@@ -41,6 +47,15 @@ async fn main() -> ExitCode {
         }
     };
     let command = cli.command.unwrap_or(Command::Serve);
+    if let Command::Healthcheck = command {
+        return match healthcheck(config.bind).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sitemapd healthcheck: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     init_tracing(config.log_format);
     match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -75,7 +90,35 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             tracing::info!("stopped");
             Ok(())
         }
+        Command::Healthcheck => unreachable!("answered before telemetry starts"),
     }
+}
+
+/// `GET /healthz` over HTTP/1.0 on `bind` (a wildcard address is reached on the loopback address of its family).
+async fn healthcheck(bind: SocketAddr) -> anyhow::Result<()> {
+    let mut addr = bind;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let probe = async {
+        let mut stream = TcpStream::connect(addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+        stream.write_all(format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await?;
+        // The status line is all that matters; the answer is a few hundred bytes.
+        let mut response = Vec::new();
+        stream.take(4096).read_to_end(&mut response).await?;
+        let response = String::from_utf8_lossy(&response);
+        let status_line = response.lines().next().unwrap_or_default();
+        match status_line.split(' ').nth(1) {
+            Some("200") => Ok(()),
+            _ => anyhow::bail!("http://{addr}/healthz answered {status_line:?}"),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), probe)
+        .await
+        .with_context(|| format!("no answer from http://{addr}/healthz within 3 seconds"))?
 }
 
 fn init_tracing(format: LogFormat) {

@@ -227,6 +227,26 @@ fn start_up_logs_the_configuration_without_the_password_or_the_tokens() {
 }
 
 #[test]
+fn healthcheck_answers_for_the_configured_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // A wildcard bind, as in the container: the health check reaches it on 127.0.0.1.
+    let bind = format!("0.0.0.0:{port}");
+    let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_API_TOKENS", "t")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let out = run(dir.path(), &vars, &["healthcheck"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = run(dir.path(), &vars, &["healthcheck"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+}
+
+#[test]
 fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_clean() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
