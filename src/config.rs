@@ -368,6 +368,18 @@ mod tests {
     }
 
     #[test]
+    fn the_production_example_loads_with_secrets_from_the_environment() {
+        let path = Path::new("config/production.example.toml");
+        let e = Config::load_from(Some(path), |_| None).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_API_TOKENS"), "{e}");
+        let c = Config::load_from(Some(path), |k| (k == "SITEMAPD_API_TOKENS").then(|| "t".to_owned())).unwrap();
+        assert!(c.database_url.starts_with("postgres://") && redact_url(&c.database_url) == c.database_url);
+        assert_eq!(c.public_url.as_str(), "https://www.example.com/");
+        assert_eq!(c.bind, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(c.log_format, LogFormat::Json);
+    }
+
+    #[test]
     fn unknown_keys_in_a_file_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
