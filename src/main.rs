@@ -39,16 +39,12 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match Config::load(cli.config.as_deref()) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("sitemapd: {e:#}");
-            return ExitCode::from(2);
-        }
-    };
     let command = cli.command.unwrap_or(Command::Serve);
+    let config = Config::load(cli.config.as_deref());
     if let Command::Healthcheck = command {
-        return match healthcheck(config.bind).await {
+        // Any failure, a bad configuration included, exits 1: container runtimes read 0 as healthy, 1 as
+        // unhealthy, and reserve 2.
+        return match async { healthcheck(config?.bind).await }.await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sitemapd healthcheck: {e:#}");
@@ -56,6 +52,13 @@ async fn main() -> ExitCode {
             }
         };
     }
+    let config = match config {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("sitemapd: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     init_tracing(config.log_format);
     match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,

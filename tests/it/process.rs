@@ -244,6 +244,10 @@ fn healthcheck_answers_for_the_configured_address() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    // A configuration error is unhealthy too (1), never the 2 that container runtimes reserve.
+    let out = run(dir.path(), &[("SITEMAPD_GZIP_LEVEL", "0")], &["healthcheck"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SITEMAPD_GZIP_LEVEL"));
 }
 
 #[test]
