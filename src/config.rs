@@ -42,6 +42,7 @@ const ENV: &[(&str, &str)] = &[
     ("stream_timeout_secs", "SITEMAPD_STREAM_TIMEOUT_SECS"),
     ("cache_bytes", "SITEMAPD_CACHE_BYTES"),
     ("state_ttl_ms", "SITEMAPD_STATE_TTL_MS"),
+    ("shutdown_grace_secs", "SITEMAPD_SHUTDOWN_GRACE_SECS"),
     ("log_format", "SITEMAPD_LOG_FORMAT"),
 ];
 
@@ -63,6 +64,7 @@ struct Raw {
     stream_timeout_secs: u64,
     cache_bytes: u64,
     state_ttl_ms: u64,
+    shutdown_grace_secs: u64,
     log_format: String,
 }
 
@@ -91,6 +93,8 @@ pub struct Config {
     pub cache_bytes: u64,
     /// How long a snapshot of the page table answers before it is read again.
     pub state_ttl: Duration,
+    /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
+    pub shutdown_grace: Duration,
     pub log_format: LogFormat,
 }
 
@@ -174,6 +178,12 @@ impl Config {
                 raw.stream_timeout_secs
             );
         }
+        if raw.shutdown_grace_secs > 3600 {
+            bail!(
+                "shutdown_grace_secs (SITEMAPD_SHUTDOWN_GRACE_SECS) must be from 0 to 3600, not {}",
+                raw.shutdown_grace_secs
+            );
+        }
         if !(1..=9).contains(&raw.gzip_level) {
             bail!("gzip_level (SITEMAPD_GZIP_LEVEL) must be from 1 to 9, not {}", raw.gzip_level);
         }
@@ -209,6 +219,7 @@ impl Config {
             stream_timeout: Duration::from_secs(raw.stream_timeout_secs),
             cache_bytes: raw.cache_bytes,
             state_ttl: Duration::from_millis(raw.state_ttl_ms),
+            shutdown_grace: Duration::from_secs(raw.shutdown_grace_secs),
             log_format,
         })
     }
@@ -229,7 +240,7 @@ pub fn redact_url(raw: &str) -> String {
     }
 }
 
-/// Secrets redacted: safe to log.
+/// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`.
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
@@ -243,11 +254,12 @@ impl fmt::Debug for Config {
             .field("max_line_bytes", &self.max_line_bytes)
             .field("ndjson_batch", &self.ndjson_batch)
             .field("db_max_connections", &self.db_max_connections)
-            .field("db_acquire_timeout", &self.db_acquire_timeout)
+            .field("db_acquire_timeout_secs", &self.db_acquire_timeout.as_secs())
             .field("gzip_level", &self.gzip_level)
-            .field("stream_timeout", &self.stream_timeout)
+            .field("stream_timeout_secs", &self.stream_timeout.as_secs())
             .field("cache_bytes", &self.cache_bytes)
-            .field("state_ttl", &self.state_ttl)
+            .field("state_ttl_ms", &self.state_ttl.as_millis())
+            .field("shutdown_grace_secs", &self.shutdown_grace.as_secs())
             .field("log_format", &self.log_format)
             .finish()
     }
@@ -321,6 +333,79 @@ mod tests {
         assert!(load(&[("SITEMAPD_CACHE_BYTES", "-1")]).unwrap_err().to_string().contains("cache_bytes"));
         assert_eq!(load(&[("SITEMAPD_CACHE_BYTES", "0")]).unwrap().cache_bytes, 0);
         assert!(load(&[("DATABASE_URL", "mysql://x")]).is_err());
+    }
+
+    /// Every setting is in `config/default.toml` (deserializing it alone into `Raw` needs every field and refuses
+    /// unknown keys), has its variable in `ENV` and named in the file, is in the README's table, and is logged.
+    #[test]
+    fn default_toml_documents_every_setting_with_its_variable() {
+        use config::{File, FileFormat};
+        let parsed = config::Config::builder().add_source(File::from_str(DEFAULTS, FileFormat::Toml)).build().unwrap();
+        parsed.clone().try_deserialize::<Raw>().expect("config/default.toml holds exactly the fields of Raw");
+        let mut keys: Vec<String> =
+            parsed.try_deserialize::<HashMap<String, config::Value>>().unwrap().into_keys().collect();
+        keys.sort();
+        let mut env_keys: Vec<String> = ENV.iter().map(|(k, _)| (*k).to_owned()).collect();
+        env_keys.sort();
+        assert_eq!(keys, env_keys, "config/default.toml and ENV list the same settings");
+
+        let readme = include_str!("../README.md");
+        let shown = format!("{:?}", load(&[]).unwrap());
+        for (key, var) in ENV {
+            assert!(DEFAULTS.contains(var), "config/default.toml does not name {var}");
+            assert!(readme.contains(&format!("| `{var}` |")), "README's table lacks {var}");
+            assert!(shown.contains(&format!("{key}: ")), "the logged configuration lacks {key}: {shown}");
+        }
+    }
+
+    #[test]
+    fn the_logged_configuration_hides_the_password_and_the_tokens() {
+        let c = load(&[
+            ("DATABASE_URL", "postgres://sitemapd:pg-Secret-1@db:5432/sitemapd"),
+            ("SITEMAPD_API_TOKENS", "tok-Secret-2,tok-Secret-3"),
+        ])
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("Secret"), "{shown}");
+        assert!(shown.contains("postgres://sitemapd:REDACTED@db:5432/sitemapd"), "{shown}");
+        assert!(shown.contains("api_tokens: [2 redacted]"), "{shown}");
+    }
+
+    #[test]
+    fn invalid_settings_are_refused_by_name() {
+        for (var, value) in [
+            ("SITEMAPD_BIND", "localhost:8080"),
+            ("SITEMAPD_BIND", "127.0.0.1"),
+            ("SITEMAPD_PUBLIC_URL", "ftp://example.com"),
+            ("SITEMAPD_PUBLIC_URL", "https://example.com/?q=1"),
+            ("SITEMAPD_GZIP_LEVEL", "0"),
+            ("SITEMAPD_GZIP_LEVEL", "10"),
+            ("SITEMAPD_PAGE_MAX_URLS", "50001"),
+            ("SITEMAPD_PAGE_MAX_URLS", "0"),
+            ("SITEMAPD_SHUTDOWN_GRACE_SECS", "3601"),
+            ("SITEMAPD_NDJSON_BATCH", "0"),
+            ("SITEMAPD_DB_MAX_CONNECTIONS", "0"),
+        ] {
+            let e = load(&[(var, value)]).unwrap_err().to_string();
+            assert!(e.contains(var), "{var}={value}: {e}");
+        }
+        let e = load(&[("SITEMAPD_SHUTDOWN_GRACE_SECS", "-1")]).unwrap_err().to_string();
+        assert!(e.contains("shutdown_grace_secs"), "{e}");
+        let c = load(&[("SITEMAPD_SHUTDOWN_GRACE_SECS", "0")]).unwrap();
+        assert_eq!(c.shutdown_grace, Duration::ZERO);
+        assert_eq!(load(&[]).unwrap().shutdown_grace, Duration::from_secs(25));
+    }
+
+    #[test]
+    fn the_production_example_loads_with_secrets_from_the_environment() {
+        let path = Path::new("config/production.example.toml");
+        let e = Config::load_from(Some(path), |_| None).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_API_TOKENS"), "{e}");
+        let c = Config::load_from(Some(path), |k| (k == "SITEMAPD_API_TOKENS").then(|| "t".to_owned())).unwrap();
+        assert!(c.database_url.starts_with("postgres://") && redact_url(&c.database_url) == c.database_url);
+        assert_eq!(c.public_url.as_str(), "https://www.example.com/");
+        assert_eq!(c.bind, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(c.log_format, LogFormat::Json);
     }
 
     #[test]

@@ -14,7 +14,8 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -23,7 +24,9 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::metrics::InFlightRequestsLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::error::ApiError;
@@ -54,13 +57,39 @@ pub fn app(state: AppState) -> Router {
         )
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// Serves `app(state)` on `listener` until `shutdown` completes. Then it stops accepting connections, closes idle
+/// ones, and lets the requests in flight finish, for at most `grace`: the requests still running then are cut off
+/// (their connections close when the runtime ends) and it returns `Ok` all the same.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    // Counts a request from its arrival until its response body has been sent or dropped.
+    let (in_flight, counter) = InFlightRequestsLayer::pair();
+    let (signalled, on_signal) = oneshot::channel();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = signalled.send(());
+    };
+    let server = axum::serve(listener, app(state).layer(in_flight)).with_graceful_shutdown(shutdown).into_future();
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => return result,
+        Ok(()) = on_signal => {}
+    }
+    match tokio::time::timeout(grace, server).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!(
+                cut_off = counter.get(),
+                grace_secs = grace.as_secs(),
+                "shutdown grace period over: cutting off the requests still in flight"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// 200 while the process runs.

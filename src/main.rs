@@ -1,22 +1,25 @@
 //! The `sitemapd` binary: command line, telemetry, configuration, and the choice of store.
 
 use std::io::IsTerminal;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
 use sitemapd::store::{self, StoreOptions};
 use sitemapd::{AppState, serve};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(version, about = "Keeps a website's URL records in a database and serves its XML sitemaps")]
 struct Cli {
     /// A TOML configuration file (default: ./config/default.toml when present). Environment variables override it.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", env = "SITEMAPD_CONFIG")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
@@ -28,12 +31,28 @@ enum Command {
     Serve,
     /// Apply migrations and exit.
     Migrate,
+    /// Exit 0 if the server on the configured bind address answers 200 to GET /healthz within 3 seconds, else 1.
+    /// For container health checks: the image needs no HTTP client.
+    Healthcheck,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match Config::load(cli.config.as_deref()) {
+    let command = cli.command.unwrap_or(Command::Serve);
+    let config = Config::load(cli.config.as_deref());
+    if let Command::Healthcheck = command {
+        // Any failure, a bad configuration included, exits 1: container runtimes read 0 as healthy, 1 as
+        // unhealthy, and reserve 2.
+        return match async { healthcheck(config?.bind).await }.await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sitemapd healthcheck: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let config = match config {
         Ok(config) => config,
         Err(e) => {
             eprintln!("sitemapd: {e:#}");
@@ -41,7 +60,7 @@ async fn main() -> ExitCode {
         }
     };
     init_tracing(config.log_format);
-    match run(cli.command.unwrap_or(Command::Serve), config).await {
+    match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -70,11 +89,39 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
             tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
-            serve(AppState::new(store, &config), listener, shutdown_signal()).await?;
+            serve(AppState::new(store, &config), listener, shutdown_signal(), config.shutdown_grace).await?;
             tracing::info!("stopped");
             Ok(())
         }
+        Command::Healthcheck => unreachable!("answered before telemetry starts"),
     }
+}
+
+/// `GET /healthz` over HTTP/1.0 on `bind` (a wildcard address is reached on the loopback address of its family).
+async fn healthcheck(bind: SocketAddr) -> anyhow::Result<()> {
+    let mut addr = bind;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let probe = async {
+        let mut stream = TcpStream::connect(addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+        stream.write_all(format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await?;
+        // The status line is all that matters; the answer is a few hundred bytes.
+        let mut response = Vec::new();
+        stream.take(4096).read_to_end(&mut response).await?;
+        let response = String::from_utf8_lossy(&response);
+        let status_line = response.lines().next().unwrap_or_default();
+        match status_line.split(' ').nth(1) {
+            Some("200") => Ok(()),
+            _ => anyhow::bail!("http://{addr}/healthz answered {status_line:?}"),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), probe)
+        .await
+        .with_context(|| format!("no answer from http://{addr}/healthz within 3 seconds"))?
 }
 
 fn init_tracing(format: LogFormat) {
@@ -87,7 +134,8 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-/// Completes on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests.
+/// Completes on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests, for at most
+/// `shutdown_grace_secs`.
 async fn shutdown_signal() {
     let interrupt = async {
         tokio::signal::ctrl_c().await.expect("cannot listen for SIGINT");
@@ -105,5 +153,5 @@ async fn shutdown_signal() {
         () = interrupt => {},
         () = terminate => {},
     }
-    tracing::info!("shutdown signal received; finishing in-flight requests");
+    tracing::info!("shutdown signal received: finishing the requests in flight");
 }

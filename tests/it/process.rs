@@ -158,6 +158,137 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "exit status {status}; stderr: {stderr}");
 }
 
+/// Waits at most `limit` for the child to exit; returns its status and everything it wrote.
+fn wait_for_exit(mut child: Child, limit: Duration) -> (std::process::ExitStatus, String, String) {
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("sitemapd did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    (status, stdout, stderr)
+}
+
+#[test]
+fn refuses_invalid_settings_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for (var, value) in [
+        ("SITEMAPD_BIND", "localhost:8080"),
+        ("SITEMAPD_PUBLIC_URL", "ftp://example.com"),
+        ("SITEMAPD_GZIP_LEVEL", "0"),
+        ("SITEMAPD_GZIP_LEVEL", "10"),
+        ("SITEMAPD_PAGE_MAX_URLS", "50001"),
+        ("SITEMAPD_SHUTDOWN_GRACE_SECS", "3601"),
+    ] {
+        let out = run(dir.path(), &[(var, value)], &[]);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(var), "{var}={value}: {stderr}");
+    }
+    // An unknown key in a file, named by --config or by SITEMAPD_CONFIG.
+    let file = dir.path().join("sitemapd.toml");
+    std::fs::write(&file, "gzip_level = 6\ngzip_levle = 9\n").unwrap();
+    let path = file.to_str().unwrap();
+    for out in [run(dir.path(), &[], &["--config", path, "serve"]), run(dir.path(), &[("SITEMAPD_CONFIG", path)], &[])]
+    {
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("gzip_levle"), "{stderr}");
+    }
+    assert!(!dir.path().join("sitemapd.db").exists(), "it failed before touching the database");
+}
+
+#[test]
+fn start_up_logs_the_configuration_without_the_password_or_the_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on this port, so start-up stops at connecting, after logging the configuration.
+    let url = format!("postgres://sitemapd:pg-Secret-1@127.0.0.1:{}/sitemapd", free_port());
+    let out = run(
+        dir.path(),
+        &[
+            ("DATABASE_URL", &url),
+            ("SITEMAPD_API_TOKENS", "tok-Secret-2,tok-Secret-3"),
+            ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1"),
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("starting") && stdout.contains("sitemapd:REDACTED@127.0.0.1"), "{stdout}");
+    assert!(stdout.contains("api_tokens: [2 redacted]") && stdout.contains("shutdown_grace_secs: 25"), "{stdout}");
+    assert!(!stdout.contains("Secret") && !stderr.contains("Secret"), "stdout: {stdout}\nstderr: {stderr}");
+}
+
+#[test]
+fn healthcheck_answers_for_the_configured_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // A wildcard bind, as in the container: the health check reaches it on 127.0.0.1.
+    let bind = format!("0.0.0.0:{port}");
+    let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_API_TOKENS", "t")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let out = run(dir.path(), &vars, &["healthcheck"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = run(dir.path(), &vars, &["healthcheck"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    // A configuration error is unhealthy too (1), never the 2 that container runtimes reserve.
+    let out = run(dir.path(), &[("SITEMAPD_GZIP_LEVEL", "0")], &["healthcheck"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SITEMAPD_GZIP_LEVEL"));
+}
+
+#[test]
+fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let public = format!("http://localhost:{port}");
+    let vars =
+        [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_PUBLIC_URL", &public), ("SITEMAPD_SHUTDOWN_GRACE_SECS", "1")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    // An NDJSON upload that announces far more than it ever sends: the request stays in flight.
+    let mut upload = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    upload
+        .write_all(
+            format!(
+                "PUT /api/v1/urls HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n\
+                 Content-Length: 1000000\r\n\r\n{{\"loc\": \"{public}/a\"}}\n{{\"loc\": "
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let (status, stdout, stderr) = wait_for_exit(child, Duration::from_secs(10));
+    let took = signalled.elapsed();
+    assert!(status.success(), "exit status {status}; stderr: {stderr}");
+    assert!(took >= Duration::from_millis(900), "it waited for the grace period: {took:?}");
+    assert!(took < Duration::from_secs(5), "grace 1 s, exit after {took:?}");
+    assert!(stdout.contains("shutdown grace period over") && stdout.contains("cut_off=1"), "{stdout}");
+    // The cut-off connection is closed, not left hanging.
+    upload.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    if let Err(e) = upload.read_to_end(&mut rest) {
+        assert!(!matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "still open: {e}");
+    }
+}
+
 /// Waits for the child to exit, at most 15 s, and returns its stdout.
 fn stop(mut child: Child) -> String {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
