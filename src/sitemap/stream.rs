@@ -10,7 +10,7 @@ use async_compression::tokio::write::GzipEncoder;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use super::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
@@ -83,10 +83,11 @@ pub async fn gzip_bytes(body: Bytes, level: u32) -> io::Result<Bytes> {
 /// Runs `body` in a task that sends its chunks to the response through a small bounded channel. The task, and so
 /// the database snapshot and connection behind `body`, ends when the body does, when the client goes away, or at
 /// `deadline` at the latest, even if the client has stopped reading: then the response ends with an error (the
-/// client sees a truncated body and retries). `permit` is held for as long as the task runs.
-pub fn detach<S>(body: S, deadline: Duration, permit: OwnedSemaphorePermit) -> impl Stream<Item = io::Result<Bytes>>
+/// client sees a truncated body and retries). `permit` (a page-stream slot, or `()`) is held for as long as the task runs.
+pub fn detach<S, P>(body: S, deadline: Duration, permit: P) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
+    P: Send + 'static,
 {
     let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
     tokio::spawn(async move {
