@@ -4,6 +4,7 @@
 
 mod api;
 mod contract;
+mod outage;
 mod process;
 mod sitemaps;
 mod support;
