@@ -5,7 +5,7 @@ mod urls;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -18,6 +18,14 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/api/v1/urls", get(urls::get_urls).put(urls::upsert_urls).delete(urls::delete_url))
         .route("/api/v1/urls/delete", post(urls::delete_urls))
         .route_layer(middleware::from_fn_with_state(state, require_token))
+        .layer(middleware::map_response(no_store))
+}
+
+/// API answers describe the store at one moment: no cache may keep or reuse them (REDbot flags heuristic
+/// freshness otherwise). Error answers already say so.
+async fn no_store(mut response: Response) -> Response {
+    response.headers_mut().entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Every `/api/v1` route needs `Authorization: Bearer <token>` when tokens are configured. Without tokens the
