@@ -53,12 +53,48 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes, then finishes in-flight requests.
+///
+/// hyper's HTTP/1 server directly rather than `axum::serve`, which cannot bound the time a client takes to send its
+/// request head: here a connection that has not sent a complete head within `header_read_timeout` is closed, so
+/// idle or trickling clients cannot hold connections open. Graceful shutdown as `axum::serve` does it: stop
+/// accepting, let each connection finish its request in flight, then close.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(state.header_read_timeout);
+    let service = TowerToHyperService::new(app(state));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin; the listener itself stays.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// 200 while the process runs.

@@ -3,6 +3,8 @@
 mod body;
 mod urls;
 
+pub use urls::parse_ndjson_line;
+
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
@@ -17,8 +19,29 @@ pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/api/v1/urls", get(urls::get_urls).put(urls::upsert_urls).delete(urls::delete_url))
         .route("/api/v1/urls/delete", post(urls::delete_urls))
-        .route_layer(middleware::from_fn_with_state(state, require_token))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .route_layer(middleware::from_fn_with_state(state, time_limit))
         .layer(middleware::map_response(no_store))
+}
+
+/// Every `/api/v1` request, body included, must finish within `api_timeout_secs`; past it, it is dropped (an open
+/// transaction rolls back) and the answer is 503.
+async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    match tokio::time::timeout(state.api_timeout, next.run(request)).await {
+        Ok(response) => Ok(response),
+        Err(_) => {
+            let secs = state.api_timeout.as_secs();
+            tracing::warn!(timeout_secs = secs, "an API request took too long and was abandoned");
+            Err(ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                format!(
+                    "the request did not finish within {secs} s (api_timeout_secs) and was abandoned; a JSON array \
+                     was not stored, an NDJSON body kept the batches committed before. Re-sending is safe."
+                ),
+            ))
+        }
+    }
 }
 
 /// API answers describe the store at one moment: no cache may keep or reuse them (REDbot flags heuristic

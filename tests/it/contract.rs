@@ -286,7 +286,7 @@ async fn sixteen_writers_on_shared_locs_keep_counts_exact(b: Backend) {
     };
     // Forty shared locs: even ones long (1,500 to 1,900 characters), so that bytes fill pages before counts do.
     let shared = |j: usize| {
-        let len = if j % 2 == 0 { 1500 + (j * 37) % 400 } else { (j * 13) % 200 };
+        let len = if j.is_multiple_of(2) { 1500 + (j * 37) % 400 } else { (j * 13) % 200 };
         format!("s/{j}/{}", "x".repeat(len))
     };
     let tasks: Vec<_> = (0..16usize)

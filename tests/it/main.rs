@@ -4,6 +4,7 @@
 
 mod api;
 mod contract;
+mod limits;
 mod outage;
 mod process;
 mod sitemaps;

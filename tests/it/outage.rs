@@ -162,7 +162,12 @@ async fn a_postgres_outage_answers_503_and_recovers_without_a_restart() {
         (Method::POST, "/api/v1/urls/delete", Some(json!([loc("before/1")]))),
     ] {
         let r = answered(&app, method.clone(), uri, body).await;
-        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{method} {uri} while the database is down: {}", r.text());
+        assert_eq!(
+            r.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{method} {uri} while the database is down: {}",
+            r.text()
+        );
         assert_eq!(r.header("retry-after"), Some("5"), "{method} {uri}");
         if method != Method::HEAD {
             assert_eq!(r.json()["error"], "unavailable", "{method} {uri}");

@@ -258,10 +258,15 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
     }
     for &k in &acked {
         let missing: Vec<String> = crash_request_locs(k).filter(|l| !stored.contains(l)).collect();
-        assert!(missing.is_empty(), "request {k} was acknowledged but {} entries are missing: {missing:?}", missing.len());
+        assert!(
+            missing.is_empty(),
+            "request {k} was acknowledged but {} entries are missing: {missing:?}",
+            missing.len()
+        );
     }
     // The request in flight may be partly stored, in whole batches; nothing beyond it.
-    let beyond = stored.iter().filter(|l| !(0..=cut).any(|k| l.starts_with(&format!("{CRASH_PUBLIC_URL}/r{k}/")))).count();
+    let beyond =
+        stored.iter().filter(|l| !(0..=cut).any(|k| l.starts_with(&format!("{CRASH_PUBLIC_URL}/r{k}/")))).count();
     assert_eq!(beyond, 0, "URLs from requests never sent");
     let committed = crash_request_locs(cut).filter(|l| stored.contains(l)).count();
     // Whole batches of the stalled request: its first 500 lines, of which 450 are new URLs.
