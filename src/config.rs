@@ -35,6 +35,9 @@ const ENV: &[(&str, &str)] = &[
     ("page_max_bytes", "SITEMAPD_PAGE_MAX_BYTES"),
     ("max_json_bytes", "SITEMAPD_MAX_JSON_BYTES"),
     ("max_line_bytes", "SITEMAPD_MAX_LINE_BYTES"),
+    ("max_json_entries", "SITEMAPD_MAX_JSON_ENTRIES"),
+    ("api_timeout_secs", "SITEMAPD_API_TIMEOUT_SECS"),
+    ("header_read_timeout_secs", "SITEMAPD_HEADER_READ_TIMEOUT_SECS"),
     ("ndjson_batch", "SITEMAPD_NDJSON_BATCH"),
     ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
     ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
@@ -57,6 +60,9 @@ struct Raw {
     page_max_bytes: u64,
     max_json_bytes: usize,
     max_line_bytes: usize,
+    max_json_entries: usize,
+    api_timeout_secs: u64,
+    header_read_timeout_secs: u64,
     ndjson_batch: usize,
     db_max_connections: u32,
     db_acquire_timeout_secs: u64,
@@ -84,6 +90,9 @@ pub struct Config {
     pub limits: Limits,
     pub max_json_bytes: usize,
     pub max_line_bytes: usize,
+    pub max_json_entries: usize,
+    pub api_timeout: Duration,
+    pub header_read_timeout: Duration,
     pub ndjson_batch: usize,
     pub db_max_connections: u32,
     pub db_acquire_timeout: Duration,
@@ -159,6 +168,21 @@ impl Config {
         if raw.max_line_bytes < 4096 {
             bail!("max_line_bytes (SITEMAPD_MAX_LINE_BYTES) must be at least 4096, not {}", raw.max_line_bytes);
         }
+        if !(1..=1_000_000).contains(&raw.max_json_entries) {
+            bail!(
+                "max_json_entries (SITEMAPD_MAX_JSON_ENTRIES) must be from 1 to 1000000, not {}",
+                raw.max_json_entries
+            );
+        }
+        if !(1..=86_400).contains(&raw.api_timeout_secs) {
+            bail!("api_timeout_secs (SITEMAPD_API_TIMEOUT_SECS) must be from 1 to 86400, not {}", raw.api_timeout_secs);
+        }
+        if !(1..=300).contains(&raw.header_read_timeout_secs) {
+            bail!(
+                "header_read_timeout_secs (SITEMAPD_HEADER_READ_TIMEOUT_SECS) must be from 1 to 300, not {}",
+                raw.header_read_timeout_secs
+            );
+        }
         if !(1..=100_000).contains(&raw.ndjson_batch) {
             bail!("ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not {}", raw.ndjson_batch);
         }
@@ -212,6 +236,9 @@ impl Config {
             limits: Limits { max_urls: raw.page_max_urls, max_bytes: raw.page_max_bytes },
             max_json_bytes: raw.max_json_bytes,
             max_line_bytes: raw.max_line_bytes,
+            max_json_entries: raw.max_json_entries,
+            api_timeout: Duration::from_secs(raw.api_timeout_secs),
+            header_read_timeout: Duration::from_secs(raw.header_read_timeout_secs),
             ndjson_batch: raw.ndjson_batch,
             db_max_connections: raw.db_max_connections,
             db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
@@ -252,6 +279,9 @@ impl fmt::Debug for Config {
             .field("page_max_bytes", &self.limits.max_bytes)
             .field("max_json_bytes", &self.max_json_bytes)
             .field("max_line_bytes", &self.max_line_bytes)
+            .field("max_json_entries", &self.max_json_entries)
+            .field("api_timeout_secs", &self.api_timeout.as_secs())
+            .field("header_read_timeout_secs", &self.header_read_timeout.as_secs())
             .field("ndjson_batch", &self.ndjson_batch)
             .field("db_max_connections", &self.db_max_connections)
             .field("db_acquire_timeout_secs", &self.db_acquire_timeout.as_secs())
@@ -284,6 +314,9 @@ mod tests {
         assert_eq!(c.bind, "127.0.0.1:8080".parse().unwrap());
         assert!(c.api_tokens.is_empty());
         assert_eq!(c.limits, Limits { max_urls: 50_000, max_bytes: 52_428_800 });
+        assert_eq!(c.max_json_entries, 50_000);
+        assert_eq!(c.api_timeout, Duration::from_secs(300));
+        assert_eq!(c.header_read_timeout, Duration::from_secs(10));
     }
 
     #[test]
@@ -333,6 +366,16 @@ mod tests {
         assert!(load(&[("SITEMAPD_CACHE_BYTES", "-1")]).unwrap_err().to_string().contains("cache_bytes"));
         assert_eq!(load(&[("SITEMAPD_CACHE_BYTES", "0")]).unwrap().cache_bytes, 0);
         assert!(load(&[("DATABASE_URL", "mysql://x")]).is_err());
+        for (var, bad) in [
+            ("SITEMAPD_MAX_JSON_ENTRIES", "0"),
+            ("SITEMAPD_API_TIMEOUT_SECS", "0"),
+            ("SITEMAPD_HEADER_READ_TIMEOUT_SECS", "301"),
+        ] {
+            let e = load(&[(var, bad)]).unwrap_err().to_string();
+            assert!(e.contains(var), "{var}={bad}: {e}");
+        }
+        let c = load(&[("SITEMAPD_API_TIMEOUT_SECS", "7"), ("SITEMAPD_MAX_JSON_ENTRIES", "9")]).unwrap();
+        assert_eq!((c.api_timeout, c.max_json_entries), (Duration::from_secs(7), 9));
     }
 
     /// Every setting is in `config/default.toml` (deserializing it alone into `Raw` needs every field and refuses

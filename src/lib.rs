@@ -14,7 +14,7 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
@@ -24,7 +24,6 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::metrics::InFlightRequestsLayer;
 use tower_http::trace::TraceLayer;
@@ -60,36 +59,56 @@ pub fn app(state: AppState) -> Router {
 /// Serves `app(state)` on `listener` until `shutdown` completes. Then it stops accepting connections, closes idle
 /// ones, and lets the requests in flight finish, for at most `grace`: the requests still running then are cut off
 /// (their connections close when the runtime ends) and it returns `Ok` all the same.
+///
+/// hyper's HTTP/1 server directly rather than `axum::serve`, which cannot bound the time a client takes to send its
+/// request head: here a connection that has not sent a complete head within `header_read_timeout` is closed, so
+/// idle or trickling clients cannot hold connections open.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(state.header_read_timeout);
     // Counts a request from its arrival until its response body has been sent or dropped.
     let (in_flight, counter) = InFlightRequestsLayer::pair();
-    let (signalled, on_signal) = oneshot::channel();
-    let shutdown = async move {
-        shutdown.await;
-        let _ = signalled.send(());
-    };
-    let server = axum::serve(listener, app(state).layer(in_flight)).with_graceful_shutdown(shutdown).into_future();
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => return result,
-        Ok(()) = on_signal => {}
+    let service = TowerToHyperService::new(app(state).layer(in_flight));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin; the listener itself stays.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
     }
-    match tokio::time::timeout(grace, server).await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!(
-                cut_off = counter.get(),
-                grace_secs = grace.as_secs(),
-                "shutdown grace period over: cutting off the requests still in flight"
-            );
-            Ok(())
-        }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!(
+            cut_off = counter.get(),
+            grace_secs = grace.as_secs(),
+            "shutdown grace period over: cutting off the requests still in flight"
+        );
     }
+    Ok(())
 }
 
 /// 200 while the process runs.

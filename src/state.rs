@@ -38,6 +38,12 @@ pub struct Inner {
     /// The longest a page body may hold its database snapshot, however slowly the client reads.
     pub stream_timeout: Duration,
     acquire_timeout: Duration,
+    /// The longest an `/api/v1` request may take, body included (then 503).
+    pub api_timeout: Duration,
+    /// The longest a client may take to send a request's head (then the connection is closed).
+    pub header_read_timeout: Duration,
+    /// The most entries one JSON array may hold (413 beyond).
+    pub max_json_entries: usize,
 }
 
 impl AppState {
@@ -55,6 +61,9 @@ impl AppState {
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
             stream_timeout: config.stream_timeout,
             acquire_timeout: config.db_acquire_timeout,
+            api_timeout: config.api_timeout,
+            header_read_timeout: config.header_read_timeout,
+            max_json_entries: config.max_json_entries,
         }))
     }
 }

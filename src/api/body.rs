@@ -50,9 +50,13 @@ pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Resu
 }
 
 /// Parses a JSON array without parsing its elements yet. Syntax errors are 400; valid JSON that is not an array
-/// is 422.
-pub fn json_array(bytes: &[u8]) -> Result<Vec<Box<RawValue>>, ApiError> {
+/// is 422; more than `max_entries` elements is 413.
+pub fn json_array(bytes: &[u8], max_entries: usize) -> Result<Vec<Box<RawValue>>, ApiError> {
     match serde_json::from_slice::<Vec<Box<RawValue>>>(bytes) {
+        Ok(items) if items.len() > max_entries => Err(ApiError::too_large(format!(
+            "the array has {} entries, more than max_json_entries ({max_entries}); split it, or send NDJSON",
+            items.len()
+        ))),
         Ok(items) => Ok(items),
         Err(e) if e.is_data() && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() => {
             Err(ApiError::invalid("the body must be a JSON array"))

@@ -5,6 +5,8 @@ mod body;
 pub mod doc;
 mod urls;
 
+pub use urls::parse_ndjson_line;
+
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
@@ -35,14 +37,43 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 pub fn router(state: AppState) -> Router<AppState> {
-    let (router, api) =
-        documented().route_layer(middleware::from_fn_with_state(state, require_token)).split_for_parts();
+    let (router, api) = documented()
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .route_layer(middleware::from_fn_with_state(state, time_limit))
+        .split_for_parts();
     let json = Bytes::from(api.to_json().expect("the OpenAPI document serializes"));
     let get_openapi = move || async move {
         let content_type = HeaderValue::from_static("application/json");
         ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))], json)
     };
-    router.route(OPENAPI_PATH, get(get_openapi))
+    router.route(OPENAPI_PATH, get(get_openapi)).layer(middleware::map_response(no_store))
+}
+
+/// Every `/api/v1` request, body included, must finish within `api_timeout_secs`; past it, it is dropped (an open
+/// transaction rolls back) and the answer is 503.
+async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    match tokio::time::timeout(state.api_timeout, next.run(request)).await {
+        Ok(response) => Ok(response),
+        Err(_) => {
+            let secs = state.api_timeout.as_secs();
+            tracing::warn!(timeout_secs = secs, "an API request took too long and was abandoned");
+            Err(ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                format!(
+                    "the request did not finish within {secs} s (api_timeout_secs) and was abandoned; a JSON array \
+                     was not stored, an NDJSON body kept the batches committed before. Re-sending is safe."
+                ),
+            ))
+        }
+    }
+}
+
+/// API answers describe the store at one moment: no cache may keep or reuse them (REDbot flags heuristic
+/// freshness otherwise). Error answers already say so.
+async fn no_store(mut response: Response) -> Response {
+    response.headers_mut().entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Every `/api/v1` route but the OpenAPI document needs `Authorization: Bearer <token>` when tokens are

@@ -67,7 +67,7 @@ pub async fn upsert_urls(State(state): State<AppState>, headers: HeaderMap, body
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = body::read_limited(headers, body, state.max_json_bytes).await?;
-    let items = body::json_array(&bytes)?;
+    let items = body::json_array(&bytes, state.max_json_entries)?;
     let mut entries = Vec::with_capacity(items.len());
     let mut details = Vec::new();
     for (index, raw) in items.iter().enumerate() {
@@ -114,23 +114,10 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
                 return Err(ingest.stop(error, line_no).await);
             }
         };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = match serde_json::from_str(&line) {
-            Ok(value) => value,
-            Err(e) => {
-                let error = ApiError::bad_request(format!("line {line_no} is not valid JSON: {e}"));
-                return Err(ingest.stop(error, line_no).await);
-            }
-        };
-        match Entry::from_json(value, &state.public_url) {
-            Ok(entry) => ingest.batch.push(entry),
-            Err(errors) => {
-                let details: Vec<Value> = errors.iter().map(|e| detail("line", line_no, e)).collect();
-                let error = ApiError::invalid(format!("line {line_no} is not a valid entry")).with("details", details);
-                return Err(ingest.stop(error, line_no).await);
-            }
+        match parse_ndjson_line(&line, line_no, &state.public_url) {
+            Ok(Some(entry)) => ingest.batch.push(entry),
+            Ok(None) => continue,
+            Err(error) => return Err(ingest.stop(error, line_no).await),
         }
         if ingest.batch.len() >= state.ndjson_batch {
             ingest.commit().await?;
@@ -138,6 +125,20 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
     }
     ingest.commit().await?;
     Ok(Json(ingest.totals).into_response())
+}
+
+/// One NDJSON line (without its newline): `None` when blank, else its entry, or the error naming the line (400 for
+/// bad JSON, 422 for an invalid entry).
+pub fn parse_ndjson_line(line: &str, line_no: u64, public: &PublicUrl) -> Result<Option<Entry>, ApiError> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_str(line)
+        .map_err(|e| ApiError::bad_request(format!("line {line_no} is not valid JSON: {e}")))?;
+    Entry::from_json(value, public).map(Some).map_err(|errors| {
+        let details: Vec<Value> = errors.iter().map(|e| detail("line", line_no, e)).collect();
+        ApiError::invalid(format!("line {line_no} is not a valid entry")).with("details", details)
+    })
 }
 
 struct Ingest<'a> {
@@ -249,7 +250,7 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
 pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
-    let items = body::json_array(&bytes)?;
+    let items = body::json_array(&bytes, state.max_json_entries)?;
     let mut locs = Vec::with_capacity(items.len());
     let mut details = Vec::new();
     for (index, raw) in items.iter().enumerate() {

@@ -233,4 +233,97 @@ mod tests {
         let e = LastMod::parse("2024-05-01T08:20").unwrap_err();
         assert!(e.contains("time zone"), "{e}");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+        use time::format_description::well_known::Rfc3339;
+
+        use super::*;
+
+        /// A W3C date-time with seconds or minutes, any fraction from none to 9 digits, and any zone offset.
+        fn date_time() -> impl Strategy<Value = (String, Option<OffsetDateTime>)> {
+            (
+                (1i32..=9999, 1u8..=12, 1u8..=31),
+                (0u8..24, 0u8..60, prop::option::of(0u8..60), "[0-9]{0,9}"),
+                prop::option::of((any::<bool>(), 0i8..24, 0i8..60)),
+            )
+                .prop_map(|((y, mo, d), (h, mi, s, frac), zone)| {
+                    let mut raw = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}");
+                    if let Some(s) = s {
+                        raw.push_str(&format!(":{s:02}"));
+                        if !frac.is_empty() {
+                            raw.push_str(&format!(".{frac}"));
+                        }
+                    }
+                    let offset = match zone {
+                        None => {
+                            raw.push('Z');
+                            UtcOffset::UTC
+                        }
+                        Some((minus, zh, zm)) => {
+                            raw.push_str(&format!("{}{zh:02}:{zm:02}", if minus { '-' } else { '+' }));
+                            let sign = if minus { -1 } else { 1 };
+                            UtcOffset::from_hms(sign * zh, sign * zm, 0).unwrap()
+                        }
+                    };
+                    // The instant it names, when it names one (a real date, in the years 1 to 9999 in UTC).
+                    let frac = if s.is_some() { frac } else { String::new() };
+                    let nanos = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().unwrap() };
+                    let instant = Month::try_from(mo)
+                        .ok()
+                        .and_then(|m| Date::from_calendar_date(y, m, d).ok())
+                        .map(|date| {
+                            PrimitiveDateTime::new(date, Time::from_hms_nano(h, mi, s.unwrap_or(0), nanos).unwrap())
+                                .assume_offset(offset)
+                                .to_offset(UtcOffset::UTC)
+                        })
+                        .filter(|t| (1..=9999).contains(&t.year()));
+                    (raw, instant)
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn a_valid_date_time_renders_in_utc_and_reparses_to_the_same_instant((raw, instant) in date_time()) {
+                match (LastMod::parse(&raw), instant) {
+                    (Ok(lastmod), Some(instant)) => {
+                        let rendered = OffsetDateTime::parse(lastmod.as_str(), &Rfc3339).unwrap();
+                        prop_assert_eq!(rendered, instant, "{} rendered as {}", raw, lastmod);
+                        prop_assert!(lastmod.as_str().ends_with('Z'));
+                        let again = LastMod::parse(lastmod.as_str()).unwrap();
+                        prop_assert_eq!(again.as_str(), lastmod.as_str(), "rendering is a fixed point");
+                    }
+                    (Err(_), None) => {}
+                    (result, instant) => prop_assert!(false, "{raw}: {result:?}, but the instant is {instant:?}"),
+                }
+            }
+
+            #[test]
+            fn a_valid_date_renders_as_itself(y in 1i32..=9999, mo in 1u8..=12, d in 1u8..=31) {
+                let raw = format!("{y:04}-{mo:02}-{d:02}");
+                let real = Date::from_calendar_date(y, Month::try_from(mo).unwrap(), d).is_ok();
+                match LastMod::parse(&raw) {
+                    Ok(lastmod) => prop_assert!(real && lastmod.as_str() == raw),
+                    Err(_) => prop_assert!(!real),
+                }
+            }
+
+            #[test]
+            fn anything_accepted_renders_to_a_fixed_point(raw in "[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,10})?)?(Z|[+-][0-9]{2}:[0-9]{2}))?.?") {
+                if let Ok(lastmod) = LastMod::parse(&raw) {
+                    let again = LastMod::parse(lastmod.as_str()).unwrap();
+                    prop_assert_eq!(again.as_str(), lastmod.as_str());
+                }
+            }
+
+            #[test]
+            fn from_unix_micros_reparses_to_the_same_microsecond(us in -62_135_596_800_000_000i64..253_402_300_799_999_999) {
+                let lastmod = LastMod::from_unix_micros(us);
+                let t = OffsetDateTime::parse(lastmod.as_str(), &Rfc3339).unwrap();
+                prop_assert_eq!(t.unix_timestamp_nanos(), i128::from(us) * 1000);
+                let again = LastMod::parse(lastmod.as_str()).unwrap();
+                    prop_assert_eq!(again.as_str(), lastmod.as_str());
+            }
+        }
+    }
 }

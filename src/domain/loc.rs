@@ -183,4 +183,58 @@ mod tests {
         assert_eq!(p.index_url(), "https://www.example.com/shop/sitemap.xml");
         assert_eq!(p.page_url(12), "https://www.example.com/shop/sitemap-12.xml");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Paths with what normalization changes: non-ASCII, spaces, percent signs, dot segments, queries.
+        const PATH: &str = "[a-zA-Z0-9 \u{e9}\u{fc}\u{4e2d}%/?&=._~;:@!$'()*+,\\-]{0,120}";
+
+        proptest! {
+            #[test]
+            fn what_is_accepted_is_normalized_for_good_and_lies_under_the_public_url(
+                path in PATH,
+                prefix in prop::sample::select(vec!["", "/shop", "/shop/"]),
+            ) {
+                let public = PublicUrl::parse(&format!("https://www.example.com{prefix}")).unwrap();
+                if let Ok(loc) = Loc::parse(&format!("https://www.example.com{prefix}/{path}"), &public) {
+                    prop_assert!(public.contains(loc.as_str()), "{} not under {}", loc.as_str(), public);
+                    let again = Loc::parse(loc.as_str(), &public).unwrap();
+                    prop_assert_eq!(&again, &loc, "idempotent");
+                    // Round trip: the stored text is what the URL parser itself writes for it.
+                    let reparsed = url::Url::parse(loc.as_str()).unwrap();
+                    prop_assert_eq!(reparsed.as_str(), loc.as_str());
+                }
+            }
+
+            #[test]
+            fn under_the_root_every_short_fragment_free_path_is_accepted(path in PATH) {
+                let loc = Loc::parse(&format!("https://www.example.com/{path}"), &public());
+                prop_assert!(loc.is_ok(), "{path:?}: {loc:?}");
+            }
+
+            #[test]
+            fn scheme_host_and_default_port_are_normalized(path in PATH, upper in any::<bool>(), port in any::<bool>()) {
+                let origin = match (upper, port) {
+                    (true, true) => "HTTPS://WWW.EXAMPLE.COM:443",
+                    (true, false) => "HTTPS://WWW.Example.Com",
+                    (false, true) => "https://www.example.com:443",
+                    (false, false) => "https://www.example.com",
+                };
+                let plain = Loc::parse(&format!("https://www.example.com/{path}"), &public());
+                prop_assert_eq!(Loc::parse(&format!("{origin}/{path}"), &public()), plain);
+            }
+
+            #[test]
+            fn a_fragment_or_user_information_is_always_refused(path in PATH, fragment in "[a-z]{0,5}") {
+                let public = public();
+                let with_fragment = format!("https://www.example.com/{path}#{fragment}");
+                let with_user = format!("https://u@www.example.com/{path}");
+                prop_assert!(Loc::parse(&with_fragment, &public).is_err());
+                prop_assert!(Loc::parse(&with_user, &public).is_err());
+            }
+        }
+    }
 }

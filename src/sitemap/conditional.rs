@@ -242,4 +242,59 @@ mod tests {
             prop_assert_eq!(not_modified(&h, ETAG, at(lm)), lm <= ims);
         }
     }
+
+    proptest! {
+        #[test]
+        fn a_failed_if_match_wins_over_every_other_precondition(
+            other in "[a-z0-9]{1,8}",
+            inm_ours in any::<bool>(),
+            ims in 0u64..4_000_000_000,
+            lm in 0u64..4_000_000_000,
+        ) {
+            prop_assume!(other != "abc");
+            let inm = if inm_ours { ETAG.to_owned() } else { format!("\"{other}\"") };
+            let h = headers(&[
+                (header::IF_MATCH, &format!("\"{other}\"")),
+                (header::IF_NONE_MATCH, &inm),
+                (header::IF_MODIFIED_SINCE, &httpdate::fmt_http_date(at(ims))),
+            ]);
+            prop_assert_eq!(evaluate(&h, ETAG, at(lm)), Outcome::Failed);
+        }
+
+        #[test]
+        fn if_match_compares_strongly(weak in any::<bool>(), lm in 0u64..4_000_000_000) {
+            let tag = if weak { format!("W/{ETAG}") } else { ETAG.to_owned() };
+            let h = headers(&[(header::IF_MATCH, &tag)]);
+            let expected = if weak { Outcome::Failed } else { Outcome::Proceed };
+            prop_assert_eq!(evaluate(&h, ETAG, at(lm)), expected);
+        }
+
+        #[test]
+        fn if_none_match_present_means_if_modified_since_is_ignored(
+            other in "[a-z0-9]{1,8}",
+            ims in 0u64..4_000_000_000,
+            lm in 0u64..4_000_000_000,
+        ) {
+            prop_assume!(other != "abc");
+            let h = headers(&[
+                (header::IF_NONE_MATCH, &format!("\"{other}\"")),
+                (header::IF_MODIFIED_SINCE, &httpdate::fmt_http_date(at(ims))),
+            ]);
+            prop_assert_eq!(evaluate(&h, ETAG, at(lm)), Outcome::Proceed);
+        }
+
+        #[test]
+        fn if_unmodified_since_fails_exactly_when_modified_after_it(lm in 0u64..4_000_000_000, ius in 0u64..4_000_000_000) {
+            let h = headers(&[(header::IF_UNMODIFIED_SINCE, &httpdate::fmt_http_date(at(ius)))]);
+            let expected = if lm > ius { Outcome::Failed } else { Outcome::Proceed };
+            prop_assert_eq!(evaluate(&h, ETAG, at(lm)), expected);
+        }
+
+        #[test]
+        fn sub_second_modification_times_compare_by_their_second(secs in 0u64..4_000_000_000, micros in 0u32..1_000_000) {
+            let lm = at(secs) + Duration::from_micros(u64::from(micros));
+            let h = headers(&[(header::IF_MODIFIED_SINCE, &httpdate::fmt_http_date(at(secs)))]);
+            prop_assert!(not_modified(&h, ETAG, lm));
+        }
+    }
 }

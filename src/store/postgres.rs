@@ -45,9 +45,14 @@ impl PgStore {
         let connect = PgConnectOptions::from_str(&options.url)
             .context("invalid Postgres URL")?
             .options([("lock_timeout", LOCK_TIMEOUT), ("statement_timeout", STATEMENT_TIMEOUT)]);
+        // After a database restart the pooled connections are dead: each is pinged before it is handed out
+        // (sqlx's default, pinned here because recovery without a restart depends on it; a test stops and starts a
+        // real server), and idle ones are closed after a while anyway.
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(true)
+            .idle_timeout(std::time::Duration::from_secs(300))
             .connect_with(connect)
             .await?;
         Ok(Self::from_pool(pool, options.limits))

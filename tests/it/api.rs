@@ -28,6 +28,7 @@ async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(r.json(), json!({"received": 2, "created": 2, "updated": 0, "unchanged": 0}));
+    assert_eq!(r.header("cache-control"), Some("no-store"), "API answers are never cached");
     let found = app.find("https://www.example.com/a?x=1&y=2").await;
     assert_eq!(found.status, StatusCode::OK);
     assert_eq!(

@@ -5,7 +5,9 @@
 
 mod api;
 mod contract;
+mod limits;
 mod observability;
+mod outage;
 mod process;
 mod sitemaps;
 mod support;

@@ -1,0 +1,111 @@
+//! Request limits: the time limit of an API request, the time to send a request head, entries per JSON array, and
+//! body size without a declared length.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use sitemapd::AppState;
+
+use crate::support::{Backend, PUBLIC_URL, TestApp};
+
+fn loc(path: &str) -> String {
+    format!("{PUBLIC_URL}/{path}")
+}
+
+/// A body that sends `first` and then nothing, never ending: a stalled client.
+fn stalled_body(first: String) -> Body {
+    let chunks = futures_util::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(first)) })
+        .chain(futures_util::stream::pending());
+    Body::from_stream(chunks)
+}
+
+#[tokio::test]
+async fn an_api_request_past_its_time_limit_answers_503_and_stores_nothing_uncommitted() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TIMEOUT_SECS", "1")]).await else { return };
+    let line = format!("{}\n", json!({"loc": loc("stalled")}));
+    let started = Instant::now();
+    let headers = [("content-type", "application/x-ndjson")];
+    let request = app.request(Method::PUT, "/api/v1/urls", &headers, stalled_body(line));
+    let r = tokio::time::timeout(Duration::from_secs(15), request).await.expect("answered, not hung");
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
+    assert_eq!(r.json()["error"], "timeout");
+    assert!(r.json()["message"].as_str().unwrap().contains("api_timeout_secs"), "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("5"));
+    assert!(started.elapsed() >= Duration::from_secs(1), "not before the limit");
+    assert_eq!(app.find(&loc("stalled")).await.status, StatusCode::NOT_FOUND, "an uncommitted batch is not stored");
+    // The limit is per request: a prompt one still goes through.
+    app.put_paths(&["prompt"]).await;
+}
+
+#[tokio::test]
+async fn a_json_array_over_max_json_entries_is_413_and_stores_nothing() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_ENTRIES", "3")]).await else { return };
+    let four: Vec<Value> = (0..4).map(|i| json!({"loc": loc(&format!("e{i}"))})).collect();
+    let r = app.put_json(&Value::Array(four.clone())).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
+    assert_eq!(r.json()["error"], "payload_too_large");
+    assert!(r.json()["message"].as_str().unwrap().contains("max_json_entries (3)"), "{}", r.text());
+    assert_eq!(app.find(&loc("e0")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(app.put_json(&Value::Array(four[..3].to_vec())).await.status, StatusCode::OK);
+    let locs: Vec<String> = (0..4).map(|i| loc(&format!("e{i}"))).collect();
+    let ct = [("content-type", "application/json")];
+    let r = app.request(Method::POST, "/api/v1/urls/delete", &ct, Body::from(json!(locs).to_string())).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
+    assert_eq!(app.find(&loc("e0")).await.status, StatusCode::OK, "nothing was deleted");
+    // NDJSON has no such limit: it is committed in batches.
+    let ndjson: String = (0..10).map(|i| format!("{}\n", json!({"loc": loc(&format!("n{i}"))}))).collect();
+    assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_json_body_over_max_json_bytes_without_a_length_is_413() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await else { return };
+    let big: Vec<Value> = (0..40).map(|i| json!({"loc": loc(&format!("p{i}"))})).collect();
+    let text = Value::Array(big).to_string();
+    assert!(text.len() > 1024);
+    // Streamed in small chunks with no Content-Length: the limit is counted as the body arrives.
+    let chunks: Vec<Result<Bytes, std::io::Error>> =
+        text.as_bytes().chunks(100).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+    let body = Body::from_stream(futures_util::stream::iter(chunks));
+    let r = app.request(Method::PUT, "/api/v1/urls", &[("content-type", "application/json")], body).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("1024 bytes"), "{}", r.text());
+    assert_eq!(app.find(&loc("p0")).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_HEADER_READ_TIMEOUT_SECS", "1")]).await else {
+        return;
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = AppState::new(app.store.clone(), &app.config);
+    let server =
+        tokio::spawn(sitemapd::serve(state, listener, std::future::pending(), std::time::Duration::from_secs(5)));
+    let (ok, cut) = tokio::task::spawn_blocking(move || {
+        let ask = |head: &[u8]| {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            // A liveness bound: without a header read timeout, this read would wait for it and fail.
+            stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+            stream.write_all(head).unwrap();
+            let mut response = Vec::new();
+            stream.read_to_end(&mut response).map(|_| String::from_utf8_lossy(&response).into_owned())
+        };
+        let ok = ask(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        // The head never ends (no blank line): the server must close the connection by itself.
+        let cut = ask(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+        (ok, cut)
+    })
+    .await
+    .unwrap();
+    assert!(ok.unwrap().starts_with("HTTP/1.1 200"), "a complete request is answered");
+    let cut = cut.expect("the server closed the connection instead of waiting for the rest of the head");
+    assert!(!cut.contains("200 OK"), "{cut}");
+    server.abort();
+}

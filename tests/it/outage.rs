@@ -1,0 +1,215 @@
+//! A real database outage: a private PostgreSQL 15 server of this test's own is stopped under a running service
+//! and started again. Requests that need the store answer 503 with `Retry-After` in bounded time, liveness stays
+//! 200, and everything recovers without a restart of the service.
+//!
+//! The shared cluster on port 5432 is never touched: other tests use it. Runs when `TEST_DATABASE_URL` is set (as
+//! the other Postgres tests); under `CI` a missing `initdb` fails the test instead of skipping it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+use sitemapd::AppState;
+use sitemapd::config::Config;
+
+use crate::support::{PUBLIC_URL, TestApp, TestResponse, options, postgres_url};
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+/// A liveness bound, not a speed requirement: an answer must come, and well before a client gives up.
+const ANSWER_BOUND: Duration = Duration::from_secs(15);
+
+/// A PostgreSQL server in a temporary directory, on a free port, stopped (immediately) when dropped.
+struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl PrivatePostgres {
+    /// `None` (with a note) when PostgreSQL 15's binaries are missing outside CI; under CI that is a failure.
+    fn init() -> Option<Self> {
+        if !Path::new(PG_BIN).join("initdb").exists() {
+            assert!(std::env::var_os("CI").is_none(), "CI is set but {PG_BIN}/initdb is missing");
+            eprintln!("note: {PG_BIN}/initdb not found; the outage test is skipped");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        if as_root() {
+            // The server refuses to run as root: the postgres user must own its directory.
+            let status = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).status().unwrap();
+            assert!(status.success(), "chown of {} failed", dir.path().display());
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let pg = Self { dir, port };
+        let data = pg.data();
+        pg.pg("initdb", &["-D", &data, "-U", "postgres", "-A", "trust", "--no-sync", "--no-instructions"]);
+        Some(pg)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn start(&self) {
+        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1", self.port, self.dir.path().display());
+        let log = self.dir.path().join("server.log").display().to_string();
+        self.pg("pg_ctl", &["-D", &self.data(), "-o", &options, "-l", &log, "-w", "-t", "60", "start"]);
+    }
+
+    fn stop(&self) {
+        self.pg("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+    }
+
+    /// Runs a PostgreSQL program, as the postgres user when this test runs as root; panics with its output.
+    fn pg(&self, program: &str, args: &[&str]) -> Output {
+        let path = PathBuf::from(PG_BIN).join(program);
+        let mut cmd = if as_root() {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(&path);
+            cmd
+        } else {
+            Command::new(&path)
+        };
+        // Relative paths and the server's working directory: somewhere the postgres user may enter.
+        let out = cmd.args(args).current_dir(self.dir.path()).output().expect("run a PostgreSQL program");
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let pid = self.dir.path().join("data/postmaster.pid");
+        if pid.exists() {
+            let mut cmd = if as_root() {
+                let mut cmd = Command::new("runuser");
+                cmd.args(["-u", "postgres", "--"]).arg(PathBuf::from(PG_BIN).join("pg_ctl"));
+                cmd
+            } else {
+                Command::new(PathBuf::from(PG_BIN).join("pg_ctl"))
+            };
+            let _ = cmd.args(["-D", &self.data(), "-m", "immediate", "-w", "stop"]).output();
+        }
+    }
+}
+
+fn as_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Sends a request and fails unless the answer arrives within [`ANSWER_BOUND`].
+async fn answered(app: &TestApp, method: Method, uri: &str, body: Option<serde_json::Value>) -> TestResponse {
+    let started = Instant::now();
+    let headers: &[(&str, &str)] = if body.is_some() { &[("content-type", "application/json")] } else { &[] };
+    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
+    let r = tokio::time::timeout(ANSWER_BOUND, app.request(method.clone(), uri, headers, body))
+        .await
+        .unwrap_or_else(|_| panic!("{method} {uri} hung for more than {ANSWER_BOUND:?}"));
+    eprintln!("{method} {uri}: {} after {:?}", r.status, started.elapsed());
+    r
+}
+
+fn loc(path: &str) -> String {
+    format!("{PUBLIC_URL}/{path}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_outage_answers_503_and_recovers_without_a_restart() {
+    if postgres_url().is_none() {
+        return;
+    }
+    let Some(pg) = PrivatePostgres::init() else { return };
+    pg.start();
+    let vars = [
+        ("DATABASE_URL", pg.url()),
+        ("SITEMAPD_PUBLIC_URL", PUBLIC_URL.to_owned()),
+        ("SITEMAPD_API_TOKENS", String::new()),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2".to_owned()),
+        ("SITEMAPD_PAGE_MAX_URLS", "10".to_owned()),
+    ];
+    let config = Config::load_from(None, |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
+    let store = sitemapd::store::open(&options(&config)).await.expect("store opens on the private server");
+    let app = TestApp::from_parts(store.clone(), config.clone(), sitemapd::app(AppState::new(store, &config)));
+
+    let paths: Vec<String> = (0..25).map(|i| format!("before/{i}")).collect();
+    app.put_paths(&paths.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let page_before = answered(&app, Method::GET, "/sitemap-2.xml", None).await;
+    assert_eq!(page_before.status, StatusCode::OK);
+    let etag_before = page_before.header("etag").unwrap().to_owned();
+
+    pg.stop();
+    let put = json!([{"loc": loc("during")}]);
+    for (method, uri, body) in [
+        (Method::GET, "/readyz", None),
+        (Method::GET, "/sitemap.xml", None),
+        (Method::GET, "/sitemap-1.xml", None),
+        (Method::HEAD, "/sitemap-2.xml", None),
+        (Method::GET, &*format!("/api/v1/urls?loc={}", crate::support::urlencode(&loc("before/3"))), None),
+        (Method::GET, "/api/v1/urls?limit=5", None),
+        (Method::PUT, "/api/v1/urls", Some(put.clone())),
+        (Method::POST, "/api/v1/urls/delete", Some(json!([loc("before/1")]))),
+    ] {
+        let r = answered(&app, method.clone(), uri, body).await;
+        assert_eq!(
+            r.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{method} {uri} while the database is down: {}",
+            r.text()
+        );
+        assert_eq!(r.header("retry-after"), Some("5"), "{method} {uri}");
+        if method != Method::HEAD {
+            assert_eq!(r.json()["error"], "unavailable", "{method} {uri}");
+        }
+    }
+    let r = answered(&app, Method::GET, "/healthz", None).await;
+    assert_eq!(r.status, StatusCode::OK, "liveness does not depend on the store");
+
+    pg.start();
+    // The service is not restarted: its pool must drop the dead connections and open new ones by itself.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = answered(&app, Method::GET, "/readyz", None).await;
+        if r.status == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not ready 30 s after the database came back: {}", r.text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = answered(&app, Method::GET, "/sitemap-2.xml", None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.header("etag"), Some(&*etag_before), "the page is unchanged by the outage");
+    assert_eq!(r.body, page_before.body);
+    let r = answered(&app, Method::PUT, "/api/v1/urls", Some(put)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["created"], 1);
+    let mut listed = Vec::new();
+    let mut after = String::new();
+    loop {
+        let r = answered(&app, Method::GET, &format!("/api/v1/urls?limit=7{after}"), None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        let body = r.json();
+        listed.extend(body["items"].as_array().unwrap().iter().map(|i| i["loc"].as_str().unwrap().to_owned()));
+        match body["next"].as_str() {
+            Some(next) => after = format!("&after={next}"),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = paths.iter().map(|p| loc(p)).collect();
+    expected.push(loc("during"));
+    assert_eq!(listed, expected, "every URL stored before the outage is intact, and the new one is added");
+    let index = answered(&app, Method::GET, "/sitemap.xml", None).await;
+    assert_eq!(index.status, StatusCode::OK);
+    crate::contract::assert_consistent(&*app.store, 10, 52_428_800).await;
+}
