@@ -187,6 +187,7 @@ pub fn record_response(response: &Response, latency: Duration, span: &Span) {
 /// this app's store at each scrape (O(pages)).
 pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut text = prometheus().render();
+    let cache_bytes = state.page_cache.weighted_size().await;
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
     };
@@ -210,6 +211,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let pool = state.store.pool_status();
     gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
     gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);
+    gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     let no_store = HeaderValue::from_static("no-store");
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()

@@ -94,6 +94,9 @@ async fn metrics_count_requests_writes_pages_and_state(b: Backend) {
     let etag = page.header("etag").unwrap().to_owned();
     assert_eq!(app.get("/sitemap-1.xml", &[("if-none-match", &etag)]).await.status, StatusCode::NOT_MODIFIED);
     assert_eq!(app.get("/no/such/thing", &[]).await.status, StatusCode::NOT_FOUND);
+    // A gzip page is compressed once and kept: the cache holds exactly its bytes.
+    let gzipped = app.get("/sitemap-1.xml", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gzipped.status, StatusCode::OK);
     let after = app.scrape().await;
 
     let delta = |name: &str, labels: &[(&str, &str)]| sum(&after, name, labels) - sum(&before, name, labels);
@@ -130,6 +133,7 @@ async fn metrics_count_requests_writes_pages_and_state(b: Backend) {
     assert_eq!(gauge("sitemapd_sitemap_pages"), 1.0);
     assert!(gauge("sitemapd_db_pool_connections") >= 1.0);
     assert!(gauge("sitemapd_db_pool_idle_connections") <= gauge("sitemapd_db_pool_connections"));
+    assert_eq!(gauge("sitemapd_page_cache_bytes"), gzipped.body.len() as f64);
 }
 
 both_backends!(metrics_count_requests_writes_pages_and_state);

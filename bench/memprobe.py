@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Peak memory of a fresh sitemapd process while it serves 16 uncached 50,000-URL pages at once.
+
+    bench/memprobe.py --base http://127.0.0.1:18080 --pid PID [--conc 16]
+
+Fetches the first `conc` pages the index lists, all at once, gzip-encoded (each compressed on the spot), then
+the same pages at once without compression (streamed from the database), and reports the process's VmHWM (peak
+resident set) before and after, in MB. Standard library only.
+"""
+import argparse
+import http.client
+import json
+import re
+import threading
+import urllib.parse
+
+
+def kb(pid, key):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def get(base, path, headers):
+    u = urllib.parse.urlsplit(base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    c.request("GET", path, headers=headers)
+    r = c.getresponse()
+    n = len(r.read())
+    c.close()
+    if r.status != 200:
+        raise SystemExit(f"{path}: HTTP {r.status}")
+    return n
+
+
+def all_at_once(base, paths, headers):
+    sizes = [0] * len(paths)
+
+    def one(i):
+        sizes[i] = get(base, paths[i], headers)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(paths))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(sizes)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--conc", type=int, default=16)
+    a = ap.parse_args()
+    u = urllib.parse.urlsplit(a.base)
+    c = http.client.HTTPConnection(u.hostname, u.port)
+    c.request("GET", "/sitemap.xml")
+    index = c.getresponse().read().decode()
+    pages = [urllib.parse.urlsplit(x).path for x in re.findall(r"<loc>([^<]+)</loc>", index)][: a.conc]
+    out = {"pages": len(pages), "hwm_start_MB": kb(a.pid, "VmHWM") / 1024}
+    out["gzip_bytes"] = all_at_once(a.base, pages, {"Accept-Encoding": "gzip"})
+    out["hwm_after_gzip_MB"] = kb(a.pid, "VmHWM") / 1024
+    out["identity_bytes"] = all_at_once(a.base, pages, {})
+    out["hwm_after_identity_MB"] = kb(a.pid, "VmHWM") / 1024
+    out["rss_end_MB"] = kb(a.pid, "VmRSS") / 1024
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The targets table of BENCHMARKS.md, from one `bench/run.sh` results directory.
+
+    bench/report.py bench/results/<stamp>
+"""
+import json
+import os
+import sys
+
+
+def load(d, name):
+    p = os.path.join(d, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+
+
+def runs(results, target):
+    return {r["label"]: r for r in results.get(target, {}).get("runs", []) if "conc" in r}
+
+
+def deep_label(by_label):
+    pages = [l for l in by_label if l.startswith("page ") and l.endswith(" gzip") and not l.startswith("page 1 ")]
+    return pages[0] if pages else None
+
+
+def m(by_label, label, c, key):
+    r = (by_label.get(label) or {}).get("conc", {}).get(str(c), {})
+    return r.get(key)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        v = f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+    return f"{v}{unit}"
+
+
+def verdict(ok):
+    return "-" if ok is None else ("met" if ok else "**missed**")
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def main():
+    d = sys.argv[1]
+    machine = open(os.path.join(d, "machine.txt")).read().strip().replace("\n", ", ")
+    peers = (load(d, "peers.json") or {}).get("results", {})
+    dj, ng, sd = runs(peers, "django"), runs(peers, "nginx"), runs(peers, "sitemapd")
+    un = runs((load(d, "uncached.json") or {}).get("results", {}), "sitemapd")
+    micro = load(d, "micro.json") or {}
+    copy = load(d, "copy.json") or {}
+    first, resend = load(d, "ingest-first.json") or {}, load(d, "ingest-resend.json") or {}
+    small = runs((load(d, "scale-small.json") or {}).get("results", {}), "sitemapd")
+    large = runs((load(d, "scale-large.json") or {}).get("results", {}), "sitemapd")
+    rows = []
+
+    # 1. uncached page
+    deep_dj, deep_sd = deep_label(dj), deep_label(un)
+    un_ms = m(un, deep_sd, 1, "p50_ms")
+    dj_ms = m(dj, deep_dj, 1, "p50_ms")
+    floor_ms = None
+    pg = micro.get("postgres", {})
+    keyset = [k for k in pg if k.startswith("keyset_page")]
+    if keyset and micro.get("gzip"):
+        last = max(keyset, key=lambda k: int(k[len("keyset_page"):]))
+        floor_ms = pg[last]["median_ms"] + micro["gzip"]["zlib"]["6"]["s"] * 1000
+    x = ratio(dj_ms, un_ms)
+    rows.append(("1", f"uncached {deep_sd} (c=1, p50)", fmt(un_ms, " ms"), f"Django {fmt(dj_ms, ' ms')}",
+                 f"{fmt(x)}x faster", "≥ 50x", verdict(x and x >= 50)))
+    y = ratio(un_ms, floor_ms)
+    rows.append(("1", "… beside the floor (keyset fetch + zlib level 6 of the same page)", fmt(un_ms, " ms"),
+                 f"floor {fmt(floor_ms, ' ms')}", f"{fmt(y)}x the floor", "≤ 1.5x", verdict(y and y <= 1.5)))
+    # 2. cached page
+    deep_ng = deep_label(ng)
+    for label_sd, label_ng in ((deep_label(sd), deep_ng), (f"{deep_label(sd)[:-5]} .xml.gz file" if deep_label(sd) else None,
+                                                           f"{deep_ng[:-5]} .xml.gz file" if deep_ng else None)):
+        for c in (1, 16):
+            a, b = m(sd, label_sd, c, "rps"), m(ng, label_ng, c, "rps")
+            r = ratio(a, b)
+            rows.append(("2", f"cached {label_sd} (c={c})", fmt(a, " req/s"), f"nginx {fmt(b, ' req/s')}",
+                         f"{fmt(r)}x nginx", "≥ 0.7x", verdict(r and r >= 0.7)))
+    # 3. 304s and the index
+    for label in ("deep page If-None-Match (304)", "deep page If-Modified-Since (304)", "index If-None-Match (304)",
+                  "index"):
+        for c in (1, 16):
+            a, b = m(sd, label, c, "rps"), m(ng, label, c, "rps")
+            r = ratio(a, b)
+            rows.append(("3", f"{label} (c={c})", fmt(a, " req/s"), f"nginx {fmt(b, ' req/s')}", f"{fmt(r)}x nginx",
+                         "≥ 0.5x", verdict(r and r >= 0.5)))
+    a, b = m(large, "index", 1, "p50_ms"), m(small, "index", 1, "p50_ms")
+    r = ratio(a, b)
+    rows.append(("3", "index time, large scale / small scale (c=1, p50)", fmt(a, " ms"), fmt(b, " ms"),
+                 f"{fmt(r)}x", "≤ 1.2x", verdict(r and r <= 1.2)))
+    # 4. ingest
+    a, b = first.get("rows_per_s"), copy.get("copy_indexed_rows_per_s")
+    r = ratio(a, b)
+    rows.append(("4", f"NDJSON ingest of {first.get('rows', '?'):,} new URLs", fmt(a, " rows/s"),
+                 f"COPY {fmt(b, ' rows/s')}", f"{fmt(r)}x COPY", "≥ 0.5x", verdict(r and r >= 0.5)))
+    a, b = resend.get("rows_per_s"), first.get("rows_per_s")
+    r = ratio(a, b)
+    rows.append(("4", "identical re-send (all unchanged)", fmt(a, " rows/s"), f"first load {fmt(b, ' rows/s')}",
+                 f"{fmt(r)}x", "≥ 1x", verdict(r and r >= 1)))
+    # 5. memory
+    for name in ("main", "small", "large"):
+        mem = load(d, f"memory-{name}.json")
+        if mem:
+            peak = mem["hwm_after_identity_MB"]
+            rows.append(("5", f"peak RSS, 16 uncached pages at once, gzip then identity ({name})",
+                         fmt(peak, " MB"), "", "", "≤ 64 MB", verdict(peak <= 64)))
+    # 6. depth
+    deep_large = deep_label(large)
+    a, b = m(large, deep_large, 1, "p50_ms"), m(large, "page 1 gzip", 1, "p50_ms")
+    r = ratio(a, b)
+    rows.append(("6", f"large scale: uncached {deep_large} / page 1 (c=1, p50)", fmt(a, " ms"), fmt(b, " ms"),
+                 f"{fmt(r)}x", "≤ 1.2x", verdict(r and r <= 1.2)))
+
+    print(f"Machine and run: {machine}\n")
+    print("| # | measure | sitemapd | compared with | ratio | target | |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+
+
+if __name__ == "__main__":
+    main()
