@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::io::StreamReader;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::body::{self, Format};
 use super::doc::ErrorBody;
@@ -95,7 +96,12 @@ async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
 async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiError> {
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(state.max_line_bytes));
-    let mut ingest = Ingest { state, batch: Vec::with_capacity(state.ndjson_batch), totals: UpsertCounts::default() };
+    let mut ingest = Ingest {
+        state,
+        batch: Vec::with_capacity(state.ndjson_batch),
+        committing: None,
+        totals: UpsertCounts::default(),
+    };
     let mut line_no: u64 = 0;
     while let Some(next) = lines.next().await {
         line_no += 1;
@@ -120,7 +126,7 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
             Err(error) => return Err(ingest.stop(error, line_no).await),
         }
         if ingest.batch.len() >= state.ndjson_batch {
-            ingest.commit().await?;
+            ingest.commit_behind().await?;
         }
     }
     ingest.commit().await?;
@@ -141,14 +147,53 @@ pub fn parse_ndjson_line(line: &str, line_no: u64, public: &PublicUrl) -> Result
     })
 }
 
+/// An NDJSON body being stored: batches commit one at a time and in order, each in a task of its own, so that
+/// the next batch is parsed while the database writes the last one. A batch is counted as committed only once its
+/// task has said so. If the request is dropped (the client left, or the API time limit), the batch in flight is
+/// aborted with it and its transaction rolls back, unless it had already committed.
 struct Ingest<'a> {
     state: &'a AppState,
     batch: Vec<Entry>,
+    committing: Option<AbortOnDropHandle<crate::store::Result<UpsertCounts>>>,
     totals: UpsertCounts,
 }
 
 impl Ingest<'_> {
+    /// Hands the full batch to a task that commits it, once the batch before it has committed.
+    async fn commit_behind(&mut self) -> Result<(), ApiError> {
+        self.settle().await?;
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.state.ndjson_batch));
+        let state = self.state.clone();
+        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move {
+            let written = state.store.upsert(&batch).await;
+            state.pages_written();
+            written
+        })));
+        Ok(())
+    }
+
+    /// Waits for the batch being committed, if any, and counts it.
+    async fn settle(&mut self) -> Result<(), ApiError> {
+        let Some(task) = self.committing.take() else {
+            return Ok(());
+        };
+        let written = task.await.map_err(|e| {
+            tracing::error!(error = %e, "an NDJSON batch's commit task failed");
+            ApiError::internal()
+        })?;
+        match written {
+            Ok(counts) => {
+                count_upserted(&counts);
+                self.totals += counts;
+                Ok(())
+            }
+            Err(e) => Err(ApiError::from(e).with("committed", self.totals.received).with("stored", json!(self.totals))),
+        }
+    }
+
+    /// Commits what is left, after the batch in flight.
     async fn commit(&mut self) -> Result<(), ApiError> {
+        self.settle().await?;
         if self.batch.is_empty() {
             return Ok(());
         }
