@@ -27,6 +27,16 @@ pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FR
 pub const PAGE_PLANNER_SETTINGS: &str =
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)";
 
+/// The database's clock, and the write transaction's planner settings: no sequential scan. The lookup of a batch's
+/// locs (`loc = ANY($1)`, thousands of values) must probe the unique index. Without this, a table that has not been
+/// analyzed yet (a first bulk load: autovacuum lags behind) looks empty to the planner, which then scans all of it
+/// for every batch: 96 ms instead of 27 ms per 5,000 locs at 290,000 rows, and growing with the table.
+pub const WRITE_SETTINGS_AND_NOW: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, \
+     set_config('enable_seqscan', 'off', true)";
+
+/// The stored rows of a batch's locs (under [`WRITE_SETTINGS_AND_NOW`]).
+pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)");
+
 const LOCK_TIMEOUT: &str = "5s";
 const STATEMENT_TIMEOUT: &str = "5min";
 
@@ -67,14 +77,8 @@ impl PgStore {
         locs: &[&str],
     ) -> Result<(i64, Vec<StoredUrl>, Vec<PageState>)> {
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut **tx).await?;
-        let now: i64 = sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
-            .fetch_one(&mut **tx)
-            .await?;
-        let existing: Vec<UrlRow> =
-            sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)"))
-                .bind(locs)
-                .fetch_all(&mut **tx)
-                .await?;
+        let (now, _): (i64, String) = sqlx::query_as(WRITE_SETTINGS_AND_NOW).fetch_one(&mut **tx).await?;
+        let existing: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(locs).fetch_all(&mut **tx).await?;
         let pages: Vec<PageRow> =
             sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id")).fetch_all(&mut **tx).await?;
         Ok((now, existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))

@@ -390,6 +390,27 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
     }
 }
 
+/// A write looks its locs up through the unique index on loc, even in a table the planner has no statistics for
+/// yet (a first bulk load), where it would otherwise scan the whole table for every batch.
+#[tokio::test]
+async fn postgres_a_write_probes_the_loc_index_before_any_analyze() {
+    use sitemapd::store::postgres::{LOOKUP_SQL, WRITE_SETTINGS_AND_NOW};
+    use sqlx::{AssertSqlSafe, Connection};
+    let Some((app, store)) = store(Backend::Postgres, &[]).await else { return };
+    store.upsert(&entries((0..3000).map(|i| format!("bulk/{i}")))).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
+    let locs: Vec<String> = (0..2000).map(|i| loc(&format!("bulk/{}", i * 3)).as_str().to_owned()).collect();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query(WRITE_SETTINGS_AND_NOW).execute(&mut *tx).await.unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {LOOKUP_SQL}")))
+        .bind(locs)
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    let guarded = plan.join("\n");
+    assert!(guarded.contains("urls_loc_key") && !guarded.contains("Seq Scan"), "{guarded}");
+}
+
 both_backends!(
     a_page_is_read_by_an_ordered_index_scan,
     upsert_then_find_returns_the_normalized_entry,
