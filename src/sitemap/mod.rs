@@ -246,16 +246,13 @@ async fn get_page(
     if method == Method::HEAD {
         return Ok((rep.headers(), rep.head_body()).into_response());
     }
-    // The body and its headers come from one snapshot, which may be newer than the directory. A task streams it,
-    // holding a page-stream slot, for at most the stream timeout.
-    let slot = state.page_stream_slot().await?;
-    let (snapshot, entries) = state.store.page_entries(id).await?.ok_or_else(not_found)?;
+    // The body and its headers come from one snapshot, which may be newer than the directory.
+    let (snapshot, rendered) = read_page(&state, id).await?;
     let rep = Representation::page(&snapshot, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
-    // Rows are read and rendered in one task, compressed (for gzip) in another, so that both cores work.
-    let rendered = stream::detach(stream::urlset(entries), state.stream_timeout, slot);
+    // Compressed (for gzip) in a task of its own, so that reading and compressing use both cores.
     let body = if encoding.gzip() {
         Body::from_stream(stream::detach(rep.encode(rendered, level), state.stream_timeout, ()))
     } else {
@@ -265,15 +262,24 @@ async fn get_page(
     Ok((rep.headers(), body).into_response())
 }
 
-/// Page `id` read from one snapshot and compressed whole, within a page-stream slot and the stream timeout.
-async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
+/// Page `id` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a
+/// page-stream slot for at most the stream timeout. The chunks are cut by content, so every consumer (streamed or
+/// cached, identity or gzip) sees the same bytes in the same pieces.
+async fn read_page(
+    state: &AppState,
+    id: i64,
+) -> Result<(PageState, impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static), ApiError> {
     let slot = state.page_stream_slot().await?;
+    let (snapshot, entries) =
+        state.store.page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
+    Ok((snapshot, stream::detach(stream::urlset(entries), state.stream_timeout, slot)))
+}
+
+/// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
+/// the stream timeout.
+async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
     let work = async {
-        let (snapshot, entries) =
-            state.store.page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
-        // Rows are read and rendered in a task of their own while this one compresses: two cores, not one. The
-        // chunks pass through unchanged, so the bytes are the same as streamed ones.
-        let rendered = stream::detach(stream::urlset(entries), state.stream_timeout, slot);
+        let (snapshot, rendered) = read_page(&state, id).await?;
         let gzip = stream::gzip_collect(rendered, state.gzip_level).await.map_err(|e| {
             tracing::warn!(error = %e, page = id, "cannot render a sitemap page");
             ApiError::unavailable()
