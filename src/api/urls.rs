@@ -17,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::body::{self, Format};
 use super::doc::ErrorBody;
 use crate::AppState;
-use crate::domain::{Entry, FieldError, Loc, PublicUrl};
+use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, PublicUrl};
 use crate::error::ApiError;
 use crate::pagination::{StoredUrl, UpsertCounts};
 use crate::store::DeleteCounts;
@@ -68,27 +68,64 @@ pub async fn upsert_urls(State(state): State<AppState>, headers: HeaderMap, body
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = body::read_limited(headers, body, state.max_json_bytes).await?;
-    let items = body::json_array(&bytes, state.max_json_entries)?;
-    let mut entries = Vec::with_capacity(items.len());
-    let mut details = Vec::new();
-    for (index, raw) in items.iter().enumerate() {
-        let value: Value = serde_json::from_str(raw.get()).expect("a RawValue is valid JSON");
-        match Entry::from_json(value, &state.public_url) {
-            Ok(entry) => entries.push(entry),
-            Err(errors) => details.extend(errors.iter().map(|e| detail("index", index as u64, e))),
-        }
-    }
-    if !details.is_empty() {
-        let bad = details.iter().filter_map(|d| d["index"].as_u64()).collect::<std::collections::BTreeSet<_>>();
-        let message = format!("{} of {} entries are invalid; nothing was stored", bad.len(), items.len());
-        count_upserts("rejected", bad.len() as u64);
-        return Err(ApiError::invalid(message).with("details", details));
-    }
+    let entries = parse_json_entries(&bytes, state.max_json_entries, &state.public_url)?;
+    drop(bytes);
     let written = state.store.upsert(&entries).await;
     state.pages_written();
     let counts = written?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
+}
+
+/// A `PUT /api/v1/urls` JSON array body, parsed and validated as it streams (see [`body::json_array`]): every
+/// entry, or the error. 400 malformed JSON (with the `index` of the element it is in), 413 more than `max_entries`,
+/// 422 invalid entries: `details` lists at most [`MAX_DETAILS`] problems as `{index, field, message}`.
+pub fn parse_json_entries(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> Result<Vec<Entry>, ApiError> {
+    let mut entries = Vec::new();
+    let mut problems = Problems::default();
+    let total = body::json_array(bytes, max_entries, |index, input: EntryInput| {
+        match Entry::from_input(input, public) {
+            Ok(entry) if problems.invalid == 0 => entries.push(entry),
+            Ok(_) => {}
+            Err(errors) => {
+                // Nothing will be stored: stop keeping the valid entries.
+                entries = Vec::new();
+                problems.add(index, &errors);
+            }
+        }
+    })?;
+    if problems.invalid > 0 {
+        count_upserts("rejected", problems.invalid);
+        return Err(problems.into_error(|n| format!("{n} of {total} entries are invalid; nothing was stored")));
+    }
+    Ok(entries)
+}
+
+/// Most `details` in one 422 answer to a JSON array: enough to fix a batch, and bounded whatever the body.
+pub const MAX_DETAILS: usize = 1000;
+
+/// The invalid elements of a JSON array: how many, and the first [`MAX_DETAILS`] problems.
+#[derive(Default)]
+struct Problems {
+    invalid: u64,
+    details: Vec<Value>,
+}
+
+impl Problems {
+    fn add(&mut self, index: usize, errors: &[FieldError]) {
+        self.invalid += 1;
+        let room = MAX_DETAILS.saturating_sub(self.details.len());
+        self.details.extend(errors.iter().take(room).map(|e| detail("index", index as u64, e)));
+    }
+
+    /// A 422 whose message `message` makes from the number of invalid elements.
+    fn into_error(self, message: impl FnOnce(u64) -> String) -> ApiError {
+        let mut message = message(self.invalid);
+        if self.details.len() == MAX_DETAILS {
+            message.push_str(&format!(" (details lists the first {MAX_DETAILS} problems)"));
+        }
+        ApiError::invalid(message).with("details", self.details)
+    }
 }
 
 /// NDJSON is streamed and committed in batches. At the first bad line it stops: everything before that line is
@@ -139,9 +176,9 @@ pub fn parse_ndjson_line(line: &str, line_no: u64, public: &PublicUrl) -> Result
     if line.trim().is_empty() {
         return Ok(None);
     }
-    let value: Value = serde_json::from_str(line)
+    let input: EntryInput = serde_json::from_str(line)
         .map_err(|e| ApiError::bad_request(format!("line {line_no} is not valid JSON: {e}")))?;
-    Entry::from_json(value, public).map(Some).map_err(|errors| {
+    Entry::from_input(input, public).map(Some).map_err(|errors| {
         let details: Vec<Value> = errors.iter().map(|e| detail("line", line_no, e)).collect();
         ApiError::invalid(format!("line {line_no} is not a valid entry")).with("details", details)
     })
@@ -295,30 +332,39 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
 pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
-    let items = body::json_array(&bytes, state.max_json_entries)?;
-    let mut locs = Vec::with_capacity(items.len());
-    let mut details = Vec::new();
-    for (index, raw) in items.iter().enumerate() {
-        let parsed = serde_json::from_str::<Value>(raw.get())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .ok_or_else(|| "must be a string".to_owned())
-            .and_then(|s| Loc::parse(&s, &state.public_url));
-        match parsed {
-            Ok(loc) => locs.push(loc),
-            Err(message) => details.push(detail("index", index as u64, &FieldError { field: "loc".into(), message })),
-        }
-    }
-    if !details.is_empty() {
-        let message = format!("{} of {} locs are invalid; nothing was deleted", details.len(), items.len());
-        count_deletes("rejected", details.len() as u64);
-        return Err(ApiError::invalid(message).with("details", details));
-    }
+    let locs = parse_json_locs(&bytes, state.max_json_entries, &state.public_url)?;
+    drop(bytes);
     let deleted = state.store.delete(&locs).await;
     state.pages_written();
     let counts = deleted?;
     count_deleted(&counts);
     Ok(Json(counts).into_response())
+}
+
+/// A `POST /api/v1/urls/delete` body, a JSON array of locs, parsed like [`parse_json_entries`]: every loc, or the
+/// error (422 `details`: `{index, field: "loc", message}`).
+pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> Result<Vec<Loc>, ApiError> {
+    let mut locs = Vec::new();
+    let mut problems = Problems::default();
+    let total = body::json_array(bytes, max_entries, |index, value: JsonScalar| {
+        let parsed = match value {
+            JsonScalar::String(s) => Loc::parse(&s, public),
+            other => Err(format!("must be a string, not {}", other.kind())),
+        };
+        match parsed {
+            Ok(loc) if problems.invalid == 0 => locs.push(loc),
+            Ok(_) => {}
+            Err(message) => {
+                locs = Vec::new();
+                problems.add(index, &[FieldError { field: "loc".into(), message }]);
+            }
+        }
+    })?;
+    if problems.invalid > 0 {
+        count_deletes("rejected", problems.invalid);
+        return Err(problems.into_error(|n| format!("{n} of {total} locs are invalid; nothing was deleted")));
+    }
+    Ok(locs)
 }
 
 /// Look up one URL record (`loc`), or list them all by keyset paging (`limit`, `after`).
