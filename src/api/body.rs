@@ -142,3 +142,93 @@ impl<'de, T: DeserializeOwned, F: FnMut(usize, T)> Visitor<'de> for ArrayVisitor
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderValue, StatusCode};
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The elements `json_array` hands over, or the error's status and message.
+    fn elements(body: &str, max: usize) -> Result<Vec<(usize, Value)>, (StatusCode, String)> {
+        let mut seen = Vec::new();
+        json_array(body.as_bytes(), max, |i, v: Value| seen.push((i, v)))
+            .map(|n| {
+                assert_eq!(n, seen.len());
+                seen
+            })
+            .map_err(|e| (e.status, e.message))
+    }
+
+    #[test]
+    fn elements_come_in_order_with_their_index() {
+        let got = elements(r#" [ 1, "a" , {"b": null} ] "#, 10).unwrap();
+        assert_eq!(got, [(0, 1.into()), (1, "a".into()), (2, serde_json::json!({"b": null}))]);
+        assert_eq!(elements("[]", 0).unwrap(), []);
+    }
+
+    #[test]
+    fn the_cap_stops_the_parse_at_the_element_past_it() {
+        let (status, message) = elements("[0, 0, 0, 0, and then no JSON at all", 3).unwrap_err();
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(message.contains("more than max_json_entries (3)"), "{message}");
+        let mut calls = 0;
+        let _ = json_array(b"[0, 0, 0, 0, 0, 0]", 2, |_, _: IgnoredAny| calls += 1);
+        assert_eq!(calls, 2, "nothing past the cap is handed over");
+        assert_eq!(elements("[0, 0, 0]", 3).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_element_they_are_in() {
+        for (body, at) in [(r#"[1, "\ud800"]"#, 1), ("[1e400]", 0), ("[1, 2", 2), ("[1, 2 3]", 2), ("[1,]", 1)] {
+            let (status, message) = elements(body, 10).unwrap_err();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+            assert!(message.starts_with(&format!("malformed JSON at index {at}: ")), "{body}: {message}");
+        }
+        let e = json_array(b"[1, 1e400]", 10, |_, _: Value| {}).unwrap_err();
+        assert_eq!(e.extra["index"], 1);
+        let (status, message) = elements("[1] 2", 10).unwrap_err();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(message.starts_with("malformed JSON after the array: trailing characters"), "{message}");
+        assert_eq!(elements("nope", 10).unwrap_err().0, StatusCode::BAD_REQUEST);
+        assert_eq!(elements("", 10).unwrap_err().0, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn valid_json_that_is_not_an_array_is_422() {
+        for body in [r#"{"loc": "x"}"#, "\"text\"", "1", "null"] {
+            let (status, message) = elements(body, 10).unwrap_err();
+            assert_eq!((status, message.as_str()), (StatusCode::UNPROCESSABLE_ENTITY, "the body must be a JSON array"));
+        }
+    }
+
+    fn content_type(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn only_utf8_is_read() {
+        for ok in [
+            "application/json",
+            "application/json;charset=utf-8",
+            "Application/JSON; CHARSET=\"UTF-8\"",
+            "application/json; foo=bar; charset=utf-8",
+        ] {
+            assert_eq!(format(&content_type(ok), false).unwrap(), Format::Json, "{ok}");
+        }
+        assert_eq!(format(&content_type("application/x-ndjson; charset=UTF-8"), true).unwrap(), Format::Ndjson);
+        for refused in [
+            "application/json; charset=utf-16",
+            "application/json; charset=\"latin1\"",
+            "application/json;charset=",
+            "application/x-ndjson; charset=utf-32",
+        ] {
+            let e = format(&content_type(refused), true).unwrap_err();
+            assert_eq!(e.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{refused}");
+            assert!(e.message.contains("send UTF-8"), "{}", e.message);
+        }
+    }
+}

@@ -505,3 +505,94 @@ impl Params {
             .transpose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn public() -> PublicUrl {
+        PublicUrl::parse("https://www.example.com").unwrap()
+    }
+
+    /// What the handlers may answer for a body: stored, or a 400/413/422 with a message. Never a panic.
+    fn check(bytes: &[u8]) {
+        for result in [
+            parse_json_entries(bytes, 8, &public()).map(|e| e.len()),
+            parse_json_locs(bytes, 8, &public()).map(|l| l.len()),
+        ] {
+            match result {
+                Ok(n) => assert!(n <= 8),
+                Err(e) => {
+                    let expected =
+                        [StatusCode::BAD_REQUEST, StatusCode::PAYLOAD_TOO_LARGE, StatusCode::UNPROCESSABLE_ENTITY];
+                    assert!(expected.contains(&e.status), "{} {}", e.status, e.message);
+                    assert!(!e.message.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_inputs_that_panicked_are_400_or_422() {
+        let deep = format!("[{}{}]", "[".repeat(200), "]".repeat(200));
+        for (body, status) in [
+            (r#"[{"loc": "https://www.example.com/\ud800"}]"#, StatusCode::BAD_REQUEST),
+            (r#"[{"loc": "https://www.example.com/", "priority": 1e400}]"#, StatusCode::BAD_REQUEST),
+            (deep.as_str(), StatusCode::UNPROCESSABLE_ENTITY),
+        ] {
+            let e = parse_json_entries(body.as_bytes(), 8, &public()).unwrap_err();
+            assert_eq!(e.status, status, "{body}: {}", e.message);
+            check(body.as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_valid_array_gives_its_entries_in_order() {
+        let body = br#"[{"loc": "https://www.example.com/b"}, {"loc": "https://www.example.com/a", "priority": 1}]"#;
+        let entries = parse_json_entries(body, 8, &public()).unwrap();
+        let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+        assert_eq!(locs, ["https://www.example.com/b", "https://www.example.com/a"]);
+        let locs = parse_json_locs(br#"["https://www.example.com/x"]"#, 8, &public()).unwrap();
+        assert_eq!(locs[0].as_str(), "https://www.example.com/x");
+    }
+
+    /// Pieces of JSON, hostile ones included, to build bodies that get past the first byte.
+    const PIECES: &[&str] = &[
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ":",
+        "\"loc\"",
+        "\"priority\"",
+        "\"lastmod\"",
+        "\"https://www.example.com/a\"",
+        "\"\\ud800\"",
+        "1e400",
+        "-0.0",
+        "0.5",
+        "null",
+        "true",
+        "\"x\"",
+        " ",
+        "\"2024-05-01\"",
+        "\"daily\"",
+    ];
+
+    proptest! {
+        #[test]
+        fn any_bytes_get_an_answer(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            check(&bytes);
+        }
+
+        #[test]
+        fn any_json_like_text_gets_an_answer(pieces in proptest::collection::vec(0..PIECES.len(), 0..60)) {
+            let text: String = pieces.into_iter().map(|i| PIECES[i]).collect();
+            check(text.as_bytes());
+        }
+    }
+}

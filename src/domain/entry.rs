@@ -299,18 +299,22 @@ impl Entry {
             return Err(vec![FieldError::new("", format!("an entry must be a JSON object, not {kind}"))]);
         }
         let mut errors = Vec::new();
-        let [loc, lastmod, changefreq, priority] = input.fields;
+        let mut fields = input.fields;
         for (i, field) in FIELDS.iter().enumerate() {
             if input.repeated[i] {
+                // Neither value is looked at: which one was meant is unknown.
                 errors.push(FieldError::new(field, "is given more than once; give each field once"));
+                fields[i] = Some(JsonScalar::Null);
             }
         }
+        let [loc, lastmod, changefreq, priority] = fields;
         fn check<T>(errors: &mut Vec<FieldError>, field: &str, result: Result<T, String>) -> Option<T> {
             result.map_err(|message| errors.push(FieldError::new(field, message))).ok()
         }
         // `null` means omitted for the optional fields only.
         let loc = match loc {
             None => check(&mut errors, "loc", Err("is required".to_owned())),
+            Some(_) if input.repeated[0] => None,
             Some(v) => check(&mut errors, "loc", v.string().and_then(|s| Loc::parse(s, public))),
         };
         let lastmod = lastmod
@@ -414,5 +418,49 @@ mod tests {
         let errs = Entry::from_json(json!("https://www.example.com/a"), &public()).unwrap_err();
         assert_eq!(errs[0].field, "");
         assert!(errs[0].message.contains("JSON object"));
+    }
+
+    fn input(json: &str) -> EntryInput {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_repeated_field_is_refused_and_neither_value_is_used() {
+        let twice = input(r#"{"loc": "https://evil.example/", "loc": "https://www.example.com/d"}"#);
+        let errs = Entry::from_input(twice, &public()).unwrap_err();
+        assert_eq!(errs, [FieldError::new("loc", "is given more than once; give each field once")]);
+        let twice = input(r#"{"loc": "https://www.example.com/a", "priority": null, "priority": 0.5}"#);
+        let errs = Entry::from_input(twice, &public()).unwrap_err();
+        assert_eq!(errs, [FieldError::new("priority", "is given more than once; give each field once")]);
+    }
+
+    #[test]
+    fn deep_or_wide_values_are_skipped_not_built() {
+        let deep = format!(r#"{{"loc": {}0{}, "x": {{"y": [{{}}]}}}}"#, "[".repeat(10_000), "]".repeat(10_000));
+        let errs = Entry::from_input(input(&deep), &public()).unwrap_err();
+        assert_eq!(errs[0], FieldError::new("loc", "must be a string, not an array"));
+        assert_eq!(errs[1].field, "x");
+        let entry = format!("{}0{}", "[".repeat(10_000), "]".repeat(10_000));
+        let errs = Entry::from_input(input(&entry), &public()).unwrap_err();
+        assert_eq!(errs, [FieldError::new("", "an entry must be a JSON object, not an array")]);
+        let wide: String = (0..100).map(|i| format!(r#","k{i}":{i}"#)).collect();
+        let errs =
+            Entry::from_input(input(&format!(r#"{{"loc":"https://www.example.com/"{wide}}}"#)), &public()).unwrap_err();
+        assert_eq!(errs.len(), MAX_UNKNOWN_NAMED + 1);
+        assert_eq!(errs.last().unwrap(), &FieldError::new("", "92 more unknown fields"));
+    }
+
+    #[test]
+    fn from_json_and_from_input_agree() {
+        for text in [
+            r#"{"loc": "https://www.example.com/a", "priority": 1, "changefreq": "daily"}"#,
+            r#"{"loc": "https://www.example.com/a", "priority": -1}"#,
+            r#"{"loc": true, "lastmod": 3, "changefreq": [], "priority": {}}"#,
+            r#"["https://www.example.com/a"]"#,
+            "null",
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Entry::from_json(value, &public()), Entry::from_input(input(text), &public()), "{text}");
+        }
     }
 }
