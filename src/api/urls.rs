@@ -549,6 +549,18 @@ mod tests {
         }
     }
 
+    /// The fuzz target's seeds (the inputs that once panicked among them) through the same checks.
+    #[test]
+    fn the_fuzz_seeds_get_an_answer() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/json_array");
+        let mut seen = 0;
+        for file in std::fs::read_dir(dir).unwrap() {
+            check(&std::fs::read(file.unwrap().path()).unwrap());
+            seen += 1;
+        }
+        assert!(seen >= 10, "{seen} seeds in {dir}");
+    }
+
     #[test]
     fn a_valid_array_gives_its_entries_in_order() {
         let body = br#"[{"loc": "https://www.example.com/b"}, {"loc": "https://www.example.com/a", "priority": 1}]"#;
