@@ -28,8 +28,8 @@ const MAX_LIMIT: u32 = 1000;
 
 /// Add or replace URL records.
 ///
-/// A JSON array is all-or-nothing: if any entry is invalid, every invalid field is reported (422) and nothing is
-/// stored. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it stops, and the
+/// A JSON array is all-or-nothing: if any entry is invalid, the invalid fields are reported (422, the first 1,000)
+/// and nothing is stored. A field given twice is refused, and a body declaring a charset other than UTF-8. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it stops, and the
 /// error gives the `line`, how many entries were `committed` and their counts (`stored`). An upsert replaces the
 /// whole entry: an omitted or `null` field is cleared.
 #[utoipa::path(
@@ -46,12 +46,16 @@ const MAX_LIMIT: u32 = 1000;
     ),
     responses(
         (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
-        (status = 400, description = "Malformed JSON, or a line that is not JSON or not UTF-8", body = ErrorBody),
+        (status = 400, description = "Malformed JSON (`index`: the array element it is in), or a line that is not JSON \
+                                      or not UTF-8", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody,
          headers(("WWW-Authenticate" = String, description = "Bearer"))),
-        (status = 413, description = "The JSON body or an NDJSON line is too large", body = ErrorBody),
-        (status = 415, description = "Neither application/json nor application/x-ndjson", body = ErrorBody),
-        (status = 422, description = "Invalid entries (`details`); nothing of them was stored", body = ErrorBody),
+        (status = 413, description = "The JSON body, its number of entries or an NDJSON line is too large",
+         body = ErrorBody),
+        (status = 415, description = "Neither application/json nor application/x-ndjson, or a charset other than \
+                                      utf-8", body = ErrorBody),
+        (status = 422, description = "Invalid entries (`details`, at most 1,000): a bad, unknown or repeated field; \
+                                      nothing of them was stored", body = ErrorBody),
         (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
          headers(("Retry-After" = u32, description = "Seconds to wait"))),
         (status = 507, description = "The index would need more than 50,000 pages", body = ErrorBody),
@@ -318,12 +322,12 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
     ),
     responses(
         (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
-        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 400, description = "Malformed JSON (`index`: the array element it is in)", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody,
          headers(("WWW-Authenticate" = String, description = "Bearer"))),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "Not application/json", body = ErrorBody),
-        (status = 422, description = "Invalid locs (`details`); nothing was deleted", body = ErrorBody),
+        (status = 413, description = "The body or its number of locs is too large", body = ErrorBody),
+        (status = 415, description = "Not application/json, or a charset other than utf-8", body = ErrorBody),
+        (status = 422, description = "Invalid locs (`details`, at most 1,000); nothing was deleted", body = ErrorBody),
         (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
          headers(("Retry-After" = u32, description = "Seconds to wait"))),
     ),
