@@ -10,6 +10,7 @@ sends `conc` such bodies at once to `PUT /api/v1/urls` (application/json), and r
     deep    elements nested 120 deep, [[[…0…]]], as many as fit (413)
     wide    one object with as many distinct keys as fit (422: unknown fields)
     string  one entry whose loc is a 16 MiB string (422: too long)
+    valid   50,000 valid entries (max_json_entries) with ~320-byte locs, all stored (200); run it last
 
 Prints one line per kind: statuses, VmHWM before and after, VmRSS after (MB). Standard library only; not run in CI.
 """
@@ -46,6 +47,10 @@ def body(kind):
     if kind == "string":
         head = b'[{"loc":"http://localhost:8080/'
         return head + b"a" * (LIMIT - len(head) - 3) + b'"}]'
+    if kind == "valid":
+        n = 50_000
+        pad = (LIMIT - 2) // n - len('{"loc":"http://localhost:8080/00000-"},')
+        return b"[" + b",".join(b'{"loc":"http://localhost:8080/%05d-%s"}' % (i, b"a" * pad) for i in range(n)) + b"]"
     raise SystemExit(f"unknown kind {kind}")
 
 
@@ -108,7 +113,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/debug/sitemapd")
     ap.add_argument("--conc", type=int, default=6)
-    ap.add_argument("--kinds", default="zeros,deep,wide,string")
+    ap.add_argument("--kinds", default="zeros,deep,wide,string,valid")
     a = ap.parse_args()
     for kind in a.kinds.split(","):
         run(a.bin, kind, a.conc)
