@@ -29,9 +29,10 @@ const MAX_LIMIT: u32 = 1000;
 /// Add or replace URL records.
 ///
 /// A JSON array is all-or-nothing: if any entry is invalid, the invalid fields are reported (422, the first 1,000)
-/// and nothing is stored. A field given twice is refused, and a body declaring a charset other than UTF-8. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it stops, and the
-/// error gives the `line`, how many entries were `committed` and their counts (`stored`). An upsert replaces the
-/// whole entry: an omitted or `null` field is cleared.
+/// and nothing is stored. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it
+/// stops, and the error gives the `line`, how many entries were `committed` and their counts (`stored`). An upsert
+/// replaces the whole entry: an omitted or `null` field is cleared. A field given twice is refused, and so is a
+/// body that declares a charset other than UTF-8.
 #[utoipa::path(
     put,
     path = "/api/v1/urls",
@@ -113,19 +114,21 @@ pub const MAX_DETAILS: usize = 1000;
 struct Problems {
     invalid: u64,
     details: Vec<Value>,
+    left_out: bool,
 }
 
 impl Problems {
     fn add(&mut self, index: usize, errors: &[FieldError]) {
         self.invalid += 1;
-        let room = MAX_DETAILS.saturating_sub(self.details.len());
+        let room = MAX_DETAILS - self.details.len();
+        self.left_out |= errors.len() > room;
         self.details.extend(errors.iter().take(room).map(|e| detail("index", index as u64, e)));
     }
 
     /// A 422 whose message `message` makes from the number of invalid elements.
     fn into_error(self, message: impl FnOnce(u64) -> String) -> ApiError {
         let mut message = message(self.invalid);
-        if self.details.len() == MAX_DETAILS {
+        if self.left_out {
             message.push_str(&format!(" (details lists the first {MAX_DETAILS} problems)"));
         }
         ApiError::invalid(message).with("details", self.details)
@@ -563,6 +566,20 @@ mod tests {
             seen += 1;
         }
         assert!(seen >= 10, "{seen} seeds in {dir}");
+    }
+
+    #[test]
+    fn details_say_when_problems_were_left_out() {
+        let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        let e = parse_json_entries(zeros(MAX_DETAILS).as_bytes(), 5000, &public()).unwrap_err();
+        assert_eq!(e.message, "1000 of 1000 entries are invalid; nothing was stored");
+        assert_eq!(e.extra["details"].as_array().unwrap().len(), MAX_DETAILS);
+        let e = parse_json_locs(zeros(MAX_DETAILS + 1).as_bytes(), 5000, &public()).unwrap_err();
+        assert_eq!(
+            e.message,
+            "1001 of 1001 locs are invalid; nothing was deleted (details lists the first 1000 problems)"
+        );
+        assert_eq!(e.extra["details"].as_array().unwrap().len(), MAX_DETAILS);
     }
 
     #[test]
