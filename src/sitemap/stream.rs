@@ -1,6 +1,6 @@
-//! Response bodies as streams: a page rendered row by row from the database cursor into ~64 KiB chunks, gzip on
-//! top, and a task that decouples the database from the client, so that memory per response is bounded and a
-//! slow client cannot hold a database connection for long.
+//! Page bodies as streams: a page rendered row by row from the database cursor into ~64 KiB chunks, in a task of
+//! its own that ends within a deadline; gzip on top; and identity inflated back from that gzip as it is sent, so
+//! that no page is held uncompressed and no client's reading speed holds a database connection.
 
 use std::io;
 use std::time::Duration;
@@ -112,10 +112,10 @@ pub fn gunzipped_len(gzip: &[u8]) -> Option<u64> {
     Some(u64::from(u32::from_le_bytes(trailer)))
 }
 
-/// Runs `body` in a task that sends its chunks to the response through a small bounded channel. The task, and so
-/// the database snapshot and connection behind `body`, ends when the body does, when the client goes away, or at
-/// `deadline` at the latest, even if the client has stopped reading: then the response ends with an error (the
-/// client sees a truncated body and retries). `permit` (a page-stream slot, or `()`) is held for as long as the task runs.
+/// Runs `body` in a task that sends its chunks to the returned stream through a small bounded channel. The task,
+/// and so the database snapshot and connection behind `body`, ends when the body does, when the stream is dropped,
+/// or at `deadline` at the latest, even if the stream is no longer read: then the stream ends with an error.
+/// `permit` (a page-stream slot, or `()`) is held for as long as the task runs.
 pub fn detach<S, P>(body: S, deadline: Duration, permit: P) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
