@@ -38,6 +38,7 @@ const ENV: &[(&str, &str)] = &[
     ("max_json_entries", "SITEMAPD_MAX_JSON_ENTRIES"),
     ("api_timeout_secs", "SITEMAPD_API_TIMEOUT_SECS"),
     ("header_read_timeout_secs", "SITEMAPD_HEADER_READ_TIMEOUT_SECS"),
+    ("write_timeout_secs", "SITEMAPD_WRITE_TIMEOUT_SECS"),
     ("ndjson_batch", "SITEMAPD_NDJSON_BATCH"),
     ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
     ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
@@ -63,6 +64,7 @@ struct Raw {
     max_json_entries: usize,
     api_timeout_secs: u64,
     header_read_timeout_secs: u64,
+    write_timeout_secs: u64,
     ndjson_batch: usize,
     db_max_connections: u32,
     db_acquire_timeout_secs: u64,
@@ -93,6 +95,8 @@ pub struct Config {
     pub max_json_entries: usize,
     pub api_timeout: Duration,
     pub header_read_timeout: Duration,
+    /// The longest a connection may accept no bytes of a response before it is closed.
+    pub write_timeout: Duration,
     pub ndjson_batch: usize,
     pub db_max_connections: u32,
     pub db_acquire_timeout: Duration,
@@ -183,6 +187,12 @@ impl Config {
                 raw.header_read_timeout_secs
             );
         }
+        if !(1..=3600).contains(&raw.write_timeout_secs) {
+            bail!(
+                "write_timeout_secs (SITEMAPD_WRITE_TIMEOUT_SECS) must be from 1 to 3600, not {}",
+                raw.write_timeout_secs
+            );
+        }
         if !(1..=100_000).contains(&raw.ndjson_batch) {
             bail!("ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not {}", raw.ndjson_batch);
         }
@@ -239,6 +249,7 @@ impl Config {
             max_json_entries: raw.max_json_entries,
             api_timeout: Duration::from_secs(raw.api_timeout_secs),
             header_read_timeout: Duration::from_secs(raw.header_read_timeout_secs),
+            write_timeout: Duration::from_secs(raw.write_timeout_secs),
             ndjson_batch: raw.ndjson_batch,
             db_max_connections: raw.db_max_connections,
             db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
@@ -282,6 +293,7 @@ impl fmt::Debug for Config {
             .field("max_json_entries", &self.max_json_entries)
             .field("api_timeout_secs", &self.api_timeout.as_secs())
             .field("header_read_timeout_secs", &self.header_read_timeout.as_secs())
+            .field("write_timeout_secs", &self.write_timeout.as_secs())
             .field("ndjson_batch", &self.ndjson_batch)
             .field("db_max_connections", &self.db_max_connections)
             .field("db_acquire_timeout_secs", &self.db_acquire_timeout.as_secs())
@@ -317,6 +329,7 @@ mod tests {
         assert_eq!(c.max_json_entries, 50_000);
         assert_eq!(c.api_timeout, Duration::from_secs(300));
         assert_eq!(c.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(c.write_timeout, Duration::from_secs(30));
     }
 
     #[test]
@@ -370,6 +383,8 @@ mod tests {
             ("SITEMAPD_MAX_JSON_ENTRIES", "0"),
             ("SITEMAPD_API_TIMEOUT_SECS", "0"),
             ("SITEMAPD_HEADER_READ_TIMEOUT_SECS", "301"),
+            ("SITEMAPD_WRITE_TIMEOUT_SECS", "0"),
+            ("SITEMAPD_WRITE_TIMEOUT_SECS", "3601"),
         ] {
             let e = load(&[(var, bad)]).unwrap_err().to_string();
             assert!(e.contains(var), "{var}={bad}: {e}");

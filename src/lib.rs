@@ -62,7 +62,8 @@ pub fn app(state: AppState) -> Router {
 ///
 /// hyper's HTTP/1 server directly rather than `axum::serve`, which cannot bound the time a client takes to send its
 /// request head: here a connection that has not sent a complete head within `header_read_timeout` is closed, so
-/// idle or trickling clients cannot hold connections open.
+/// idle or trickling clients cannot hold connections open. Likewise a connection whose client accepts no bytes of
+/// a response for `write_timeout` (a write pending that long) is closed, and the response it held is dropped.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
@@ -73,6 +74,7 @@ pub async fn serve(
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
+    let write_timeout = state.write_timeout;
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(state.header_read_timeout);
     // Counts a request from its arrival until its response body has been sent or dropped.
@@ -93,7 +95,9 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(write_timeout));
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(Box::pin(stream)), service.clone()));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");

@@ -11,4 +11,5 @@ mod observability;
 mod outage;
 mod process;
 mod sitemaps;
+mod slow_readers;
 mod support;
