@@ -10,5 +10,6 @@ mod limits;
 mod observability;
 mod outage;
 mod process;
+mod roundtrip;
 mod sitemaps;
 mod support;
