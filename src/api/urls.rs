@@ -17,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::body::{self, Format};
 use super::doc::ErrorBody;
 use crate::AppState;
-use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, PublicUrl};
+use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, Priority, PublicUrl};
 use crate::error::ApiError;
 use crate::pagination::{StoredUrl, UpsertCounts};
 use crate::store::DeleteCounts;
@@ -465,7 +465,7 @@ impl UrlRecord {
             loc: url.loc,
             lastmod: url.fields.lastmod,
             changefreq: url.fields.changefreq,
-            priority: url.fields.priority,
+            priority: url.fields.priority.map(Priority::value),
         }
     }
 }

@@ -46,43 +46,55 @@ impl ChangeFreq {
 
 /// A priority from 0.0 to 1.0, with at most [`Priority::MAX_DECIMALS`] decimal places so that it renders as the
 /// short decimal it was given (`0.8`), and so that every entry's size has a known upper bound.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Priority(f64);
+///
+/// Held, stored and rendered as an integer count of millionths: an integer round-trips exactly through both
+/// databases, so the size counted when an entry is written is the size rendered when it is read back (a float did
+/// not: SQLite gives back `-0.0` as `0.0`, and Postgres renders it `-0.0`). Negative zero is zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Priority(u32);
 
 impl Priority {
     pub const MAX_DECIMALS: usize = 6;
+    /// 1.0 in millionths.
+    const ONE: u32 = 1_000_000;
 
     pub fn new(value: f64) -> Result<Self, String> {
         if !(0.0..=1.0).contains(&value) {
             return Err(format!("{value} is outside 0.0 to 1.0"));
         }
-        let p = Self(value);
-        let text = p.render();
-        let decimals = text.split_once('.').map_or(0, |(_, f)| f.len());
-        if decimals > Self::MAX_DECIMALS {
+        // Rust's `Display` for f64 prints the shortest decimal that reads back as the same number, never with an
+        // exponent; `-0.0` (inside the range above) prints as `-0` and is zero.
+        let text = format!("{}", value.abs());
+        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+        if fraction.len() > Self::MAX_DECIMALS {
             return Err(format!("{text} has more than {} decimal places", Self::MAX_DECIMALS));
         }
-        Ok(p)
+        let digits = format!("{whole}{fraction:0<width$}", width = Self::MAX_DECIMALS);
+        let millionths = digits.parse::<u32>().map_err(|_| format!("{text} is outside 0.0 to 1.0"))?;
+        Self::from_millionths(i64::from(millionths)).ok_or_else(|| format!("{text} is outside 0.0 to 1.0"))
     }
 
+    /// A stored value; `None` outside 0 to 1,000,000.
+    pub fn from_millionths(millionths: i64) -> Option<Self> {
+        u32::try_from(millionths).ok().filter(|m| *m <= Self::ONE).map(Self)
+    }
+
+    pub fn millionths(self) -> i64 {
+        i64::from(self.0)
+    }
+
+    /// The value as a number (for JSON answers): the nearest f64 to the decimal [`Priority::render`] gives.
     pub fn value(self) -> f64 {
-        self.0
+        self.render().parse().unwrap_or_default()
     }
 
-    /// The shortest decimal that reads back as the same number, always with a decimal point: `0.8`, `1.0`.
+    /// The shortest decimal with the same value, always with a decimal point: `0.8`, `1.0`, `0.0`, `0.000001`.
     pub fn render(self) -> String {
-        render_priority(self.0)
+        let (whole, fraction) = (self.0 / Self::ONE, self.0 % Self::ONE);
+        let fraction = format!("{fraction:06}");
+        let fraction = fraction.trim_end_matches('0');
+        format!("{whole}.{}", if fraction.is_empty() { "0" } else { fraction })
     }
-}
-
-/// See [`Priority::render`]; also used on values read back from the store.
-pub fn render_priority(value: f64) -> String {
-    // Rust's `Display` for f64 prints the shortest round-trip decimal and never uses an exponent.
-    let mut s = format!("{value}");
-    if !s.contains('.') {
-        s.push_str(".0");
-    }
-    s
 }
 
 /// A validated URL record. An omitted (or `null`) optional field is `None`: an upsert replaces the whole entry.
@@ -357,6 +369,21 @@ mod tests {
     fn changefreq_any_case_in_lower_case_out() {
         assert_eq!(ChangeFreq::parse("WeEkLy").unwrap().as_str(), "weekly");
         assert!(ChangeFreq::parse("fortnightly").is_err());
+    }
+
+    #[test]
+    fn negative_zero_is_zero_and_every_priority_round_trips_through_its_millionths() {
+        for raw in [-0.0, -0e0, -0.000, -0E-5] {
+            let p = Priority::new(raw).unwrap();
+            assert_eq!((p.render().as_str(), p.millionths()), ("0.0", 0));
+        }
+        for m in [0, 1, 10, 999_999, 500_000, 1_000_000, 123_456] {
+            let p = Priority::from_millionths(m).unwrap();
+            assert_eq!(Priority::new(p.value()), Ok(p), "{m}");
+            assert_eq!(p.render().parse::<f64>().unwrap(), p.value());
+        }
+        assert_eq!(Priority::from_millionths(-1), None);
+        assert_eq!(Priority::from_millionths(1_000_001), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 pub use self::cache::{PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
-use self::render::{RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
+use self::render::{INDEX_VERSION, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::pagination::PageState;
@@ -182,7 +182,11 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
     }
     let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
     let modified_us = directory.modified_us;
-    let etag = etag(&[&"index", &state.public_url, &modified_us, &directory.index_state], encoding, state.gzip_level);
+    let etag = etag(
+        &[&"index", &INDEX_VERSION, &state.public_url, &modified_us, &directory.index_state],
+        encoding,
+        state.gzip_level,
+    );
     // Validators first: a 304 or 412 touches no body.
     let rep = Representation { encoding, etag, modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(&request) {

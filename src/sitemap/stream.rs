@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use super::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
+use crate::domain::Priority;
 use crate::store::EntryStream;
 
 const CHUNK: usize = 64 * 1024;
@@ -32,7 +33,7 @@ pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + S
                 loc: &e.loc,
                 lastmod: e.lastmod.as_deref(),
                 changefreq: e.changefreq.as_deref(),
-                priority: e.priority,
+                priority: e.priority.and_then(Priority::from_millionths),
             });
             if buf.len() >= CHUNK {
                 yield Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(CHUNK + 4096)));

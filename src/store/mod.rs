@@ -15,8 +15,8 @@ use futures_util::stream::BoxStream;
 
 pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
-use crate::domain::{Entry, Loc};
-use crate::pagination::{Fields, IndexFull, Limits, PageState, StoredUrl, UpsertCounts};
+use crate::domain::{Entry, Loc, Priority};
+use crate::pagination::{self, Fields, IndexFull, Limits, PageState, StoredUrl, UpsertCounts};
 
 /// The default store: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
@@ -66,7 +66,8 @@ pub struct PageEntry {
     pub loc: String,
     pub lastmod: Option<String>,
     pub changefreq: Option<String>,
-    pub priority: Option<f64>,
+    /// Millionths (see [`crate::domain::Priority`]).
+    pub priority: Option<i64>,
 }
 
 pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
@@ -165,7 +166,7 @@ struct UrlRow {
     page_id: i64,
     lastmod: Option<String>,
     changefreq: Option<String>,
-    priority: Option<f64>,
+    priority: Option<i64>,
     size: i64,
 }
 
@@ -175,7 +176,11 @@ impl From<UrlRow> for StoredUrl {
             id: r.id,
             loc: r.loc,
             page_id: r.page_id,
-            fields: Fields { lastmod: r.lastmod, changefreq: r.changefreq, priority: r.priority },
+            fields: Fields {
+                lastmod: r.lastmod,
+                changefreq: r.changefreq,
+                priority: r.priority.and_then(Priority::from_millionths),
+            },
             size: r.size,
         }
     }
@@ -214,6 +219,24 @@ macro_rules! page_columns {
     };
 }
 use {page_columns, url_columns};
+
+/// The one-time repair that migration 0002 leaves to the application (see [`pagination::plan_repair`]).
+const RECOUNT_TASK: &str = "recount_entries";
+
+/// Logs what the repair did; no output when it found nothing to change.
+fn log_repair(plan: &pagination::RepairPlan) {
+    for url in &plan.dropped {
+        tracing::warn!(loc = %url.loc, "upgrade: removed a record whose RFC 3986 form is already stored");
+    }
+    if !plan.updates.is_empty() || !plan.dropped.is_empty() {
+        tracing::info!(
+            repaired = plan.updates.len(),
+            removed = plan.dropped.len(),
+            pages = plan.pages.len(),
+            "upgrade: records re-encoded (RFC 3986) or recounted; only their pages changed"
+        );
+    }
+}
 
 fn now_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)

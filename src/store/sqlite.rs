@@ -12,10 +12,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use tokio::sync::Mutex;
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, Result, Store, StoreOptions, UrlRow, distinct, now_us,
-    page_columns, url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, UrlRow,
+    distinct, log_repair, now_us, page_columns, url_columns,
 };
-use crate::domain::{Entry, Loc};
+use crate::domain::{Entry, Loc, Priority};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
 
 /// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
@@ -72,6 +72,54 @@ impl SqliteStore {
         Ok((existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
     }
 
+    /// The repair migration 0002 leaves to the application, once, in one write transaction: records whose loc or
+    /// size is not what this version would store are fixed, and only their pages change.
+    async fn repair(&self) -> Result<()> {
+        let _writer = self.lock_writer().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let pending: Option<String> = sqlx::query_scalar("SELECT name FROM upgrade_tasks WHERE name = ?1")
+            .bind(RECOUNT_TASK)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if pending.is_none() {
+            return Ok(());
+        }
+        let mut stale = Vec::new();
+        {
+            let mut rows = sqlx::query_as::<_, UrlRow>(concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id"))
+                .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                let url = StoredUrl::from(row);
+                if let Some(loc) = pagination::recount(&url) {
+                    stale.push((url, loc));
+                }
+            }
+        }
+        if !stale.is_empty() {
+            let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
+            let (taken, pages) = Self::load(&mut tx, &renamed).await?;
+            let taken = taken.into_iter().map(|u| u.loc).collect();
+            let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now_us())?;
+            for url in &plan.dropped {
+                sqlx::query("DELETE FROM urls WHERE id = ?1").bind(url.id).execute(&mut *tx).await?;
+            }
+            for u in &plan.updates {
+                sqlx::query("UPDATE urls SET loc = ?2, page_id = ?3, size = ?4 WHERE id = ?1")
+                    .bind(u.id)
+                    .bind(&u.loc)
+                    .bind(u.page_id)
+                    .bind(u.size)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Self::write_pages(&mut tx, &plan.pages).await?;
+            log_repair(&plan);
+        }
+        sqlx::query("DELETE FROM upgrade_tasks WHERE name = ?1").bind(RECOUNT_TASK).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn write_pages(tx: &mut sqlx::SqliteTransaction<'_>, pages: &[PageState]) -> Result<()> {
         for p in pages {
             sqlx::query(
@@ -95,6 +143,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn migrate(&self) -> anyhow::Result<()> {
         sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
+        self.repair().await?;
         Ok(())
     }
 
@@ -125,7 +174,7 @@ impl Store for SqliteStore {
             .bind(u.page_id)
             .bind(u.fields.lastmod.as_deref())
             .bind(u.fields.changefreq.as_deref())
-            .bind(u.fields.priority)
+            .bind(u.fields.priority.map(Priority::millionths))
             .bind(u.size)
             .execute(&mut *tx)
             .await?;
@@ -138,7 +187,7 @@ impl Store for SqliteStore {
             .bind(n.page_id)
             .bind(n.fields.lastmod.as_deref())
             .bind(n.fields.changefreq.as_deref())
-            .bind(n.fields.priority)
+            .bind(n.fields.priority.map(Priority::millionths))
             .bind(n.size)
             .execute(&mut *tx)
             .await?;

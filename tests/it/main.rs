@@ -10,6 +10,7 @@ mod limits;
 mod observability;
 mod outage;
 mod process;
+mod roundtrip;
 mod sitemaps;
 mod slow_readers;
 mod support;
