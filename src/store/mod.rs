@@ -106,6 +106,32 @@ pub trait Store: Send + Sync + 'static {
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
+    /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
+    /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
+    /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
+    /// the store being unavailable.
+    async fn close(&self);
+}
+
+/// The longest [`Store::close`] waits for the pool's connections to come back.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Writes a consistent copy of the database to `dest`, while other processes may read and write it.
+///
+/// SQLite: `VACUUM INTO` (one read transaction: a snapshot of the committed state, compacted), then `fsync`. An
+/// existing `dest` is refused, never overwritten. Postgres: refused with a pointer to `pg_dump`, the tool that
+/// does this for a server (and knows its roles, versions and formats).
+pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
+    if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        anyhow::bail!(
+            "sitemapd backup copies SQLite databases only; for PostgreSQL use pg_dump (for example \
+             `pg_dump --format=custom --file=sitemapd.dump \"$DATABASE_URL\"`, restored with pg_restore)"
+        );
+    }
+    if !url.starts_with("sqlite:") {
+        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://");
+    }
+    sqlite::backup(url, dest).await
 }
 
 /// Connections the pool holds: open, and of those, idle.

@@ -38,6 +38,8 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5).min(options.acquire_timeout));
+        let path = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
+        tracing::info!(database = %path.display(), "opening the SQLite database");
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -50,11 +52,6 @@ impl SqliteStore {
         tokio::time::timeout(self.lock_timeout, self.writer.lock())
             .await
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolTimedOut))
-    }
-
-    /// Closes the pool: every later request fails as the store being unavailable (used by outage tests).
-    pub async fn close(&self) {
-        self.pool.close().await;
     }
 
     async fn load(tx: &mut sqlx::SqliteTransaction<'_>, locs: &[&str]) -> Result<(Vec<StoredUrl>, Vec<PageState>)> {
@@ -105,6 +102,24 @@ impl Store for SqliteStore {
 
     fn pool_status(&self) -> PoolStatus {
         PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
+    }
+
+    async fn close(&self) {
+        // Copies the WAL into the database file and empties it, so that the file alone holds everything (a copy
+        // of `sitemapd.db` without its `-wal` is whole). Closing the last connection would checkpoint too, but
+        // not if a connection is still held when the timeout below gives up on it.
+        let checkpoint = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&self.pool);
+        match tokio::time::timeout(super::CLOSE_TIMEOUT, checkpoint).await {
+            Ok(Ok((0, _, _))) => tracing::info!("SQLite WAL checkpointed into the database file"),
+            Ok(Ok((_, log, done))) => {
+                tracing::warn!(wal_frames = log, checkpointed = done, "SQLite checkpoint incomplete: a reader was busy")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "SQLite checkpoint failed"),
+            Err(_) => tracing::warn!("SQLite checkpoint timed out"),
+        }
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+        }
     }
 
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
@@ -216,4 +231,31 @@ impl Store for SqliteStore {
         };
         Ok(Some((page, Box::pin(stream))))
     }
+}
+
+/// `VACUUM INTO dest` from the database `url` names (which must exist), then `fsync` of the copy.
+pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
+    use sqlx::{ConnectOptions, Connection};
+    // Checked first for a clear message; VACUUM INTO also refuses a non-empty file, and `create_new` below closes
+    // the race with another process.
+    if dest.exists() {
+        anyhow::bail!("{} already exists; a backup never overwrites a file", dest.display());
+    }
+    let dest_str = dest.to_str().context("the backup path must be UTF-8")?;
+    let connect = SqliteConnectOptions::from_str(url)
+        .context("invalid SQLite URL")?
+        .create_if_missing(false)
+        .busy_timeout(Duration::from_secs(5));
+    let source = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
+    let mut conn = connect.connect().await.with_context(|| format!("cannot open the database {}", source.display()))?;
+    std::fs::File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let vacuum = sqlx::query("VACUUM INTO ?1").bind(dest_str).execute(&mut conn).await;
+    conn.close().await.ok();
+    if let Err(e) = vacuum {
+        let _ = std::fs::remove_file(dest);
+        return Err(e).with_context(|| format!("cannot copy {} to {}", source.display(), dest.display()));
+    }
+    std::fs::File::open(dest).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", dest.display()))?;
+    tracing::info!(from = %source.display(), to = %dest.display(), "backup written");
+    Ok(())
 }
