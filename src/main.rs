@@ -85,7 +85,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     };
     match command {
         Command::Migrate => {
-            store::open(&options).await?;
+            store::open(&options).await?.close().await;
             tracing::info!(database = %sitemapd::config::redact_url(&config.database_url), "migrations applied");
             Ok(())
         }

@@ -88,6 +88,9 @@ fn migrate_applies_migrations_and_exits() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     assert!(dir.path().join("m.db").exists());
+    // The schema is in the file itself, not left in a WAL beside it.
+    let wal = dir.path().join("m.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the WAL was checkpointed");
 }
 
 #[test]
