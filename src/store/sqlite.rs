@@ -27,6 +27,8 @@ pub struct SqliteStore {
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
     lock_timeout: Duration,
+    /// The database file as opened: its path and identity (device, inode).
+    file: Option<(std::path::PathBuf, u64, u64)>,
 }
 
 impl SqliteStore {
@@ -45,7 +47,20 @@ impl SqliteStore {
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)
             .await?;
-        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5) })
+        let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
+        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5), file })
+    }
+
+    /// Fails as unavailable when the database file was deleted (its directory removed) or replaced since it was
+    /// opened. The open connections would go on reading and writing the old, unlinked file: every write
+    /// acknowledged then would be lost at the next start. Checked by `/readyz` and before every write.
+    fn check_file(&self) -> Result<()> {
+        let Some((path, dev, ino)) = &self.file else { return Ok(()) };
+        if file_identity(path) == Some((*dev, *ino)) {
+            return Ok(());
+        }
+        let message = format!("the database file {} was deleted or replaced; restart sitemapd", path.display());
+        Err(super::StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, message))))
     }
 
     async fn lock_writer(&self) -> Result<tokio::sync::MutexGuard<'_, ()>> {
@@ -96,6 +111,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<()> {
+        self.check_file()?;
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
@@ -128,6 +144,7 @@ impl Store for SqliteStore {
         }
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let _writer = self.lock_writer().await?;
+        self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (existing, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us())?;
@@ -168,6 +185,7 @@ impl Store for SqliteStore {
             return Ok(DeleteCounts::default());
         }
         let _writer = self.lock_writer().await?;
+        self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (found, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_delete(locs.len(), found, pages, now_us());
@@ -231,6 +249,19 @@ impl Store for SqliteStore {
         };
         Ok(Some((page, Box::pin(stream))))
     }
+}
+
+/// (device, inode) of a file, `None` if it cannot be read (an in-memory database has no file).
+#[cfg(unix)]
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Elsewhere, only whether the file exists.
+#[cfg(not(unix))]
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|_| (0, 0))
 }
 
 /// `VACUUM INTO dest` from the database `url` names (which must exist), then `fsync` of the copy.

@@ -332,3 +332,31 @@ async fn a_role_whose_login_is_revoked_answers_503_and_recovers_when_restored() 
     assert_recovers(&app, "the login was restored").await;
     drop(app);
 }
+
+/// SQLite: the database's directory deleted, or its file replaced, under a running service. The open connections
+/// would go on writing into the unlinked file, and every write acknowledged then would be gone at the next start:
+/// writes and `/readyz` answer 503 instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sqlite_file_deleted_or_replaced_under_the_service_refuses_writes_with_503() {
+    for replace in [false, true] {
+        let app = TestApp::spawn(Backend::Sqlite, &NO_STATE_CACHE).await.unwrap();
+        app.put_paths(&["a"]).await;
+        let path = PathBuf::from(app.db.url.strip_prefix("sqlite://").unwrap());
+        if replace {
+            // As a restore copied over the file of a running process would.
+            std::fs::remove_file(&path).unwrap();
+            std::fs::write(&path, b"").unwrap();
+        } else {
+            std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        }
+        for (method, uri, body) in [
+            (Method::GET, "/readyz", None),
+            (Method::PUT, "/api/v1/urls", Some(json!([{"loc": loc("lost")}]))),
+            (Method::POST, "/api/v1/urls/delete", Some(json!([loc("a")]))),
+        ] {
+            let r = answered(&app, method.clone(), uri, body).await;
+            assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{method} {uri} (replaced: {replace}): {}", r.text());
+            assert_eq!(r.header("retry-after"), Some("5"));
+        }
+    }
+}
