@@ -5,7 +5,7 @@ mod body;
 pub mod doc;
 mod urls;
 
-pub use urls::parse_ndjson_line;
+pub use urls::{MAX_DETAILS, parse_json_entries, parse_json_locs, parse_ndjson_line};
 
 use axum::Router;
 use axum::extract::{Request, State};
