@@ -25,7 +25,7 @@ struct Cli {
     command: Option<Command>,
 }
 
-#[derive(Subcommand, Clone, Copy)]
+#[derive(Subcommand, Clone)]
 enum Command {
     /// Apply migrations and serve (the default).
     Serve,
@@ -34,12 +34,18 @@ enum Command {
     /// Exit 0 if the server on the configured bind address answers 200 to GET /healthz within 3 seconds, else 1.
     /// For container health checks: the image needs no HTTP client.
     Healthcheck,
+    /// Write a consistent copy of the SQLite database to FILE (which must not exist), while it is being served.
+    /// For PostgreSQL, use pg_dump.
+    Backup {
+        /// Where to write the copy.
+        file: PathBuf,
+    },
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = cli.command.unwrap_or(Command::Serve);
+    let command = cli.command.clone().unwrap_or(Command::Serve);
     let config = Config::load(cli.config.as_deref());
     if let Command::Healthcheck = command {
         // Any failure, a bad configuration included, exits 1: container runtimes read 0 as healthy, 1 as
@@ -79,7 +85,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     };
     match command {
         Command::Migrate => {
-            store::open(&options).await?;
+            store::open(&options).await?.close().await;
             tracing::info!(database = %sitemapd::config::redact_url(&config.database_url), "migrations applied");
             Ok(())
         }
@@ -89,10 +95,15 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
             tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
-            serve(AppState::new(store, &config), listener, shutdown_signal(), config.shutdown_grace).await?;
+            let served =
+                serve(AppState::new(store.clone(), &config), listener, shutdown_signal(), config.shutdown_grace).await;
+            // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
+            store.close().await;
+            served?;
             tracing::info!("stopped");
             Ok(())
         }
+        Command::Backup { file } => store::backup(&config.database_url, &file).await,
         Command::Healthcheck => unreachable!("answered before telemetry starts"),
     }
 }

@@ -176,6 +176,12 @@ impl Store for PgStore {
         PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
     }
 
+    async fn close(&self) {
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+        }
+    }
+
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
         if entries.is_empty() {
             return Ok(UpsertCounts::default());

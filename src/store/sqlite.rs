@@ -27,6 +27,8 @@ pub struct SqliteStore {
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
     lock_timeout: Duration,
+    /// The database file as opened: its path and identity (device, inode).
+    file: Option<(std::path::PathBuf, u64, u64)>,
 }
 
 impl SqliteStore {
@@ -38,23 +40,33 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5).min(options.acquire_timeout));
+        let path = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
+        tracing::info!(database = %path.display(), "opening the SQLite database");
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)
             .await?;
-        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5) })
+        let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
+        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5), file })
+    }
+
+    /// Fails as unavailable when the database file was deleted (its directory removed) or replaced since it was
+    /// opened. The open connections would go on reading and writing the old, unlinked file: every write
+    /// acknowledged then would be lost at the next start. Checked by `/readyz` and before every write.
+    fn check_file(&self) -> Result<()> {
+        let Some((path, dev, ino)) = &self.file else { return Ok(()) };
+        if file_identity(path) == Some((*dev, *ino)) {
+            return Ok(());
+        }
+        let message = format!("the database file {} was deleted or replaced; restart sitemapd", path.display());
+        Err(super::StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, message))))
     }
 
     async fn lock_writer(&self) -> Result<tokio::sync::MutexGuard<'_, ()>> {
         tokio::time::timeout(self.lock_timeout, self.writer.lock())
             .await
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolTimedOut))
-    }
-
-    /// Closes the pool: every later request fails as the store being unavailable (used by outage tests).
-    pub async fn close(&self) {
-        self.pool.close().await;
     }
 
     async fn load(tx: &mut sqlx::SqliteTransaction<'_>, locs: &[&str]) -> Result<(Vec<StoredUrl>, Vec<PageState>)> {
@@ -148,6 +160,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<()> {
+        self.check_file()?;
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
@@ -156,12 +169,31 @@ impl Store for SqliteStore {
         PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
     }
 
+    async fn close(&self) {
+        // Copies the WAL into the database file and empties it, so that the file alone holds everything (a copy
+        // of `sitemapd.db` without its `-wal` is whole). Closing the last connection would checkpoint too, but
+        // not if a connection is still held when the timeout below gives up on it.
+        let checkpoint = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&self.pool);
+        match tokio::time::timeout(super::CLOSE_TIMEOUT, checkpoint).await {
+            Ok(Ok((0, _, _))) => tracing::info!("SQLite WAL checkpointed into the database file"),
+            Ok(Ok((_, log, done))) => {
+                tracing::warn!(wal_frames = log, checkpointed = done, "SQLite checkpoint incomplete: a reader was busy")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "SQLite checkpoint failed"),
+            Err(_) => tracing::warn!("SQLite checkpoint timed out"),
+        }
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+        }
+    }
+
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
         if entries.is_empty() {
             return Ok(UpsertCounts::default());
         }
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let _writer = self.lock_writer().await?;
+        self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (existing, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us())?;
@@ -202,6 +234,7 @@ impl Store for SqliteStore {
             return Ok(DeleteCounts::default());
         }
         let _writer = self.lock_writer().await?;
+        self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (found, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_delete(locs.len(), found, pages, now_us());
@@ -265,4 +298,44 @@ impl Store for SqliteStore {
         };
         Ok(Some((page, Box::pin(stream))))
     }
+}
+
+/// (device, inode) of a file, `None` if it cannot be read (an in-memory database has no file).
+#[cfg(unix)]
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Elsewhere, only whether the file exists.
+#[cfg(not(unix))]
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|_| (0, 0))
+}
+
+/// `VACUUM INTO dest` from the database `url` names (which must exist), then `fsync` of the copy.
+pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
+    use sqlx::{ConnectOptions, Connection};
+    // Checked first for a clear message; VACUUM INTO also refuses a non-empty file, and `create_new` below closes
+    // the race with another process.
+    if dest.exists() {
+        anyhow::bail!("{} already exists; a backup never overwrites a file", dest.display());
+    }
+    let dest_str = dest.to_str().context("the backup path must be UTF-8")?;
+    let connect = SqliteConnectOptions::from_str(url)
+        .context("invalid SQLite URL")?
+        .create_if_missing(false)
+        .busy_timeout(Duration::from_secs(5));
+    let source = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
+    let mut conn = connect.connect().await.with_context(|| format!("cannot open the database {}", source.display()))?;
+    std::fs::File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let vacuum = sqlx::query("VACUUM INTO ?1").bind(dest_str).execute(&mut conn).await;
+    conn.close().await.ok();
+    if let Err(e) = vacuum {
+        let _ = std::fs::remove_file(dest);
+        return Err(e).with_context(|| format!("cannot copy {} to {}", source.display(), dest.display()));
+    }
+    std::fs::File::open(dest).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", dest.display()))?;
+    tracing::info!(from = %source.display(), to = %dest.display(), "backup written");
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! Integration tests: one binary. `contract` drives the `Store` trait; `api` and `sitemaps` drive the real router;
-//! `observability` checks `/metrics`, request logs and the OpenAPI document; `process` runs the built binary.
+//! `observability` checks `/metrics`, request logs and the OpenAPI document; `process` runs the built binary;
+//! `readme` runs the README's "Using it" commands against it.
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
 //! and fails if Postgres is unreachable).
 
@@ -10,6 +11,7 @@ mod limits;
 mod observability;
 mod outage;
 mod process;
+mod readme;
 mod roundtrip;
 mod sitemaps;
 mod slow_readers;

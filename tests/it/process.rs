@@ -88,6 +88,9 @@ fn migrate_applies_migrations_and_exits() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     assert!(dir.path().join("m.db").exists());
+    // The schema is in the file itself, not left in a WAL beside it.
+    let wal = dir.path().join("m.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the WAL was checkpointed");
 }
 
 #[test]
@@ -490,3 +493,122 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
 }
 
 crate::both_backends!(acknowledged_writes_survive_kill_9);
+
+/// `sitemapd` serving `DATABASE_URL=sqlite://{db}` on a free port, public URL [`CRASH_PUBLIC_URL`] (so that ETags do
+/// not depend on the port); returns the child and its port once healthy.
+fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let url = format!("sqlite://{}", db.display());
+    let vars = [
+        ("SITEMAPD_BIND", bind.as_str()),
+        ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL),
+        ("DATABASE_URL", &url),
+        ("SITEMAPD_PAGE_MAX_URLS", "1000"),
+    ];
+    let mut child = sitemapd(dir, &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    (child, port)
+}
+
+/// PUTs `body` (NDJSON) and asserts 200.
+fn put_ndjson(port: u16, body: &str) {
+    let put = format!(
+        "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, response) = http(port, &put).unwrap();
+    assert_eq!(status, 200, "{response}");
+}
+
+/// Status, ETag and body of the index and of pages 1 to 3.
+fn snapshot(port: u16) -> Vec<(String, u16, Option<String>, String)> {
+    ["/sitemap.xml", "/sitemap-1.xml", "/sitemap-2.xml", "/sitemap-3.xml"]
+        .into_iter()
+        .map(|path| {
+            let (status, response) = get(port, path).unwrap();
+            let (head, body) = response.split_once("\r\n\r\n").unwrap();
+            let etag = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().starts_with("etag:").then(|| l[5..].trim().to_owned()));
+            (path.to_owned(), status, etag, body.to_owned())
+        })
+        .collect()
+}
+
+/// `n` NDJSON entries under `/{tag}/`.
+fn some_entries(tag: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{{\"loc\": \"{CRASH_PUBLIC_URL}/{tag}/{i}\", \"priority\": 0.5}}\n")).collect()
+}
+
+#[test]
+fn after_sigterm_the_sqlite_file_alone_holds_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/sitemapd.db");
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let (child, port) = serve_sqlite(dir.path(), &db);
+    put_ndjson(port, &some_entries("stop", 3000));
+    put_ndjson(port, &some_entries("again", 10));
+    let before = snapshot(port);
+    assert_eq!(before[1].1, 200);
+    let stdout = stop(child);
+    assert!(stdout.contains(&*db.display().to_string()), "the absolute path is logged at start: {stdout}");
+
+    // Only the .db file, as someone copying "the database" would.
+    let copy_dir = tempfile::tempdir().unwrap();
+    let copy = copy_dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let (child, port) = serve_sqlite(copy_dir.path(), &copy);
+    assert_eq!(snapshot(port), before, "the copied file alone serves the same pages, ETags included");
+    stop(child);
+}
+
+#[test]
+fn a_backup_taken_while_serving_restores_the_same_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("live.db");
+    let (child, port) = serve_sqlite(dir.path(), &db);
+    put_ndjson(port, &some_entries("kept", 2000));
+    let before = snapshot(port);
+    let url = format!("sqlite://{}", db.display());
+    let backup = dir.path().join("backup.db");
+    let out = run(dir.path(), &[("DATABASE_URL", &url)], &["backup", backup.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Written after the backup: not in it.
+    put_ndjson(port, &some_entries("later", 5));
+    assert_ne!(snapshot(port), before);
+
+    // Never over an existing file.
+    let len = std::fs::metadata(&backup).unwrap().len();
+    let out = run(dir.path(), &[("DATABASE_URL", &url)], &["backup", backup.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already exists"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(&backup).unwrap().len(), len, "the existing backup is untouched");
+    stop(child);
+
+    // Restore: a new instance on the backup file serves what was stored when it was taken, byte for byte.
+    let restored_dir = tempfile::tempdir().unwrap();
+    let restored = restored_dir.path().join("sitemapd.db");
+    std::fs::copy(&backup, &restored).unwrap();
+    let (child, port) = serve_sqlite(restored_dir.path(), &restored);
+    assert_eq!(snapshot(port), before);
+    stop(child);
+}
+
+#[test]
+fn backup_of_postgres_points_to_pg_dump_and_of_a_missing_file_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &[("DATABASE_URL", "postgres://u:pw-Secret@127.0.0.1:1/db")], &["backup", "b.db"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("pg_dump") && !stderr.contains("Secret"), "{stderr}");
+    let missing = format!("sqlite://{}", dir.path().join("missing.db").display());
+    let out = run(dir.path(), &[("DATABASE_URL", &missing)], &["backup", "b.db"]);
+    assert!(!out.status.success());
+    assert!(!dir.path().join("missing.db").exists(), "a backup never creates the source");
+    assert!(!dir.path().join("b.db").exists(), "nor leaves an empty copy behind");
+}
