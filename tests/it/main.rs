@@ -9,5 +9,6 @@ mod limits;
 mod observability;
 mod outage;
 mod process;
+mod protocol;
 mod sitemaps;
 mod support;
