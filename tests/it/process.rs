@@ -438,7 +438,8 @@ fn no_form_of_the_database_secret_reaches_the_output() {
 #[test]
 fn a_misspelled_variable_or_a_mistyped_value_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(dir.path(), &[("SITEMAPD_PUBLICURL", "https://www.example.com")], &[]);
+    // An unusable database URL too, so that a build that ignored the variable would stop instead of serving.
+    let out = run(dir.path(), &[("SITEMAPD_PUBLICURL", "https://www.example.com"), ("DATABASE_URL", "x:")], &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("SITEMAPD_PUBLICURL (did you mean SITEMAPD_PUBLIC_URL?)"), "{stderr}");
