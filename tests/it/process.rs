@@ -313,10 +313,12 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let public = format!("http://localhost:{port}");
-    // On Postgres (trust authentication ignores the password), else on SQLite, which has none to leak.
-    let database_url = match crate::support::postgres_url() {
-        Some(url) => {
-            let mut url = url::Url::parse(&url).unwrap();
+    // On a fresh Postgres database (trust authentication ignores the password), else on SQLite, which has none to
+    // leak.
+    let pg = tokio::runtime::Runtime::new().unwrap().block_on(TestDb::new(Backend::Postgres));
+    let database_url = match &pg {
+        Some(db) => {
+            let mut url = url::Url::parse(&db.url).unwrap();
             url.set_password(Some(PASSWORD)).unwrap();
             url.to_string()
         }
