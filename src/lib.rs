@@ -43,6 +43,7 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .fallback(|| async { ApiError::not_found("no such resource") })
         .with_state(state)
+        .layer(middleware::from_fn(require_one_host))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("a request handler panicked");
             ApiError::internal().into_response()
@@ -54,6 +55,31 @@ pub fn app(state: AppState) -> Router {
         .layer(
             TraceLayer::new_for_http().make_span_with(telemetry::request_span).on_response(telemetry::record_response),
         )
+}
+
+/// RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without `Host`, and to any request with more than
+/// one `Host` line or an invalid one. An HTTP/1.0 request without `Host` is served: HTTP/1.0 did not require it.
+async fn require_one_host(request: axum::extract::Request, next: middleware::Next) -> Response {
+    use axum::http::{Version, header};
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let problem = match (hosts.next(), hosts.next()) {
+        (None, _) if request.version() >= Version::HTTP_11 => Some("an HTTP/1.1 request needs a Host header"),
+        (None, _) => None,
+        (Some(_), Some(_)) => Some("more than one Host header"),
+        (Some(host), None) if !valid_host(host.as_bytes()) => Some("the Host header is not a host[:port]"),
+        (Some(_), None) => None,
+    };
+    match problem {
+        Some(problem) => ApiError::bad_request(format!("{problem} (RFC 9112, section 3.2)")).into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2), an empty value included. No userinfo, path, query or space.
+fn valid_host(value: &[u8]) -> bool {
+    value.is_empty()
+        || (!value.contains(&b'@')
+            && std::str::from_utf8(value).is_ok_and(|v| v.parse::<axum::http::uri::Authority>().is_ok()))
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes. Then it stops accepting connections, closes idle

@@ -135,14 +135,20 @@ async fn healthcheck(bind: SocketAddr) -> anyhow::Result<()> {
         .with_context(|| format!("no answer from http://{addr}/healthz within 3 seconds"))?
 }
 
+/// Logs to stdout in `format`, and panics through the log too (so that they are JSON in JSON mode).
 fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"))
+        // sqlx warns about each connect parameter it does not know with its value (`sslpassword=…`), whatever
+        // RUST_LOG says: only its errors.
+        .add_directive("sqlx_postgres::options=error".parse().expect("a valid directive"));
     // Colour only for a person at a terminal, never into a log file or a collector.
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    sitemapd::telemetry::install_panic_hook();
 }
 
 /// Completes on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests, for at most
@@ -165,4 +171,45 @@ async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received: finishing the requests in flight");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer into a shared buffer, for the subscriber under test.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// This test binary holds only main.rs's tests, so replacing the process-wide panic hook touches nothing else.
+    #[test]
+    fn a_panic_is_one_json_log_line_in_json_mode() {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        sitemapd::telemetry::install_panic_hook();
+        let caught = std::thread::Builder::new().name("doomed".into()).spawn(|| panic!("boom {}", 42)).unwrap().join();
+        assert!(caught.is_err());
+        let _ = std::panic::take_hook();
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect(l)).collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let fields = &lines[0]["fields"];
+        assert_eq!(lines[0]["level"], "ERROR", "{text}");
+        assert_eq!(fields["panic"], "boom 42", "{text}");
+        assert_eq!(fields["thread"], "doomed", "{text}");
+        assert!(fields["location"].as_str().unwrap().contains("main.rs"), "{text}");
+    }
 }

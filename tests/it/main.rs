@@ -11,6 +11,7 @@ mod limits;
 mod observability;
 mod outage;
 mod process;
+mod protocol;
 mod readme;
 mod roundtrip;
 mod sitemaps;
