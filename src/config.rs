@@ -23,6 +23,8 @@ const MAX_CACHE_BYTES: u64 = 64 << 30;
 const MAX_STATE_TTL_MS: u64 = 60_000;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
+/// Variables with the settings' prefix that are not settings: the configuration file, and the tests' schema check.
+const OTHER_VARIABLES: &[&str] = &["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE"];
 const DEFAULT_FILE: &str = "config/default.toml";
 
 /// Each setting and the environment variable that overrides it.
@@ -38,6 +40,7 @@ const ENV: &[(&str, &str)] = &[
     ("max_json_entries", "SITEMAPD_MAX_JSON_ENTRIES"),
     ("api_timeout_secs", "SITEMAPD_API_TIMEOUT_SECS"),
     ("header_read_timeout_secs", "SITEMAPD_HEADER_READ_TIMEOUT_SECS"),
+    ("write_timeout_secs", "SITEMAPD_WRITE_TIMEOUT_SECS"),
     ("ndjson_batch", "SITEMAPD_NDJSON_BATCH"),
     ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
     ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
@@ -63,6 +66,7 @@ struct Raw {
     max_json_entries: usize,
     api_timeout_secs: u64,
     header_read_timeout_secs: u64,
+    write_timeout_secs: u64,
     ndjson_batch: usize,
     db_max_connections: u32,
     db_acquire_timeout_secs: u64,
@@ -93,6 +97,8 @@ pub struct Config {
     pub max_json_entries: usize,
     pub api_timeout: Duration,
     pub header_read_timeout: Duration,
+    /// The longest a connection may accept no bytes of a response before it is closed.
+    pub write_timeout: Duration,
     pub ndjson_batch: usize,
     pub db_max_connections: u32,
     pub db_acquire_timeout: Duration,
@@ -109,7 +115,9 @@ pub struct Config {
 
 impl Config {
     /// Loads defaults, then `file` (or `./config/default.toml` when present), then the process environment.
+    /// An unknown `SITEMAPD_*` variable (a misspelled setting) is refused.
     pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        check_variable_names(std::env::vars_os().map(|(name, _)| name.to_string_lossy().into_owned()))?;
         Self::load_from(file, |name| std::env::var(name).ok())
     }
 
@@ -128,7 +136,7 @@ impl Config {
             .build()
             .context("cannot read the configuration")?
             .try_deserialize()
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e} (environment: {})", env_names()))?;
+            .map_err(|e| type_error(&e, file, &env))?;
         Self::validate(raw)
     }
 
@@ -181,6 +189,12 @@ impl Config {
             bail!(
                 "header_read_timeout_secs (SITEMAPD_HEADER_READ_TIMEOUT_SECS) must be from 1 to 300, not {}",
                 raw.header_read_timeout_secs
+            );
+        }
+        if !(1..=3600).contains(&raw.write_timeout_secs) {
+            bail!(
+                "write_timeout_secs (SITEMAPD_WRITE_TIMEOUT_SECS) must be from 1 to 3600, not {}",
+                raw.write_timeout_secs
             );
         }
         if !(1..=100_000).contains(&raw.ndjson_batch) {
@@ -239,6 +253,7 @@ impl Config {
             max_json_entries: raw.max_json_entries,
             api_timeout: Duration::from_secs(raw.api_timeout_secs),
             header_read_timeout: Duration::from_secs(raw.header_read_timeout_secs),
+            write_timeout: Duration::from_secs(raw.write_timeout_secs),
             ndjson_batch: raw.ndjson_batch,
             db_max_connections: raw.db_max_connections,
             db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
@@ -252,19 +267,120 @@ impl Config {
     }
 }
 
-fn env_names() -> String {
-    ENV.iter().map(|(k, v)| format!("{k} <- {v}")).collect::<Vec<_>>().join(", ")
+/// Refuses a variable that looks like a setting's (`SITEMAPD_*`) but is none, naming the closest known one: a
+/// misspelled setting would otherwise be ignored silently.
+fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
+    let known = || ENV.iter().map(|(_, var)| *var).chain(OTHER_VARIABLES.iter().copied());
+    let mut unknown: Vec<String> =
+        names.into_iter().filter(|n| n.starts_with("SITEMAPD_") && !known().any(|k| k == n)).collect();
+    unknown.sort();
+    let Some(name) = unknown.first() else { return Ok(()) };
+    let closest = known()
+        .map(|k| (strsim::damerau_levenshtein(name, k), k))
+        .min()
+        // A misspelling, not just any name: a few edits, fewer for short names.
+        .filter(|(distance, _)| *distance <= (name.len() - "SITEMAPD_".len()).div_ceil(3).max(1))
+        .map(|(_, k)| format!(" (did you mean {k}?)"))
+        .unwrap_or_default();
+    let others = match unknown.len() {
+        1 => String::new(),
+        n => format!(" and {} more: {}", n - 1, unknown[1..].join(", ")),
+    };
+    bail!(
+        "unknown environment variable {name}{closest}{others}. The settings' variables are listed in README.md \
+         (Configuration) and config/default.toml; SITEMAPD_CONFIG names a configuration file."
+    )
 }
 
-/// The database URL with any password replaced, for logs.
-pub fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("REDACTED"));
-            u.into()
-        }
-        _ => raw.to_owned(),
+/// A value of the wrong type (`SITEMAPD_PAGE_MAX_URLS=abc`), as one sentence naming the setting, where the value
+/// came from, the value, and what the setting accepts. Other errors as they are.
+fn type_error(e: &config::ConfigError, file: Option<&Path>, env: &impl Fn(&str) -> Option<String>) -> anyhow::Error {
+    let mut inner = e;
+    let mut at_key = None;
+    while let config::ConfigError::At { error, key, .. } = inner {
+        at_key = at_key.or(key.as_deref());
+        inner = error;
     }
+    let config::ConfigError::Type { unexpected, expected, key, .. } = inner else {
+        return anyhow::anyhow!("invalid configuration: {e}");
+    };
+    let Some((key, var)) = key.as_deref().or(at_key).and_then(|k| ENV.iter().find(|(key, _)| *key == k)) else {
+        return anyhow::anyhow!("invalid configuration: {e}");
+    };
+    let accepts = match *expected {
+        "an integer" | "an unsigned integer" | "a signed integer" => "a whole number",
+        other => other,
+    };
+    let default = config::Config::builder()
+        .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml))
+        .build()
+        .ok()
+        .and_then(|c| c.get_string(key).ok())
+        .unwrap_or_default();
+    match env(var) {
+        Some(value) => anyhow::anyhow!("{key} ({var}) must be {accepts} (default: {default}), not {value:?}"),
+        None => {
+            let file = file.map_or_else(|| DEFAULT_FILE.to_owned(), |f| f.display().to_string());
+            anyhow::anyhow!("{key} in {file} must be {accepts} (default: {default}), not {unexpected}")
+        }
+    }
+}
+
+/// Query parameters of a database URL whose values are shown in logs; every other value is a secret until shown
+/// otherwise (`password`, `sslpassword`, `sslkey`, and whatever a driver adds next).
+const SAFE_URL_PARAMETERS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "application_name",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "statement-cache-capacity",
+    "mode",
+    "cache",
+    "immutable",
+    "vfs",
+];
+
+/// Query parameters known to hold secrets: shown by name, with the value `REDACTED`.
+const SECRET_URL_PARAMETERS: &[&str] =
+    &["password", "sslpassword", "sslkey", "sslcert", "passfile", "token", "key", "secret", "access_token"];
+
+/// The database URL as it may be logged: the password and the value of every query parameter not known to be
+/// harmless are `REDACTED`; a URL that does not parse shows its scheme only, since where its secret sits is unknown.
+pub fn redact_url(raw: &str) -> String {
+    let parsed = url::Url::parse(raw).ok().filter(|u| !u.cannot_be_a_base());
+    let Some(mut u) = parsed else {
+        let scheme: String = raw.chars().take_while(|c| c.is_ascii_alphanumeric() || "+-.".contains(*c)).collect();
+        return format!("{scheme}:(unparsable URL, REDACTED)");
+    };
+    if u.password().is_some() {
+        let _ = u.set_password(Some("REDACTED"));
+    }
+    if u.query().is_some() {
+        let pairs: Vec<(String, String)> = u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &pairs {
+            let key = k.to_ascii_lowercase();
+            if SAFE_URL_PARAMETERS.contains(&key.as_str()) {
+                query.append_pair(k, v);
+            } else if SECRET_URL_PARAMETERS.contains(&key.as_str()) {
+                query.append_pair(k, "REDACTED");
+            } else {
+                // Even the name: with a `?` in an unescaped password, part of the password parses as a name.
+                query.append_key_only("REDACTED");
+            }
+        }
+        u.set_query(Some(&query.finish()));
+    }
+    if u.fragment().is_some() {
+        u.set_fragment(Some("REDACTED"));
+    }
+    u.into()
 }
 
 /// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`.
@@ -282,6 +398,7 @@ impl fmt::Debug for Config {
             .field("max_json_entries", &self.max_json_entries)
             .field("api_timeout_secs", &self.api_timeout.as_secs())
             .field("header_read_timeout_secs", &self.header_read_timeout.as_secs())
+            .field("write_timeout_secs", &self.write_timeout.as_secs())
             .field("ndjson_batch", &self.ndjson_batch)
             .field("db_max_connections", &self.db_max_connections)
             .field("db_acquire_timeout_secs", &self.db_acquire_timeout.as_secs())
@@ -317,6 +434,7 @@ mod tests {
         assert_eq!(c.max_json_entries, 50_000);
         assert_eq!(c.api_timeout, Duration::from_secs(300));
         assert_eq!(c.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(c.write_timeout, Duration::from_secs(30));
     }
 
     #[test]
@@ -370,6 +488,8 @@ mod tests {
             ("SITEMAPD_MAX_JSON_ENTRIES", "0"),
             ("SITEMAPD_API_TIMEOUT_SECS", "0"),
             ("SITEMAPD_HEADER_READ_TIMEOUT_SECS", "301"),
+            ("SITEMAPD_WRITE_TIMEOUT_SECS", "0"),
+            ("SITEMAPD_WRITE_TIMEOUT_SECS", "3601"),
         ] {
             let e = load(&[(var, bad)]).unwrap_err().to_string();
             assert!(e.contains(var), "{var}={bad}: {e}");
@@ -459,5 +579,58 @@ mod tests {
         let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
         assert!(e.contains("publik_url"), "{e}");
         assert!(Config::load_from(Some(&dir.path().join("missing.toml")), |_| None).is_err());
+    }
+
+    #[test]
+    fn every_form_of_the_database_url_is_logged_without_its_secret() {
+        for (url, shown) in [
+            ("postgres://u:S3cret@db:5432/x", "postgres://u:REDACTED@db:5432/x"),
+            ("postgres://u@db/x?password=S3cret", "postgres://u@db/x?password=REDACTED"),
+            (
+                "postgres://u@db/x?sslmode=verify-full&sslpassword=S3cret&sslkey=%2Fk%2FS3cret",
+                "postgres://u@db/x?sslmode=verify-full&sslpassword=REDACTED&sslkey=REDACTED",
+            ),
+            ("postgres://u@db/x?S3cret=1&application_name=a", "postgres://u@db/x?REDACTED&application_name=a"),
+            ("postgres://u:12?S3cret@db/x", "postgres://u:12?REDACTED"),
+            ("postgres://u:1#S3cret@db/x", "postgres://u:1#REDACTED"),
+            ("postgres://u:S3cret@[db/x", "postgres:(unparsable URL, REDACTED)"),
+            ("postgres:u:S3cret@db/x", "postgres:(unparsable URL, REDACTED)"),
+            ("postgres://u:S/3cret@db/x", "postgres:(unparsable URL, REDACTED)"),
+            ("sqlite://sitemapd.db", "sqlite://sitemapd.db"),
+            ("sqlite://data/s.db?mode=rwc", "sqlite://data/s.db?mode=rwc"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn unknown_sitemapd_variables_are_refused_with_the_closest_name() {
+        let check = |names: &[&str]| check_variable_names(names.iter().map(|n| (*n).to_owned()));
+        let e = check(&["PATH", "SITEMAPD_PUBLICURL"]).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown environment variable SITEMAPD_PUBLICURL (did you mean SITEMAPD_PUBLIC_URL?)"),
+            "{e}"
+        );
+        let e = check(&["SITEMAPD_GZIP_LEVLE", "SITEMAPD_X"]).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_GZIP_LEVLE (did you mean SITEMAPD_GZIP_LEVEL?) and 1 more: SITEMAPD_X"), "{e}");
+        let e = check(&["SITEMAPD_FOO"]).unwrap_err().to_string();
+        assert!(!e.contains("did you mean"), "no suggestion for a name like no setting's: {e}");
+        let mut every: Vec<&str> = ENV.iter().map(|(_, v)| *v).collect();
+        every.extend(["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE", "DATABASE_URL", "RUST_LOG", "sitemapd_x"]);
+        check(&every).unwrap();
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_one_setting_its_value_and_what_it_takes() {
+        let e = load(&[("SITEMAPD_PAGE_MAX_URLS", "abc")]).unwrap_err().to_string();
+        assert_eq!(e, "page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be a whole number (default: 50000), not \"abc\"");
+        let e = load(&[("SITEMAPD_SHUTDOWN_GRACE_SECS", "2.5")]).unwrap_err().to_string();
+        assert!(e.starts_with("shutdown_grace_secs (SITEMAPD_SHUTDOWN_GRACE_SECS) must be a whole number"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "gzip_level = \"high\"\n").unwrap();
+        let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("gzip_level in {} must be a whole number", path.display())), "{e}");
+        assert!(e.contains("high") && !e.contains("SITEMAPD_BIND"), "{e}");
     }
 }

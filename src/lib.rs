@@ -43,6 +43,7 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .fallback(|| async { ApiError::not_found("no such resource") })
         .with_state(state)
+        .layer(middleware::from_fn(require_one_host))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("a request handler panicked");
             ApiError::internal().into_response()
@@ -56,13 +57,39 @@ pub fn app(state: AppState) -> Router {
         )
 }
 
+/// RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without `Host`, and to any request with more than
+/// one `Host` line or an invalid one. An HTTP/1.0 request without `Host` is served: HTTP/1.0 did not require it.
+async fn require_one_host(request: axum::extract::Request, next: middleware::Next) -> Response {
+    use axum::http::{Version, header};
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let problem = match (hosts.next(), hosts.next()) {
+        (None, _) if request.version() >= Version::HTTP_11 => Some("an HTTP/1.1 request needs a Host header"),
+        (None, _) => None,
+        (Some(_), Some(_)) => Some("more than one Host header"),
+        (Some(host), None) if !valid_host(host.as_bytes()) => Some("the Host header is not a host[:port]"),
+        (Some(_), None) => None,
+    };
+    match problem {
+        Some(problem) => ApiError::bad_request(format!("{problem} (RFC 9112, section 3.2)")).into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2), an empty value included. No userinfo, path, query or space.
+fn valid_host(value: &[u8]) -> bool {
+    value.is_empty()
+        || (!value.contains(&b'@')
+            && std::str::from_utf8(value).is_ok_and(|v| v.parse::<axum::http::uri::Authority>().is_ok()))
+}
+
 /// Serves `app(state)` on `listener` until `shutdown` completes. Then it stops accepting connections, closes idle
 /// ones, and lets the requests in flight finish, for at most `grace`: the requests still running then are cut off
 /// (their connections close when the runtime ends) and it returns `Ok` all the same.
 ///
 /// hyper's HTTP/1 server directly rather than `axum::serve`, which cannot bound the time a client takes to send its
 /// request head: here a connection that has not sent a complete head within `header_read_timeout` is closed, so
-/// idle or trickling clients cannot hold connections open.
+/// idle or trickling clients cannot hold connections open. Likewise a connection whose client accepts no bytes of
+/// a response for `write_timeout` (a write pending that long) is closed, and the response it held is dropped.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
@@ -73,6 +100,7 @@ pub async fn serve(
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
+    let write_timeout = state.write_timeout;
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(state.header_read_timeout);
     // Counts a request from its arrival until its response body has been sent or dropped.
@@ -93,7 +121,9 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(write_timeout));
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(Box::pin(stream)), service.clone()));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");

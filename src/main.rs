@@ -25,7 +25,7 @@ struct Cli {
     command: Option<Command>,
 }
 
-#[derive(Subcommand, Clone, Copy)]
+#[derive(Subcommand, Clone)]
 enum Command {
     /// Apply migrations and serve (the default).
     Serve,
@@ -34,12 +34,18 @@ enum Command {
     /// Exit 0 if the server on the configured bind address answers 200 to GET /healthz within 3 seconds, else 1.
     /// For container health checks: the image needs no HTTP client.
     Healthcheck,
+    /// Write a consistent copy of the SQLite database to FILE (which must not exist), while it is being served.
+    /// For PostgreSQL, use pg_dump.
+    Backup {
+        /// Where to write the copy.
+        file: PathBuf,
+    },
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = cli.command.unwrap_or(Command::Serve);
+    let command = cli.command.clone().unwrap_or(Command::Serve);
     let config = Config::load(cli.config.as_deref());
     if let Command::Healthcheck = command {
         // Any failure, a bad configuration included, exits 1: container runtimes read 0 as healthy, 1 as
@@ -79,7 +85,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     };
     match command {
         Command::Migrate => {
-            store::open(&options).await?;
+            store::open(&options).await?.close().await;
             tracing::info!(database = %sitemapd::config::redact_url(&config.database_url), "migrations applied");
             Ok(())
         }
@@ -89,10 +95,15 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
             tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
-            serve(AppState::new(store, &config), listener, shutdown_signal(), config.shutdown_grace).await?;
+            let served =
+                serve(AppState::new(store.clone(), &config), listener, shutdown_signal(), config.shutdown_grace).await;
+            // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
+            store.close().await;
+            served?;
             tracing::info!("stopped");
             Ok(())
         }
+        Command::Backup { file } => store::backup(&config.database_url, &file).await,
         Command::Healthcheck => unreachable!("answered before telemetry starts"),
     }
 }
@@ -124,14 +135,20 @@ async fn healthcheck(bind: SocketAddr) -> anyhow::Result<()> {
         .with_context(|| format!("no answer from http://{addr}/healthz within 3 seconds"))?
 }
 
+/// Logs to stdout in `format`, and panics through the log too (so that they are JSON in JSON mode).
 fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"))
+        // sqlx warns about each connect parameter it does not know with its value (`sslpassword=…`), whatever
+        // RUST_LOG says: only its errors.
+        .add_directive("sqlx_postgres::options=error".parse().expect("a valid directive"));
     // Colour only for a person at a terminal, never into a log file or a collector.
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    sitemapd::telemetry::install_panic_hook();
 }
 
 /// Completes on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests, for at most
@@ -154,4 +171,45 @@ async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received: finishing the requests in flight");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer into a shared buffer, for the subscriber under test.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// This test binary holds only main.rs's tests, so replacing the process-wide panic hook touches nothing else.
+    #[test]
+    fn a_panic_is_one_json_log_line_in_json_mode() {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        sitemapd::telemetry::install_panic_hook();
+        let caught = std::thread::Builder::new().name("doomed".into()).spawn(|| panic!("boom {}", 42)).unwrap().join();
+        assert!(caught.is_err());
+        let _ = std::panic::take_hook();
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect(l)).collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let fields = &lines[0]["fields"];
+        assert_eq!(lines[0]["level"], "ERROR", "{text}");
+        assert_eq!(fields["panic"], "boom 42", "{text}");
+        assert_eq!(fields["thread"], "doomed", "{text}");
+        assert!(fields["location"].as_str().unwrap().contains("main.rs"), "{text}");
+    }
 }

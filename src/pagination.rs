@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::domain::{ChangeFreq, Entry, Priority};
 use crate::sitemap::render::{ENVELOPE_RESERVE, UrlFields, url_len};
 
+/// The least a page's `modified_us` advances by on a change: the index renders it in whole milliseconds.
+pub const MIN_STEP_US: i64 = 1_000;
+
 /// The most sitemaps one index may list (sitemaps.org), and so the most pages.
 pub const MAX_PAGES: i64 = 50_000;
 
@@ -42,7 +45,7 @@ pub struct PageState {
 pub struct Fields {
     pub lastmod: Option<String>,
     pub changefreq: Option<String>,
-    pub priority: Option<f64>,
+    pub priority: Option<Priority>,
 }
 
 impl From<&Entry> for Fields {
@@ -50,7 +53,7 @@ impl From<&Entry> for Fields {
         Self {
             lastmod: e.lastmod.as_ref().map(|l| l.as_str().to_owned()),
             changefreq: e.changefreq.map(|c| ChangeFreq::as_str(c).to_owned()),
-            priority: e.priority.map(Priority::value),
+            priority: e.priority,
         }
     }
 }
@@ -190,7 +193,8 @@ impl Book {
             .map(|id| {
                 let page = self.pages.get_mut(id).expect("touched page exists");
                 page.version += 1;
-                page.modified_us = now_us.max(page.modified_us + 1);
+                // At least a millisecond later: the index shows times in milliseconds, and each change must show.
+                page.modified_us = now_us.max(page.modified_us + MIN_STEP_US);
                 page.clone()
             })
             .collect()
@@ -265,6 +269,68 @@ pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState
     }
     let deleted = ids.len() as u64;
     DeletePlan { ids, pages: book.finish(now_us), deleted, missing: requested as u64 - deleted }
+}
+
+/// Whether a stored record is what the current version would store: `None` when it is, else the loc it should have
+/// (equal to its stored loc when only its size was counted wrong). Records written by earlier versions can differ in
+/// two ways: a loc with characters RFC 3986 forbids (see [`crate::domain::rfc3986`]), and a size counted for a
+/// priority of `-0.0` that the store gave back as `0.0`.
+pub fn recount(url: &StoredUrl) -> Option<String> {
+    let loc = crate::domain::rfc3986(&url.loc);
+    (loc != url.loc.as_str() || size_of(&loc, &url.fields) != url.size).then(|| loc.into_owned())
+}
+
+/// A record as the repair leaves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RepairedUrl {
+    pub id: i64,
+    pub loc: String,
+    pub page_id: i64,
+    pub size: i64,
+}
+
+#[derive(Debug, Default)]
+pub struct RepairPlan {
+    pub updates: Vec<RepairedUrl>,
+    /// Records removed because another record is already stored under the loc they should have: that one is kept,
+    /// as every later write of either spelling reaches it.
+    pub dropped: Vec<StoredUrl>,
+    pub pages: Vec<PageState>,
+}
+
+/// Plans the one-time repair of `stale` records (with the loc [`recount`] gave each, in id order). `taken` holds the
+/// locs among those that other records are stored under. Each record keeps its page when the page has room for
+/// its new size (always, when it shrinks), else it moves as a grown update does; the pages it touches get a new
+/// version and time, and no other page changes.
+pub fn plan_repair(
+    stale: Vec<(StoredUrl, String)>,
+    taken: &std::collections::HashSet<String>,
+    pages: Vec<PageState>,
+    limits: Limits,
+    now_us: i64,
+) -> Result<RepairPlan, IndexFull> {
+    let mut book = Book::new(pages, limits);
+    let mut claimed = std::collections::HashSet::with_capacity(stale.len());
+    let mut plan = RepairPlan::default();
+    for (old, loc) in stale {
+        let renamed = loc != old.loc;
+        if (renamed && taken.contains(&loc)) || !claimed.insert(loc.clone()) {
+            book.remove(old.page_id, old.size);
+            plan.dropped.push(old);
+            continue;
+        }
+        let size = size_of(&loc, &old.fields);
+        book.remove(old.page_id, old.size);
+        let page_id = if book.fits_bytes(&book.pages[&old.page_id], size) {
+            book.add(old.page_id, size);
+            old.page_id
+        } else {
+            book.place(size)?
+        };
+        plan.updates.push(RepairedUrl { id: old.id, loc, page_id, size });
+    }
+    plan.pages = book.finish(now_us);
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -386,7 +452,7 @@ mod tests {
         let (counts, _) = m.upsert(&batch, LIMITS);
         assert_eq!(counts, UpsertCounts { received: 3, created: 1, updated: 0, unchanged: 2 });
         assert_eq!(m.urls.len(), 1);
-        assert_eq!(m.urls.values().next().unwrap().fields.priority, Some(0.2));
+        assert_eq!(m.urls.values().next().unwrap().fields.priority, Priority::new(0.2).ok());
     }
 
     #[test]
@@ -408,7 +474,8 @@ mod tests {
         let before = m.pages[&1].modified_us;
         m.now -= 5000;
         m.upsert(&[entry("a", Some(0.3))], LIMITS);
-        assert_eq!(m.pages[&1].modified_us, before + 1);
+        assert_eq!(m.pages[&1].modified_us, before + MIN_STEP_US);
+        assert!((before + MIN_STEP_US) / 1000 > before / 1000, "a later millisecond, as the index shows it");
         assert_eq!(m.pages[&1].version, 2);
     }
 
@@ -477,5 +544,73 @@ mod tests {
                 m.check(limits);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod repair_tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    fn url(id: i64, loc: &str, page_id: i64, size: i64) -> StoredUrl {
+        StoredUrl { id, loc: loc.into(), page_id, fields: Fields::default(), size }
+    }
+
+    fn page(id: i64, urls: &[&StoredUrl]) -> PageState {
+        let byte_size = urls.iter().map(|u| u.size).sum();
+        PageState { id, url_count: urls.len() as i64, byte_size, version: 3, modified_us: 1_000 }
+    }
+
+    #[test]
+    fn recount_finds_only_what_the_current_version_would_store_differently() {
+        let right = |loc: &str| url(1, loc, 1, size_of(loc, &Fields::default()));
+        assert_eq!(recount(&right("https://x.test/a")), None);
+        assert_eq!(recount(&right("https://x.test/a|b")).as_deref(), Some("https://x.test/a%7Cb"));
+        let mut miscounted = right("https://x.test/a");
+        miscounted.size += 1;
+        assert_eq!(recount(&miscounted).as_deref(), Some("https://x.test/a"));
+    }
+
+    #[test]
+    fn a_repair_touches_only_the_pages_of_the_records_it_changes() {
+        let limits = Limits { max_urls: 3, max_bytes: 10_000 };
+        let sized = |id, loc: &str, page| url(id, loc, page, size_of(loc, &Fields::default()));
+        let a = sized(1, "https://x.test/a|", 1);
+        let b = sized(2, "https://x.test/b", 1);
+        let c = sized(3, "https://x.test/c", 2);
+        let kept = sized(4, "https://x.test/d%7C", 3);
+        let dup = sized(5, "https://x.test/d|", 3);
+        let mut shrunk = sized(6, "https://x.test/e", 4);
+        shrunk.size += 1;
+        let pages = vec![page(1, &[&a, &b]), page(2, &[&c]), page(3, &[&kept, &dup]), page(4, &[&shrunk])];
+        let stale: Vec<_> = [&a, &dup, &shrunk].iter().map(|u| ((*u).clone(), recount(u).unwrap())).collect();
+        let taken = HashSet::from(["https://x.test/d%7C".to_owned()]);
+        let plan = plan_repair(stale, &taken, pages, limits, 500).unwrap();
+
+        let a_size = size_of("https://x.test/a%7C", &Fields::default());
+        assert_eq!(
+            plan.updates,
+            [
+                RepairedUrl { id: 1, loc: "https://x.test/a%7C".into(), page_id: 1, size: a_size },
+                RepairedUrl { id: 6, loc: "https://x.test/e".into(), page_id: 4, size: shrunk.size - 1 },
+            ]
+        );
+        assert_eq!(plan.dropped.iter().map(|u| u.id).collect::<Vec<_>>(), [5]);
+        let touched: Vec<_> = plan.pages.iter().map(|p| (p.id, p.url_count, p.byte_size, p.version)).collect();
+        assert_eq!(touched, [(1, 2, a_size + b.size, 4), (3, 1, kept.size, 4), (4, 1, shrunk.size - 1, 4),]);
+        assert!(plan.pages.iter().all(|p| p.modified_us == 2_000), "later than before, though the clock is behind");
+    }
+
+    #[test]
+    fn a_repaired_record_that_outgrows_its_page_moves_to_one_with_room() {
+        let loc = "https://x.test/a|";
+        let a = url(1, loc, 1, size_of(loc, &Fields::default()));
+        let b = url(2, "https://x.test/b", 1, size_of("https://x.test/b", &Fields::default()));
+        let limits = Limits { max_urls: 10, max_bytes: ENVELOPE_RESERVE + (a.size + b.size) as u64 };
+        let stale = vec![(a.clone(), recount(&a).unwrap())];
+        let plan = plan_repair(stale, &HashSet::new(), vec![page(1, &[&a, &b])], limits, 9).unwrap();
+        assert_eq!(plan.updates[0].page_id, 2);
+        assert_eq!(plan.pages.iter().map(|p| (p.id, p.url_count)).collect::<Vec<_>>(), [(1, 1), (2, 1)]);
     }
 }

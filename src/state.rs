@@ -35,13 +35,15 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
-    /// The longest a page body may hold its database snapshot, however slowly the client reads.
+    /// The longest reading and rendering a page may hold its database snapshot (it is rendered before it is sent).
     pub stream_timeout: Duration,
     acquire_timeout: Duration,
     /// The longest an `/api/v1` request may take, body included (then 503).
     pub api_timeout: Duration,
     /// The longest a client may take to send a request's head (then the connection is closed).
     pub header_read_timeout: Duration,
+    /// The longest a connection may accept no bytes of a response (then it is closed).
+    pub write_timeout: Duration,
     /// The most entries one JSON array may hold (413 beyond).
     pub max_json_entries: usize,
 }
@@ -63,6 +65,7 @@ impl AppState {
             acquire_timeout: config.db_acquire_timeout,
             api_timeout: config.api_timeout,
             header_read_timeout: config.header_read_timeout,
+            write_timeout: config.write_timeout,
             max_json_entries: config.max_json_entries,
         }))
     }

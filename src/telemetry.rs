@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
@@ -162,25 +162,76 @@ impl http_body::Body for CountedBody {
     }
 }
 
-/// The span of one request: method, matched route and URI now; status and latency once answered.
+/// The span of one request: method, matched route, and the target as [`loggable_target`] shows it.
 pub fn request_span(request: &Request) -> Span {
     tracing::info_span!(
         "request",
         method = %request.method(),
         route = route_label(request),
-        uri = %request.uri(),
-        status = tracing::field::Empty,
-        latency_ms = tracing::field::Empty,
+        uri = %loggable_target(request.uri()),
     )
 }
 
-/// Records the status and latency on the request's span, and logs one line with them.
-pub fn record_response(response: &Response, latency: Duration, span: &Span) {
+/// Query parameters whose values are logged: the API's own (`loc`, `limit`, `after`), none of them a secret.
+const LOGGED_PARAMETERS: &[&str] = &["loc", "limit", "after"];
+/// Parameters that carry credentials when a client puts them in a URL: logged by name, value `REDACTED`.
+const SECRET_PARAMETERS: &[&str] = &["access_token", "token", "key", "api_key", "apikey", "password", "secret", "auth"];
+
+/// The request target as logged: the path, and of the query only the API's own parameters. A known credential
+/// parameter (`?access_token=…`) shows as `access_token=REDACTED`, any other parameter as `REDACTED`. Never the
+/// authority of an absolute-form target (`http://user:password@host/…`).
+pub fn loggable_target(uri: &Uri) -> String {
+    let mut shown = uri.path().to_owned();
+    let Some(query) = uri.query() else { return shown };
+    shown.push('?');
+    for (i, pair) in query.split('&').enumerate() {
+        if i > 0 {
+            shown.push('&');
+        }
+        let raw_key = pair.split_once('=').map_or(pair, |(k, _)| k);
+        let key: String =
+            url::form_urlencoded::parse(raw_key.as_bytes()).map(|(k, _)| k.to_ascii_lowercase()).collect();
+        if LOGGED_PARAMETERS.contains(&key.as_str()) {
+            shown.push_str(pair);
+        } else if SECRET_PARAMETERS.contains(&key.as_str()) {
+            shown.push_str(raw_key);
+            shown.push_str("=REDACTED");
+        } else {
+            shown.push_str("REDACTED");
+        }
+    }
+    shown
+}
+
+/// Logs the one `answered` line of a request: its status, and its latency to the response head in milliseconds
+/// (microsecond precision: `latency_ms=97.115`).
+pub fn record_response(response: &Response, latency: Duration, _span: &Span) {
     let status = response.status().as_u16();
-    let latency_ms = latency.as_secs_f64() * 1000.0;
-    span.record("status", status);
-    span.record("latency_ms", latency_ms);
+    let latency_ms = latency_ms(latency);
     tracing::info!(status, latency_ms, "answered");
+}
+
+/// Milliseconds with three decimals, so that the number prints short (`97.115`, not `97.11499999999999`).
+fn latency_ms(latency: Duration) -> f64 {
+    // Exact below 2^53 µs (285 years); the division then rounds to the nearest double, which prints as 3 decimals.
+    latency.as_micros() as f64 / 1000.0
+}
+
+/// Sends every panic's text through `tracing` (one `ERROR` event, JSON under `SITEMAPD_LOG_FORMAT=json`) instead
+/// of the default hook's plain line on stderr. A panic in a request handler is still answered 500 by
+/// `CatchPanicLayer`; this only decides where its text goes.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(a panic without a message)");
+        let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
+        let thread = std::thread::current();
+        tracing::error!(panic = message, location, thread = thread.name().unwrap_or("unnamed"), "a thread panicked");
+    }));
 }
 
 /// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
@@ -215,4 +266,29 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     let no_store = HeaderValue::from_static("no-store");
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_logged_target_keeps_the_api_parameters_and_hides_the_rest() {
+        let shown = |uri: &str| loggable_target(&uri.parse().unwrap());
+        assert_eq!(shown("/sitemap-1.xml"), "/sitemap-1.xml");
+        assert_eq!(shown("/api/v1/urls?limit=5&after=7"), "/api/v1/urls?limit=5&after=7");
+        assert_eq!(shown("/api/v1/urls?loc=https%3A%2F%2Fx.test%2Fa"), "/api/v1/urls?loc=https%3A%2F%2Fx.test%2Fa");
+        assert_eq!(shown("/api/v1/urls?access_token=s3cret&limit=2"), "/api/v1/urls?access_token=REDACTED&limit=2");
+        assert_eq!(shown("/api/v1/urls?Access%5FToken=s3cret"), "/api/v1/urls?Access%5FToken=REDACTED");
+        assert_eq!(shown("/api/v1/urls?s3cret&x=s3cret&=s3cret"), "/api/v1/urls?REDACTED&REDACTED&REDACTED");
+        assert_eq!(shown("http://u:s3cret@host/api/v1/urls?token=s3cret"), "/api/v1/urls?token=REDACTED");
+    }
+
+    #[test]
+    fn latency_prints_in_milliseconds_with_three_decimals() {
+        assert_eq!(latency_ms(Duration::from_nanos(97_114_999)).to_string(), "97.114");
+        assert_eq!(latency_ms(Duration::from_micros(97_115)).to_string(), "97.115");
+        assert_eq!(latency_ms(Duration::from_micros(1)).to_string(), "0.001");
+        assert_eq!(latency_ms(Duration::from_secs(12)).to_string(), "12000");
+    }
 }

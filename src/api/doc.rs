@@ -35,11 +35,12 @@ impl Modify for BearerAuth {
     }
 }
 
-/// One URL record to store: a JSON array element, or one NDJSON line. Validated by `domain::Entry::from_json`,
-/// which reports every invalid field (422). Unknown fields are refused; `null` clears an optional field.
+/// One URL record to store: a JSON array element, or one NDJSON line. Read by `domain::EntryInput` and validated by
+/// `domain::Entry::from_input`, which reports every invalid field (422). Unknown fields are refused, and so is a
+/// field given twice; `null` clears an optional field.
 #[derive(serde::Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code)] // a schema only: entries are validated from `serde_json::Value`
+#[allow(dead_code)] // a schema only: entries are read by `domain::EntryInput`
 pub struct Entry {
     /// Absolute http(s) URL under `SITEMAPD_PUBLIC_URL`, without user info or fragment, shorter than 2,048
     /// characters once normalized.

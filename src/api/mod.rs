@@ -5,7 +5,7 @@ mod body;
 pub mod doc;
 mod urls;
 
-pub use urls::parse_ndjson_line;
+pub use urls::{MAX_DETAILS, parse_json_entries, parse_json_locs, parse_ndjson_line};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -78,8 +78,12 @@ async fn no_store(mut response: Response) -> Response {
 
 /// Every `/api/v1` route but the OpenAPI document needs `Authorization: Bearer <token>` when tokens are
 /// configured. Without tokens the server only starts on a loopback address (see `Config`), so only local clients
-/// can write.
+/// can write. Two `Authorization` lines are refused (400) rather than the first one read: a proxy or a filter in
+/// front may have checked the other.
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    if request.headers().get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+        return Err(ApiError::bad_request("more than one Authorization header"));
+    }
     if state.open_writes() {
         return Ok(next.run(request).await);
     }

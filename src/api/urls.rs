@@ -17,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::body::{self, Format};
 use super::doc::ErrorBody;
 use crate::AppState;
-use crate::domain::{Entry, FieldError, Loc, PublicUrl};
+use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, Priority, PublicUrl};
 use crate::error::ApiError;
 use crate::pagination::{StoredUrl, UpsertCounts};
 use crate::store::DeleteCounts;
@@ -28,10 +28,11 @@ const MAX_LIMIT: u32 = 1000;
 
 /// Add or replace URL records.
 ///
-/// A JSON array is all-or-nothing: if any entry is invalid, every invalid field is reported (422) and nothing is
-/// stored. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it stops, and the
-/// error gives the `line`, how many entries were `committed` and their counts (`stored`). An upsert replaces the
-/// whole entry: an omitted or `null` field is cleared.
+/// A JSON array is all-or-nothing: if any entry is invalid, the invalid fields are reported (422, the first 1,000)
+/// and nothing is stored. NDJSON (one entry a line) is streamed and committed in batches; at the first bad line it
+/// stops, and the error gives the `line`, how many entries were `committed` and their counts (`stored`). An upsert
+/// replaces the whole entry: an omitted or `null` field is cleared. A field given twice is refused, and so is a
+/// body that declares a charset other than UTF-8.
 #[utoipa::path(
     put,
     path = "/api/v1/urls",
@@ -46,12 +47,16 @@ const MAX_LIMIT: u32 = 1000;
     ),
     responses(
         (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
-        (status = 400, description = "Malformed JSON, or a line that is not JSON or not UTF-8", body = ErrorBody),
+        (status = 400, description = "Malformed JSON (`index`: the array element it is in), or a line that is not JSON \
+                                      or not UTF-8", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody,
          headers(("WWW-Authenticate" = String, description = "Bearer"))),
-        (status = 413, description = "The JSON body or an NDJSON line is too large", body = ErrorBody),
-        (status = 415, description = "Neither application/json nor application/x-ndjson", body = ErrorBody),
-        (status = 422, description = "Invalid entries (`details`); nothing of them was stored", body = ErrorBody),
+        (status = 413, description = "The JSON body, its number of entries or an NDJSON line is too large",
+         body = ErrorBody),
+        (status = 415, description = "Neither application/json nor application/x-ndjson, or a charset other than \
+                                      utf-8", body = ErrorBody),
+        (status = 422, description = "Invalid entries (`details`, at most 1,000): a bad, unknown or repeated field; \
+                                      nothing of them was stored", body = ErrorBody),
         (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
          headers(("Retry-After" = u32, description = "Seconds to wait"))),
         (status = 507, description = "The index would need more than 50,000 pages", body = ErrorBody),
@@ -68,27 +73,66 @@ pub async fn upsert_urls(State(state): State<AppState>, headers: HeaderMap, body
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = body::read_limited(headers, body, state.max_json_bytes).await?;
-    let items = body::json_array(&bytes, state.max_json_entries)?;
-    let mut entries = Vec::with_capacity(items.len());
-    let mut details = Vec::new();
-    for (index, raw) in items.iter().enumerate() {
-        let value: Value = serde_json::from_str(raw.get()).expect("a RawValue is valid JSON");
-        match Entry::from_json(value, &state.public_url) {
-            Ok(entry) => entries.push(entry),
-            Err(errors) => details.extend(errors.iter().map(|e| detail("index", index as u64, e))),
-        }
-    }
-    if !details.is_empty() {
-        let bad = details.iter().filter_map(|d| d["index"].as_u64()).collect::<std::collections::BTreeSet<_>>();
-        let message = format!("{} of {} entries are invalid; nothing was stored", bad.len(), items.len());
-        count_upserts("rejected", bad.len() as u64);
-        return Err(ApiError::invalid(message).with("details", details));
-    }
+    let entries = parse_json_entries(&bytes, state.max_json_entries, &state.public_url)?;
+    drop(bytes);
     let written = state.store.upsert(&entries).await;
     state.pages_written();
     let counts = written?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
+}
+
+/// A `PUT /api/v1/urls` JSON array body, parsed and validated as it streams (see [`body::json_array`]): every
+/// entry, or the error. 400 malformed JSON (with the `index` of the element it is in), 413 more than `max_entries`,
+/// 422 invalid entries: `details` lists at most [`MAX_DETAILS`] problems as `{index, field, message}`.
+pub fn parse_json_entries(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> Result<Vec<Entry>, ApiError> {
+    let mut entries = Vec::new();
+    let mut problems = Problems::default();
+    let total = body::json_array(bytes, max_entries, |index, input: EntryInput| {
+        match Entry::from_input(input, public) {
+            Ok(entry) if problems.invalid == 0 => entries.push(entry),
+            Ok(_) => {}
+            Err(errors) => {
+                // Nothing will be stored: stop keeping the valid entries.
+                entries = Vec::new();
+                problems.add(index, &errors);
+            }
+        }
+    })?;
+    if problems.invalid > 0 {
+        count_upserts("rejected", problems.invalid);
+        return Err(problems.into_error(|n| format!("{n} of {total} entries are invalid; nothing was stored")));
+    }
+    Ok(entries)
+}
+
+/// Most `details` in one 422 answer to a JSON array: enough to fix a batch, and bounded whatever the body.
+pub const MAX_DETAILS: usize = 1000;
+
+/// The invalid elements of a JSON array: how many, and the first [`MAX_DETAILS`] problems.
+#[derive(Default)]
+struct Problems {
+    invalid: u64,
+    details: Vec<Value>,
+    left_out: bool,
+}
+
+impl Problems {
+    fn add(&mut self, index: usize, errors: &[FieldError]) {
+        self.invalid += 1;
+        let room = MAX_DETAILS - self.details.len();
+        self.left_out |= errors.len() > room;
+        self.details.extend(errors.iter().take(room).map(|e| detail("index", index as u64, e)));
+    }
+
+    /// A 422 whose message `message` makes from the number of invalid elements.
+    fn into_error(self, message: impl FnOnce(u64) -> String) -> ApiError {
+        let mut message = message(self.invalid);
+        if self.left_out {
+            message.push_str(&format!(" (details lists the first {MAX_DETAILS} problems)"));
+        }
+        ApiError::invalid(message).with("details", self.details)
+    }
 }
 
 /// NDJSON is streamed and committed in batches. At the first bad line it stops: everything before that line is
@@ -139,9 +183,9 @@ pub fn parse_ndjson_line(line: &str, line_no: u64, public: &PublicUrl) -> Result
     if line.trim().is_empty() {
         return Ok(None);
     }
-    let value: Value = serde_json::from_str(line)
+    let input: EntryInput = serde_json::from_str(line)
         .map_err(|e| ApiError::bad_request(format!("line {line_no} is not valid JSON: {e}")))?;
-    Entry::from_json(value, public).map(Some).map_err(|errors| {
+    Entry::from_input(input, public).map(Some).map_err(|errors| {
         let details: Vec<Value> = errors.iter().map(|e| detail("line", line_no, e)).collect();
         ApiError::invalid(format!("line {line_no} is not a valid entry")).with("details", details)
     })
@@ -281,12 +325,12 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
     ),
     responses(
         (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
-        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 400, description = "Malformed JSON (`index`: the array element it is in)", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody,
          headers(("WWW-Authenticate" = String, description = "Bearer"))),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "Not application/json", body = ErrorBody),
-        (status = 422, description = "Invalid locs (`details`); nothing was deleted", body = ErrorBody),
+        (status = 413, description = "The body or its number of locs is too large", body = ErrorBody),
+        (status = 415, description = "Not application/json, or a charset other than utf-8", body = ErrorBody),
+        (status = 422, description = "Invalid locs (`details`, at most 1,000); nothing was deleted", body = ErrorBody),
         (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
          headers(("Retry-After" = u32, description = "Seconds to wait"))),
     ),
@@ -295,30 +339,39 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
 pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
-    let items = body::json_array(&bytes, state.max_json_entries)?;
-    let mut locs = Vec::with_capacity(items.len());
-    let mut details = Vec::new();
-    for (index, raw) in items.iter().enumerate() {
-        let parsed = serde_json::from_str::<Value>(raw.get())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .ok_or_else(|| "must be a string".to_owned())
-            .and_then(|s| Loc::parse(&s, &state.public_url));
-        match parsed {
-            Ok(loc) => locs.push(loc),
-            Err(message) => details.push(detail("index", index as u64, &FieldError { field: "loc".into(), message })),
-        }
-    }
-    if !details.is_empty() {
-        let message = format!("{} of {} locs are invalid; nothing was deleted", details.len(), items.len());
-        count_deletes("rejected", details.len() as u64);
-        return Err(ApiError::invalid(message).with("details", details));
-    }
+    let locs = parse_json_locs(&bytes, state.max_json_entries, &state.public_url)?;
+    drop(bytes);
     let deleted = state.store.delete(&locs).await;
     state.pages_written();
     let counts = deleted?;
     count_deleted(&counts);
     Ok(Json(counts).into_response())
+}
+
+/// A `POST /api/v1/urls/delete` body, a JSON array of locs, parsed like [`parse_json_entries`]: every loc, or the
+/// error (422 `details`: `{index, field: "loc", message}`).
+pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> Result<Vec<Loc>, ApiError> {
+    let mut locs = Vec::new();
+    let mut problems = Problems::default();
+    let total = body::json_array(bytes, max_entries, |index, value: JsonScalar| {
+        let parsed = match value {
+            JsonScalar::String(s) => Loc::parse(&s, public),
+            other => Err(format!("must be a string, not {}", other.kind())),
+        };
+        match parsed {
+            Ok(loc) if problems.invalid == 0 => locs.push(loc),
+            Ok(_) => {}
+            Err(message) => {
+                locs = Vec::new();
+                problems.add(index, &[FieldError { field: "loc".into(), message }]);
+            }
+        }
+    })?;
+    if problems.invalid > 0 {
+        count_deletes("rejected", problems.invalid);
+        return Err(problems.into_error(|n| format!("{n} of {total} locs are invalid; nothing was deleted")));
+    }
+    Ok(locs)
 }
 
 /// Look up one URL record (`loc`), or list them all by keyset paging (`limit`, `after`).
@@ -412,7 +465,7 @@ impl UrlRecord {
             loc: url.loc,
             lastmod: url.fields.lastmod,
             changefreq: url.fields.changefreq,
-            priority: url.fields.priority,
+            priority: url.fields.priority.map(Priority::value),
         }
     }
 }
@@ -457,5 +510,122 @@ impl Params {
                 })
             })
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn public() -> PublicUrl {
+        PublicUrl::parse("https://www.example.com").unwrap()
+    }
+
+    /// What the handlers may answer for a body: stored, or a 400/413/422 with a message. Never a panic.
+    fn check(bytes: &[u8]) {
+        for result in [
+            parse_json_entries(bytes, 8, &public()).map(|e| e.len()),
+            parse_json_locs(bytes, 8, &public()).map(|l| l.len()),
+        ] {
+            match result {
+                Ok(n) => assert!(n <= 8),
+                Err(e) => {
+                    let expected =
+                        [StatusCode::BAD_REQUEST, StatusCode::PAYLOAD_TOO_LARGE, StatusCode::UNPROCESSABLE_ENTITY];
+                    assert!(expected.contains(&e.status), "{} {}", e.status, e.message);
+                    assert!(!e.message.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_inputs_that_panicked_are_400_or_422() {
+        let deep = format!("[{}{}]", "[".repeat(200), "]".repeat(200));
+        for (body, status) in [
+            (r#"[{"loc": "https://www.example.com/\ud800"}]"#, StatusCode::BAD_REQUEST),
+            (r#"[{"loc": "https://www.example.com/", "priority": 1e400}]"#, StatusCode::BAD_REQUEST),
+            (deep.as_str(), StatusCode::UNPROCESSABLE_ENTITY),
+        ] {
+            let e = parse_json_entries(body.as_bytes(), 8, &public()).unwrap_err();
+            assert_eq!(e.status, status, "{body}: {}", e.message);
+            check(body.as_bytes());
+        }
+    }
+
+    /// The fuzz target's seeds (the inputs that once panicked among them) through the same checks.
+    #[test]
+    fn the_fuzz_seeds_get_an_answer() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/json_array");
+        let mut seen = 0;
+        for file in std::fs::read_dir(dir).unwrap() {
+            check(&std::fs::read(file.unwrap().path()).unwrap());
+            seen += 1;
+        }
+        assert!(seen >= 10, "{seen} seeds in {dir}");
+    }
+
+    #[test]
+    fn details_say_when_problems_were_left_out() {
+        let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        let e = parse_json_entries(zeros(MAX_DETAILS).as_bytes(), 5000, &public()).unwrap_err();
+        assert_eq!(e.message, "1000 of 1000 entries are invalid; nothing was stored");
+        assert_eq!(e.extra["details"].as_array().unwrap().len(), MAX_DETAILS);
+        let e = parse_json_locs(zeros(MAX_DETAILS + 1).as_bytes(), 5000, &public()).unwrap_err();
+        assert_eq!(
+            e.message,
+            "1001 of 1001 locs are invalid; nothing was deleted (details lists the first 1000 problems)"
+        );
+        assert_eq!(e.extra["details"].as_array().unwrap().len(), MAX_DETAILS);
+    }
+
+    #[test]
+    fn a_valid_array_gives_its_entries_in_order() {
+        let body = br#"[{"loc": "https://www.example.com/b"}, {"loc": "https://www.example.com/a", "priority": 1}]"#;
+        let entries = parse_json_entries(body, 8, &public()).unwrap();
+        let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+        assert_eq!(locs, ["https://www.example.com/b", "https://www.example.com/a"]);
+        let locs = parse_json_locs(br#"["https://www.example.com/x"]"#, 8, &public()).unwrap();
+        assert_eq!(locs[0].as_str(), "https://www.example.com/x");
+    }
+
+    /// Pieces of JSON, hostile ones included, to build bodies that get past the first byte.
+    const PIECES: &[&str] = &[
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ":",
+        "\"loc\"",
+        "\"priority\"",
+        "\"lastmod\"",
+        "\"https://www.example.com/a\"",
+        "\"\\ud800\"",
+        "1e400",
+        "-0.0",
+        "0.5",
+        "null",
+        "true",
+        "\"x\"",
+        " ",
+        "\"2024-05-01\"",
+        "\"daily\"",
+    ];
+
+    proptest! {
+        #[test]
+        fn any_bytes_get_an_answer(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            check(&bytes);
+        }
+
+        #[test]
+        fn any_json_like_text_gets_an_answer(pieces in proptest::collection::vec(0..PIECES.len(), 0..60)) {
+            let text: String = pieces.into_iter().map(|i| PIECES[i]).collect();
+            check(text.as_bytes());
+        }
     }
 }

@@ -1,6 +1,9 @@
 //! One URL record as the write API receives it, validated field by field.
 
+use std::fmt;
+
 use serde::Serialize;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::{LastMod, Loc, PublicUrl};
@@ -43,43 +46,55 @@ impl ChangeFreq {
 
 /// A priority from 0.0 to 1.0, with at most [`Priority::MAX_DECIMALS`] decimal places so that it renders as the
 /// short decimal it was given (`0.8`), and so that every entry's size has a known upper bound.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Priority(f64);
+///
+/// Held, stored and rendered as an integer count of millionths: an integer round-trips exactly through both
+/// databases, so the size counted when an entry is written is the size rendered when it is read back (a float did
+/// not: SQLite gives back `-0.0` as `0.0`, and Postgres renders it `-0.0`). Negative zero is zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Priority(u32);
 
 impl Priority {
     pub const MAX_DECIMALS: usize = 6;
+    /// 1.0 in millionths.
+    const ONE: u32 = 1_000_000;
 
     pub fn new(value: f64) -> Result<Self, String> {
         if !(0.0..=1.0).contains(&value) {
             return Err(format!("{value} is outside 0.0 to 1.0"));
         }
-        let p = Self(value);
-        let text = p.render();
-        let decimals = text.split_once('.').map_or(0, |(_, f)| f.len());
-        if decimals > Self::MAX_DECIMALS {
+        // Rust's `Display` for f64 prints the shortest decimal that reads back as the same number, never with an
+        // exponent; `-0.0` (inside the range above) prints as `-0` and is zero.
+        let text = format!("{}", value.abs());
+        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+        if fraction.len() > Self::MAX_DECIMALS {
             return Err(format!("{text} has more than {} decimal places", Self::MAX_DECIMALS));
         }
-        Ok(p)
+        let digits = format!("{whole}{fraction:0<width$}", width = Self::MAX_DECIMALS);
+        let millionths = digits.parse::<u32>().map_err(|_| format!("{text} is outside 0.0 to 1.0"))?;
+        Self::from_millionths(i64::from(millionths)).ok_or_else(|| format!("{text} is outside 0.0 to 1.0"))
     }
 
+    /// A stored value; `None` outside 0 to 1,000,000.
+    pub fn from_millionths(millionths: i64) -> Option<Self> {
+        u32::try_from(millionths).ok().filter(|m| *m <= Self::ONE).map(Self)
+    }
+
+    pub fn millionths(self) -> i64 {
+        i64::from(self.0)
+    }
+
+    /// The value as a number (for JSON answers): the nearest f64 to the decimal [`Priority::render`] gives.
     pub fn value(self) -> f64 {
-        self.0
+        self.render().parse().unwrap_or_default()
     }
 
-    /// The shortest decimal that reads back as the same number, always with a decimal point: `0.8`, `1.0`.
+    /// The shortest decimal with the same value, always with a decimal point: `0.8`, `1.0`, `0.0`, `0.000001`.
     pub fn render(self) -> String {
-        render_priority(self.0)
+        let (whole, fraction) = (self.0 / Self::ONE, self.0 % Self::ONE);
+        let fraction = format!("{fraction:06}");
+        let fraction = fraction.trim_end_matches('0');
+        format!("{whole}.{}", if fraction.is_empty() { "0" } else { fraction })
     }
-}
-
-/// See [`Priority::render`]; also used on values read back from the store.
-pub fn render_priority(value: f64) -> String {
-    // Rust's `Display` for f64 prints the shortest round-trip decimal and never uses an exponent.
-    let mut s = format!("{value}");
-    if !s.contains('.') {
-        s.push_str(".0");
-    }
-    s
 }
 
 /// A validated URL record. An omitted (or `null`) optional field is `None`: an upsert replaces the whole entry.
@@ -104,60 +119,239 @@ impl FieldError {
     }
 }
 
-impl Entry {
-    /// Validates one JSON entry, reporting every invalid or unknown field.
-    pub fn from_json(value: Value, public: &PublicUrl) -> Result<Self, Vec<FieldError>> {
-        let Value::Object(map) = value else {
-            return Err(vec![FieldError::new("", format!("an entry must be a JSON object, not {}", kind(&value)))]);
-        };
-        let mut errors = Vec::new();
-        let (mut loc, mut lastmod, mut changefreq, mut priority) = (None, None, None, None);
-        let mut saw_loc = false;
-        for (key, value) in map {
-            // `null` means omitted for the optional fields only; an unknown field is refused whatever its value.
-            if value.is_null() && matches!(key.as_str(), "lastmod" | "changefreq" | "priority") {
-                continue;
-            }
-            let result = match key.as_str() {
-                "loc" => {
-                    saw_loc = true;
-                    string(&value).and_then(|s| Loc::parse(s, public)).map(|v| loc = Some(v))
+/// The four fields, in the order their errors are reported.
+const FIELDS: [&str; 4] = ["loc", "lastmod", "changefreq", "priority"];
+
+/// Unknown fields of one entry named in its errors; any beyond are counted in one more error.
+const MAX_UNKNOWN_NAMED: usize = 8;
+
+/// A JSON value as an entry field (or a bulk-delete element) receives it: a scalar is kept, an array or an object
+/// is only named. Their contents are skipped as they are read and never built, so a deep or wide value costs no
+/// memory and reaches no recursion limit.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JsonScalar {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array,
+    Object,
+}
+
+impl JsonScalar {
+    /// What it is, for error messages: "a string", "null", ...
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Null => "null",
+            Self::Bool(_) => "a boolean",
+            Self::Number(_) => "a number",
+            Self::String(_) => "a string",
+            Self::Array => "an array",
+            Self::Object => "an object",
+        }
+    }
+
+    fn string(&self) -> Result<&str, String> {
+        match self {
+            Self::String(s) => Ok(s),
+            other => Err(format!("must be a string, not {}", other.kind())),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonScalar {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = JsonScalar;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::Number(v as f64))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::Number(v as f64))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::Number(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::Null)
+    }
+    fn visit_none<E>(self) -> Result<JsonScalar, E> {
+        Ok(JsonScalar::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<JsonScalar, D::Error> {
+        JsonScalar::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<JsonScalar, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(JsonScalar::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonScalar, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(JsonScalar::Object)
+    }
+}
+
+/// One entry as read from JSON, before validation: what [`Entry::from_input`] needs and nothing more. A field
+/// given twice is remembered as such (never "the last one wins": a proxy or validator in front may have checked
+/// the first); the values of unknown fields are skipped unread.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EntryInput {
+    /// `Some(kind)` when the entry is not a JSON object.
+    not_object: Option<&'static str>,
+    /// By [`FIELDS`] position; `Some(JsonScalar::Null)` for an explicit `null`.
+    fields: [Option<JsonScalar>; 4],
+    repeated: [bool; 4],
+    unknown: Vec<String>,
+    more_unknown: u64,
+}
+
+impl<'de> Deserialize<'de> for EntryInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(EntryVisitor)
+    }
+}
+
+struct EntryVisitor;
+
+impl EntryVisitor {
+    fn not_object(kind: &'static str) -> EntryInput {
+        EntryInput { not_object: Some(kind), ..EntryInput::default() }
+    }
+}
+
+impl<'de> Visitor<'de> for EntryVisitor {
+    type Value = EntryInput;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EntryInput, A::Error> {
+        let mut input = EntryInput::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match FIELDS.iter().position(|f| *f == key) {
+                Some(i) if input.fields[i].is_some() => {
+                    input.repeated[i] = true;
+                    map.next_value::<IgnoredAny>()?;
                 }
-                "lastmod" => string(&value).and_then(LastMod::parse).map(|v| lastmod = Some(v)),
-                "changefreq" => string(&value).and_then(ChangeFreq::parse).map(|v| changefreq = Some(v)),
-                "priority" => value
-                    .as_f64()
-                    .ok_or_else(|| format!("must be a number, not {}", kind(&value)))
-                    .and_then(Priority::new)
-                    .map(|v| priority = Some(v)),
-                _ => Err("unknown field (allowed: loc, lastmod, changefreq, priority)".to_owned()),
-            };
-            if let Err(message) = result {
-                errors.push(FieldError::new(&key, message));
+                Some(i) => input.fields[i] = Some(map.next_value::<JsonScalar>()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                    if input.unknown.len() < MAX_UNKNOWN_NAMED {
+                        input.unknown.push(key);
+                    } else {
+                        input.more_unknown += 1;
+                    }
+                }
             }
         }
-        if !saw_loc {
-            errors.push(FieldError::new("loc", "is required"));
+        Ok(input)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<EntryInput, E> {
+        Ok(Self::not_object("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<EntryInput, E> {
+        Ok(Self::not_object("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<EntryInput, E> {
+        Ok(Self::not_object("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<EntryInput, E> {
+        Ok(Self::not_object("a number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<EntryInput, E> {
+        Ok(Self::not_object("a string"))
+    }
+    fn visit_unit<E>(self) -> Result<EntryInput, E> {
+        Ok(Self::not_object("null"))
+    }
+    fn visit_none<E>(self) -> Result<EntryInput, E> {
+        Ok(Self::not_object("null"))
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<EntryInput, D::Error> {
+        EntryInput::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<EntryInput, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Self::not_object("an array"))
+    }
+}
+
+impl Entry {
+    /// Validates one JSON entry, reporting every invalid, repeated or unknown field.
+    pub fn from_json(value: Value, public: &PublicUrl) -> Result<Self, Vec<FieldError>> {
+        match EntryInput::deserialize(value) {
+            Ok(input) => Self::from_input(input, public),
+            Err(e) => Err(vec![FieldError::new("", e.to_string())]),
+        }
+    }
+
+    /// Validates one entry as read by [`EntryInput`]'s `Deserialize`, reporting every invalid, repeated or unknown
+    /// field (at most [`MAX_UNKNOWN_NAMED`] unknown ones by name).
+    pub fn from_input(input: EntryInput, public: &PublicUrl) -> Result<Self, Vec<FieldError>> {
+        if let Some(kind) = input.not_object {
+            return Err(vec![FieldError::new("", format!("an entry must be a JSON object, not {kind}"))]);
+        }
+        let mut errors = Vec::new();
+        let mut fields = input.fields;
+        for (i, field) in FIELDS.iter().enumerate() {
+            if input.repeated[i] {
+                // Neither value is looked at: which one was meant is unknown.
+                errors.push(FieldError::new(field, "is given more than once; give each field once"));
+                fields[i] = Some(JsonScalar::Null);
+            }
+        }
+        let [loc, lastmod, changefreq, priority] = fields;
+        fn check<T>(errors: &mut Vec<FieldError>, field: &str, result: Result<T, String>) -> Option<T> {
+            result.map_err(|message| errors.push(FieldError::new(field, message))).ok()
+        }
+        // `null` means omitted for the optional fields only.
+        let loc = match loc {
+            None => check(&mut errors, "loc", Err("is required".to_owned())),
+            Some(_) if input.repeated[0] => None,
+            Some(v) => check(&mut errors, "loc", v.string().and_then(|s| Loc::parse(s, public))),
+        };
+        let lastmod = lastmod
+            .filter(|v| *v != JsonScalar::Null)
+            .and_then(|v| check(&mut errors, "lastmod", v.string().and_then(LastMod::parse)));
+        let changefreq = changefreq
+            .filter(|v| *v != JsonScalar::Null)
+            .and_then(|v| check(&mut errors, "changefreq", v.string().and_then(ChangeFreq::parse)));
+        let priority = priority.filter(|v| *v != JsonScalar::Null).and_then(|v| {
+            let value = match v {
+                JsonScalar::Number(n) => Priority::new(n),
+                other => Err(format!("must be a number, not {}", other.kind())),
+            };
+            check(&mut errors, "priority", value)
+        });
+        for key in &input.unknown {
+            errors.push(FieldError::new(key, "unknown field (allowed: loc, lastmod, changefreq, priority)"));
+        }
+        if input.more_unknown > 0 {
+            errors.push(FieldError::new("", format!("{} more unknown fields", input.more_unknown)));
         }
         match loc {
             Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority }),
             _ => Err(errors),
         }
-    }
-}
-
-fn string(value: &Value) -> Result<&str, String> {
-    value.as_str().ok_or_else(|| format!("must be a string, not {}", kind(value)))
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -175,6 +369,21 @@ mod tests {
     fn changefreq_any_case_in_lower_case_out() {
         assert_eq!(ChangeFreq::parse("WeEkLy").unwrap().as_str(), "weekly");
         assert!(ChangeFreq::parse("fortnightly").is_err());
+    }
+
+    #[test]
+    fn negative_zero_is_zero_and_every_priority_round_trips_through_its_millionths() {
+        for raw in [-0.0, -0e0, -0.000, -0E-5] {
+            let p = Priority::new(raw).unwrap();
+            assert_eq!((p.render().as_str(), p.millionths()), ("0.0", 0));
+        }
+        for m in [0, 1, 10, 999_999, 500_000, 1_000_000, 123_456] {
+            let p = Priority::from_millionths(m).unwrap();
+            assert_eq!(Priority::new(p.value()), Ok(p), "{m}");
+            assert_eq!(p.render().parse::<f64>().unwrap(), p.value());
+        }
+        assert_eq!(Priority::from_millionths(-1), None);
+        assert_eq!(Priority::from_millionths(1_000_001), None);
     }
 
     #[test]
@@ -236,5 +445,49 @@ mod tests {
         let errs = Entry::from_json(json!("https://www.example.com/a"), &public()).unwrap_err();
         assert_eq!(errs[0].field, "");
         assert!(errs[0].message.contains("JSON object"));
+    }
+
+    fn input(json: &str) -> EntryInput {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_repeated_field_is_refused_and_neither_value_is_used() {
+        let twice = input(r#"{"loc": "https://evil.example/", "loc": "https://www.example.com/d"}"#);
+        let errs = Entry::from_input(twice, &public()).unwrap_err();
+        assert_eq!(errs, [FieldError::new("loc", "is given more than once; give each field once")]);
+        let twice = input(r#"{"loc": "https://www.example.com/a", "priority": null, "priority": 0.5}"#);
+        let errs = Entry::from_input(twice, &public()).unwrap_err();
+        assert_eq!(errs, [FieldError::new("priority", "is given more than once; give each field once")]);
+    }
+
+    #[test]
+    fn deep_or_wide_values_are_skipped_not_built() {
+        let deep = format!(r#"{{"loc": {}0{}, "x": {{"y": [{{}}]}}}}"#, "[".repeat(10_000), "]".repeat(10_000));
+        let errs = Entry::from_input(input(&deep), &public()).unwrap_err();
+        assert_eq!(errs[0], FieldError::new("loc", "must be a string, not an array"));
+        assert_eq!(errs[1].field, "x");
+        let entry = format!("{}0{}", "[".repeat(10_000), "]".repeat(10_000));
+        let errs = Entry::from_input(input(&entry), &public()).unwrap_err();
+        assert_eq!(errs, [FieldError::new("", "an entry must be a JSON object, not an array")]);
+        let wide: String = (0..100).map(|i| format!(r#","k{i}":{i}"#)).collect();
+        let errs =
+            Entry::from_input(input(&format!(r#"{{"loc":"https://www.example.com/"{wide}}}"#)), &public()).unwrap_err();
+        assert_eq!(errs.len(), MAX_UNKNOWN_NAMED + 1);
+        assert_eq!(errs.last().unwrap(), &FieldError::new("", "92 more unknown fields"));
+    }
+
+    #[test]
+    fn from_json_and_from_input_agree() {
+        for text in [
+            r#"{"loc": "https://www.example.com/a", "priority": 1, "changefreq": "daily"}"#,
+            r#"{"loc": "https://www.example.com/a", "priority": -1}"#,
+            r#"{"loc": true, "lastmod": 3, "changefreq": [], "priority": {}}"#,
+            r#"["https://www.example.com/a"]"#,
+            "null",
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Entry::from_json(value, &public()), Entry::from_input(input(text), &public()), "{text}");
+        }
     }
 }

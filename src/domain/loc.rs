@@ -1,5 +1,6 @@
 //! `loc` values and the public URL they must lie under (the sitemaps.org location rule).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use url::Url;
@@ -30,7 +31,7 @@ impl PublicUrl {
             let path = format!("{}/", url.path());
             url.set_path(&path);
         }
-        Ok(Self { base: url.into() })
+        Ok(Self { base: rfc3986(url.as_str()).into_owned() })
     }
 
     /// The public URL with its trailing slash, e.g. `https://www.example.com/shop/`.
@@ -75,7 +76,7 @@ impl Loc {
         if url.fragment().is_some() {
             return Err("must not contain a fragment (#...)".into());
         }
-        let normalized: String = url.into();
+        let normalized = rfc3986(url.as_str()).into_owned();
         if normalized.len() >= MAX_LOC_LEN {
             return Err(format!(
                 "normalized URL is {} characters long; it must be shorter than {MAX_LOC_LEN}",
@@ -102,6 +103,36 @@ impl Loc {
     }
 }
 
+/// Percent-encodes what WHATWG normalization leaves in a path or query but RFC 3986 (which sitemaps.org asks for)
+/// forbids there: `| ^ [ ] { } \` and the backtick, and a `%` that does not start a percent-encoded octet. The
+/// scheme and authority (where `[` `]` delimit an IPv6 address) are kept as they are. Idempotent; borrows when
+/// nothing is to change, as for almost every URL.
+pub fn rfc3986(url: &str) -> Cow<'_, str> {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let Some(path) = url[authority..].find('/').map(|i| authority + i) else {
+        return Cow::Borrowed(url);
+    };
+    let rest = &url.as_bytes()[path..];
+    let stray_percent = |i: usize| {
+        rest[i] == b'%' && !(i + 2 < rest.len() && rest[i + 1].is_ascii_hexdigit() && rest[i + 2].is_ascii_hexdigit())
+    };
+    let needs =
+        |i: usize| matches!(rest[i], b'|' | b'^' | b'[' | b']' | b'{' | b'}' | b'\\' | b'`') || stray_percent(i);
+    if !(0..rest.len()).any(needs) {
+        return Cow::Borrowed(url);
+    }
+    let mut out = String::with_capacity(url.len() + 8);
+    let mut copied = 0;
+    // Only ASCII bytes are replaced, so every cut is at a character boundary.
+    for i in (0..rest.len()).filter(|&i| needs(i)) {
+        out.push_str(&url[copied..path + i]);
+        out.push_str(&format!("%{:02X}", rest[i]));
+        copied = path + i + 1;
+    }
+    out.push_str(&url[copied..]);
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +145,19 @@ mod tests {
     fn normalizes_scheme_host_port_and_non_ascii() {
         let loc = Loc::parse("HTTPS://WWW.Example.COM:443/caf\u{e9}?q=\u{fc}", &public()).unwrap();
         assert_eq!(loc.as_str(), "https://www.example.com/caf%C3%A9?q=%C3%BC");
+    }
+
+    #[test]
+    fn characters_rfc_3986_forbids_are_percent_encoded_in_path_and_query() {
+        let loc = Loc::parse("https://www.example.com/a|b^c[d]{e}`f?q=[1]|\\x^{y}`", &public()).unwrap();
+        assert_eq!(loc.as_str(), "https://www.example.com/a%7Cb%5Ec%5Bd%5D%7Be%7D%60f?q=%5B1%5D%7C%5Cx%5E%7By%7D%60");
+        // A `%` that starts no octet is itself encoded; a valid octet is kept as it is.
+        let loc = Loc::parse("https://www.example.com/100%/a%zz%4?p=%2F%", &public()).unwrap();
+        assert_eq!(loc.as_str(), "https://www.example.com/100%25/a%25zz%254?p=%2F%25");
+        // The authority is left alone: brackets there delimit an IPv6 address.
+        assert_eq!(rfc3986("http://[::1]:8080/[x]"), "http://[::1]:8080/%5Bx%5D");
+        assert!(matches!(rfc3986("https://www.example.com/plain?q=1"), Cow::Borrowed(_)));
+        assert_eq!(rfc3986("https://host-without-path"), "https://host-without-path");
     }
 
     #[test]
@@ -213,6 +257,24 @@ mod tests {
             fn under_the_root_every_short_fragment_free_path_is_accepted(path in PATH) {
                 let loc = Loc::parse(&format!("https://www.example.com/{path}"), &public());
                 prop_assert!(loc.is_ok(), "{path:?}: {loc:?}");
+            }
+
+            #[test]
+            fn what_is_stored_is_an_rfc_3986_uri_and_stable(path in "[a-zA-Z0-9%/?&=|^\\[\\]{}\\\\`\u{e9}]{0,60}") {
+                if let Ok(loc) = Loc::parse(&format!("https://www.example.com/{path}"), &public()) {
+                    let s = loc.as_str();
+                    prop_assert_eq!(rfc3986(s), s, "encoding again changes nothing");
+                    let tail = &s.as_bytes()["https://www.example.com".len()..];
+                    for (i, b) in tail.iter().enumerate() {
+                        prop_assert!(b.is_ascii_alphanumeric() || b"-._~:/?@!$&'()*+,;=%".contains(b), "{}", s);
+                        if *b == b'%' {
+                            prop_assert!(tail.len() > i + 2 && tail[i + 1].is_ascii_hexdigit()
+                                && tail[i + 2].is_ascii_hexdigit(), "{}", s);
+                        }
+                    }
+                    let again = Loc::parse(s, &public()).unwrap();
+                    prop_assert_eq!(again.as_str(), s, "parsing what is stored keeps it");
+                }
             }
 
             #[test]

@@ -5,6 +5,6 @@ mod entry;
 mod lastmod;
 mod loc;
 
-pub use entry::{ChangeFreq, Entry, FieldError, Priority, render_priority};
+pub use entry::{ChangeFreq, Entry, EntryInput, FieldError, JsonScalar, Priority};
 pub use lastmod::LastMod;
-pub use loc::{Loc, MAX_LOC_LEN, PublicUrl};
+pub use loc::{Loc, MAX_LOC_LEN, PublicUrl, rfc3986};

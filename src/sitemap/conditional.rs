@@ -82,10 +82,23 @@ fn truncate_to_seconds(t: SystemTime) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-/// Whether the client accepts a gzip content-coding: `gzip`, `x-gzip` or `*` with a non-zero q-value, unless
-/// `gzip` itself is given q=0.
-pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+/// The content coding of an answer whose content coding is negotiated (RFC 9110 §12.5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coding {
+    Gzip,
+    Identity,
+    /// Neither gzip nor identity is acceptable: 406 Not Acceptable.
+    NotAcceptable,
+}
+
+/// Chooses gzip when the client accepts it (`gzip`, `x-gzip` or `*` with a non-zero q-value, unless `gzip` itself
+/// is given q=0), else identity, unless identity is excluded too: by `identity;q=0`, or by `*;q=0` with no entry
+/// for `identity` (RFC 9110 §12.5.3). Then the answer is 406 rather than an identity body the client said it
+/// does not accept: RFC 9110 allows either, and honoring the request is what a client that sends `q=0` asked for.
+/// No `Accept-Encoding`, or an empty one, is identity.
+pub fn negotiate(headers: &HeaderMap) -> Coding {
     let mut gzip = None;
+    let mut identity = None;
     let mut star = None;
     for value in headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()) {
         for item in value.split(',') {
@@ -95,14 +108,28 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
                 .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
                 .find_map(|q| q.trim().parse::<f32>().ok())
                 .unwrap_or(1.0);
+            let max = |seen: Option<f32>| Some(seen.map_or(q, |s| s.max(q)));
             if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
-                gzip = Some(gzip.map_or(q, |g: f32| g.max(q)));
+                gzip = max(gzip);
+            } else if coding.eq_ignore_ascii_case("identity") {
+                identity = max(identity);
             } else if coding == "*" {
-                star = Some(q);
+                star = max(star);
             }
         }
     }
-    gzip.or(star).is_some_and(|q| q > 0.0)
+    if gzip.or(star).is_some_and(|q| q > 0.0) {
+        Coding::Gzip
+    } else if identity.or(star).is_none_or(|q| q > 0.0) {
+        Coding::Identity
+    } else {
+        Coding::NotAcceptable
+    }
+}
+
+/// Whether the client accepts a gzip content-coding (see [`negotiate`]).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    negotiate(headers) == Coding::Gzip
 }
 
 #[cfg(test)]
@@ -214,6 +241,25 @@ mod tests {
             assert!(!accepts_gzip(&headers(&[(header::ACCEPT_ENCODING, v)])), "{v}");
         }
         assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn identity_excluded_with_no_acceptable_coding_is_not_acceptable() {
+        let coding = |v: &str| negotiate(&headers(&[(header::ACCEPT_ENCODING, v)]));
+        for v in ["identity;q=0", "*;q=0", "br, identity;q=0", "identity;q=0, gzip;q=0", "*;q=0, gzip;q=0", "*;Q=0.0"] {
+            assert_eq!(coding(v), Coding::NotAcceptable, "{v}");
+        }
+        // A more specific entry for identity overrides `*;q=0`; gzip wins whenever it is acceptable.
+        for v in ["*;q=0, identity", "*;q=0, identity;q=0.5", "", "br", "gzip;q=0", "IDENTITY;q=0.1"] {
+            assert_eq!(coding(v), Coding::Identity, "{v}");
+        }
+        for v in ["identity;q=0, gzip", "*;q=0, x-gzip;q=0.2", "identity;q=0, *"] {
+            assert_eq!(coding(v), Coding::Gzip, "{v}");
+        }
+        assert_eq!(negotiate(&HeaderMap::new()), Coding::Identity);
+        // Two fields are one list.
+        let two = headers(&[(header::ACCEPT_ENCODING, "br"), (header::ACCEPT_ENCODING, "identity;q=0")]);
+        assert_eq!(negotiate(&two), Coding::NotAcceptable);
     }
 
     proptest! {

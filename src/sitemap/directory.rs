@@ -89,7 +89,9 @@ impl Directory {
             write_index_entry(
                 &mut body,
                 &public_url.page_url(page.id),
-                LastMod::from_unix_micros(page.modified_us).as_str(),
+                // Milliseconds, truncated: sitemap.js, a widely used parser, drops a lastmod with more than three
+                // fraction digits, and truncation never shows a later change at an earlier time.
+                LastMod::from_unix_micros(page.modified_us.div_euclid(1000) * 1000).as_str(),
             );
         }
         body.extend_from_slice(INDEX_TAIL.as_bytes());

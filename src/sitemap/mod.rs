@@ -11,17 +11,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
-use futures_util::stream::BoxStream;
 use sha2::{Digest, Sha256};
 
 pub use self::cache::{PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
-use self::render::{RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
+use self::render::{INDEX_VERSION, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::pagination::PageState;
@@ -48,8 +47,13 @@ enum Encoding {
 }
 
 impl Encoding {
-    fn negotiate(headers: &HeaderMap) -> Self {
-        if conditional::accepts_gzip(headers) { Self::Gzip } else { Self::Identity }
+    /// `None` when the client accepts neither gzip nor identity: 406.
+    fn negotiate(headers: &HeaderMap) -> Option<Self> {
+        match conditional::negotiate(headers) {
+            conditional::Coding::Gzip => Some(Self::Gzip),
+            conditional::Coding::Identity => Some(Self::Identity),
+            conditional::Coding::NotAcceptable => None,
+        }
     }
 
     fn gzip(self) -> bool {
@@ -91,6 +95,14 @@ pub fn page_etag(page: &PageState, gzip: bool, gzip_level: u32) -> String {
     etag(&[&"page", &page.id, &page.version, &page.modified_us, &page.url_count, &page.byte_size], encoding, gzip_level)
 }
 
+/// 406: the request excludes identity and every coding the page has (see [`conditional::negotiate`]).
+fn not_acceptable() -> Response {
+    let message = "Accept-Encoding excludes both identity and gzip, the only codings of this resource";
+    let mut answer = ApiError::new(StatusCode::NOT_ACCEPTABLE, "not_acceptable", message).into_response();
+    answer.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    answer
+}
+
 fn system_time(us: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(us.max(0) as u64)
 }
@@ -105,13 +117,13 @@ struct Representation {
 }
 
 impl Representation {
+    /// The validators of `page`; its length is set once the page is rendered.
     fn page(page: &PageState, encoding: Encoding, gzip_level: u32) -> Self {
         Self {
             encoding,
             etag: page_etag(page, encoding.gzip(), gzip_level),
             modified_us: page.modified_us,
-            length: (encoding == Encoding::Identity)
-                .then(|| (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + page.byte_size as u64),
+            length: None,
         }
     }
 
@@ -152,16 +164,6 @@ impl Representation {
         h
     }
 
-    /// The body of a HEAD answer: empty, but with no size hint when the length is unknown, so that no
-    /// `Content-Length: 0` is derived from it.
-    fn head_body(&self) -> Body {
-        if self.length.is_some() {
-            Body::empty()
-        } else {
-            Body::from_stream(futures_util::stream::empty::<std::io::Result<Bytes>>())
-        }
-    }
-
     /// The answer with `body`, all of it in memory.
     fn answer(mut self, method: &Method, body: Bytes) -> Response {
         self.length = Some(body.len() as u64);
@@ -169,14 +171,6 @@ impl Representation {
             return (self.headers(), Body::empty()).into_response();
         }
         (self.headers(), body).into_response()
-    }
-
-    /// The body's bytes in this representation's encoding.
-    fn encode<S>(&self, bytes: S, gzip_level: u32) -> BoxStream<'static, std::io::Result<Bytes>>
-    where
-        S: futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
-    {
-        if self.encoding.gzip() { Box::pin(stream::gzip(bytes, gzip_level)) } else { Box::pin(bytes) }
     }
 }
 
@@ -186,9 +180,13 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
     if directory.is_empty() {
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
-    let encoding = Encoding::negotiate(&request);
+    let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
     let modified_us = directory.modified_us;
-    let etag = etag(&[&"index", &state.public_url, &modified_us, &directory.index_state], encoding, state.gzip_level);
+    let etag = etag(
+        &[&"index", &INDEX_VERSION, &state.public_url, &modified_us, &directory.index_state],
+        encoding,
+        state.gzip_level,
+    );
     // Validators first: a 304 or 412 touches no body.
     let rep = Representation { encoding, etag, modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(&request) {
@@ -206,20 +204,30 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
     Ok(rep.answer(&method, body))
 }
 
-/// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`. Validators come from the directory; a gzip body from the
-/// page cache, or else read from one database snapshot and compressed once for every concurrent request; an
-/// identity body is streamed from the snapshot.
+/// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`. Validators come from the directory; the body from the page's
+/// gzip, taken from the page cache or else rendered from one database snapshot (once for every concurrent request
+/// when the cache is on, for this request alone when it is off). The page-stream slot and the snapshot are released
+/// when the render ends, before a byte is sent: a client that reads slowly or not at all holds neither. gzip is
+/// sent as rendered; identity is inflated from it as it is sent, so no page is held uncompressed. HEAD renders the
+/// page as GET does, so that both carry the same headers, `Content-Length` included.
 async fn get_page(
     State(state): State<AppState>,
-    Path(file): Path<String>,
+    OriginalUri(uri): OriginalUri,
     method: Method,
     request: HeaderMap,
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError::not_found("no such sitemap page");
-    let Some((id, gz_file)) = parse_page_file(&file) else {
+    // The raw path, not the percent-decoded one: a page has one URL (`/sitemap-1%2exml` is not `/sitemap-1.xml`).
+    let file = uri.path().strip_prefix('/').unwrap_or_default();
+    let Some((id, gz_file)) = parse_page_file(file) else {
         return Err(ApiError::not_found("no such resource"));
     };
-    let encoding = if gz_file { Encoding::GzipFile } else { Encoding::negotiate(&request) };
+    let encoding = if gz_file {
+        Encoding::GzipFile
+    } else {
+        let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
+        encoding
+    };
     let level = state.gzip_level;
     let directory = state.directories.get(state.store.as_ref()).await?;
     let page = directory.page(id).ok_or_else(not_found)?;
@@ -227,39 +235,30 @@ async fn get_page(
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
-    if encoding.gzip() && state.page_cache.enabled() {
-        if method == Method::HEAD && state.page_cache.get(page).await.is_none() {
-            return Ok((rep.headers(), rep.head_body()).into_response());
-        }
-        let rendered = state
-            .page_cache
-            .get_or_render(page, render_gzip(state.clone(), id))
-            .await
-            .map_err(|e| ApiError::clone(&e))?;
-        // The render's snapshot may be newer than the directory: its state names what is sent.
-        let rep = Representation::page(&rendered.state, encoding, level);
-        if let Some(answer) = rep.check_preconditions(&request) {
-            return Ok(answer);
-        }
-        return Ok(rep.answer(&method, rendered.gzip));
-    }
-    if method == Method::HEAD {
-        return Ok((rep.headers(), rep.head_body()).into_response());
-    }
-    // The body and its headers come from one snapshot, which may be newer than the directory.
-    let (snapshot, rendered) = read_page(&state, id).await?;
-    let rep = Representation::page(&snapshot, encoding, level);
+    let rendered =
+        state.page_cache.get_or_render(page, render_gzip(state.clone(), id)).await.map_err(|e| ApiError::clone(&e))?;
+    // The render's snapshot may be newer than the directory: its state names what is sent.
+    let rep = Representation::page(&rendered.state, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
-    // Compressed (for gzip) in a task of its own, so that reading and compressing use both cores.
-    let body = if encoding.gzip() {
-        Body::from_stream(stream::detach(rep.encode(rendered, level), state.stream_timeout, ()))
-    } else {
-        Body::from_stream(rendered)
-    };
-    crate::telemetry::page_rendered();
-    Ok((rep.headers(), body).into_response())
+    if encoding.gzip() {
+        return Ok(rep.answer(&method, rendered.gzip));
+    }
+    // The length the gzip trailer records is the length inflated (checked by the decoder as it ends).
+    let length = stream::gunzipped_len(&rendered.gzip).ok_or_else(|| {
+        tracing::error!(page = id, "a rendered page is not a gzip member");
+        ApiError::internal()
+    })?;
+    let expected = (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
+    if length != expected {
+        tracing::warn!(page = id, length, expected, "a page's rendered size differs from its stored size");
+    }
+    let rep = Representation { length: Some(length), ..rep };
+    if method == Method::HEAD {
+        return Ok((rep.headers(), Body::empty()).into_response());
+    }
+    Ok((rep.headers(), Body::from_stream(stream::gunzip(rendered.gzip))).into_response())
 }
 
 /// Page `id` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a
@@ -276,7 +275,7 @@ async fn read_page(
 }
 
 /// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
-/// the stream timeout.
+/// the stream timeout. The slot and the snapshot are released when this returns.
 async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
     let work = async {
         let (snapshot, rendered) = read_page(&state, id).await?;

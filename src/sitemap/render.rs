@@ -3,7 +3,7 @@
 
 use quick_xml::escape::escape;
 
-use crate::domain::{ChangeFreq, Entry, MAX_LOC_LEN, Priority, render_priority};
+use crate::domain::{ChangeFreq, Entry, MAX_LOC_LEN, Priority};
 
 pub const NAMESPACE: &str = "http://www.sitemaps.org/schemas/sitemap/0.9";
 pub const URLSET_HEAD: &str =
@@ -20,13 +20,17 @@ pub const ENVELOPE_RESERVE: u64 = 1024;
 /// Bumped whenever rendered bytes change for the same stored data, so that ETags change with them.
 pub const RENDER_VERSION: u32 = 1;
 
+/// Bumped whenever the index's bytes change for the same page table; part of the index's ETag only, so that page
+/// ETags stay as they were. 2: `<lastmod>` in milliseconds.
+pub const INDEX_VERSION: u32 = 2;
+
 /// The fields of one `<url>` element, as stored.
 #[derive(Clone, Copy, Debug)]
 pub struct UrlFields<'a> {
     pub loc: &'a str,
     pub lastmod: Option<&'a str>,
     pub changefreq: Option<&'a str>,
-    pub priority: Option<f64>,
+    pub priority: Option<Priority>,
 }
 
 impl<'a> From<&'a Entry> for UrlFields<'a> {
@@ -35,7 +39,7 @@ impl<'a> From<&'a Entry> for UrlFields<'a> {
             loc: e.loc.as_str(),
             lastmod: e.lastmod.as_ref().map(|l| l.as_str()),
             changefreq: e.changefreq.map(ChangeFreq::as_str),
-            priority: e.priority.map(Priority::value),
+            priority: e.priority,
         }
     }
 }
@@ -52,7 +56,7 @@ pub fn write_url(out: &mut Vec<u8>, f: UrlFields<'_>) {
         element(out, "changefreq", changefreq);
     }
     if let Some(priority) = f.priority {
-        element(out, "priority", &render_priority(priority));
+        element(out, "priority", &priority.render());
     }
     out.extend_from_slice(b"</url>\n");
 }
@@ -68,12 +72,11 @@ pub fn url_len(f: UrlFields<'_>) -> u64 {
 /// longest, plus the longest value of every optional field.
 pub fn max_url_len() -> u64 {
     let loc = "'".repeat(MAX_LOC_LEN - 1);
-    let fraction = "9".repeat(Priority::MAX_DECIMALS);
     url_len(UrlFields {
         loc: &loc,
         lastmod: Some("2024-05-01T08:20:07.123456789Z"),
         changefreq: Some("monthly"),
-        priority: Some(format!("0.{fraction}").parse().expect("decimal")),
+        priority: Priority::from_millionths(999_999),
     })
 }
 
@@ -112,7 +115,7 @@ mod tests {
             loc: "https://x.test/a",
             lastmod: Some("2024-05-01"),
             changefreq: Some("daily"),
-            priority: Some(0.8),
+            priority: Priority::from_millionths(800_000),
         });
         assert_eq!(
             s,
@@ -130,7 +133,12 @@ mod tests {
 
     #[test]
     fn url_len_matches_rendered_bytes() {
-        let f = UrlFields { loc: "https://x.test/&", lastmod: None, changefreq: Some("never"), priority: Some(1.0) };
+        let f = UrlFields {
+            loc: "https://x.test/&",
+            lastmod: None,
+            changefreq: Some("never"),
+            priority: Priority::from_millionths(1_000_000),
+        };
         assert_eq!(url_len(f), render(f).len() as u64);
     }
 
@@ -146,7 +154,7 @@ mod tests {
             loc: &loc,
             lastmod: Some("2024-05-01T08:20:07Z"),
             changefreq: Some("always"),
-            priority: Some(0.123456),
+            priority: Priority::from_millionths(123_456),
         };
         assert!(url_len(f) <= max_url_len());
     }

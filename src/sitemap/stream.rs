@@ -1,6 +1,6 @@
-//! Response bodies as streams: a page rendered row by row from the database cursor into ~64 KiB chunks, gzip on
-//! top, and a task that decouples the database from the client, so that memory per response is bounded and a
-//! slow client cannot hold a database connection for long.
+//! Page bodies as streams: a page rendered row by row from the database cursor into ~64 KiB chunks, in a task of
+//! its own that ends within a deadline; gzip on top; and identity inflated back from that gzip as it is sent, so
+//! that no page is held uncompressed and no client's reading speed holds a database connection.
 
 use std::io;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use super::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
+use crate::domain::Priority;
 use crate::store::EntryStream;
 
 const CHUNK: usize = 64 * 1024;
@@ -32,7 +33,7 @@ pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + S
                 loc: &e.loc,
                 lastmod: e.lastmod.as_deref(),
                 changefreq: e.changefreq.as_deref(),
-                priority: e.priority,
+                priority: e.priority.and_then(Priority::from_millionths),
             });
             if buf.len() >= CHUNK {
                 yield Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(CHUNK + 4096)));
@@ -80,10 +81,42 @@ pub async fn gzip_bytes(body: Bytes, level: u32) -> io::Result<Bytes> {
     gzip_collect(futures_util::stream::once(async move { Ok(body) }), level).await
 }
 
-/// Runs `body` in a task that sends its chunks to the response through a small bounded channel. The task, and so
-/// the database snapshot and connection behind `body`, ends when the body does, when the client goes away, or at
-/// `deadline` at the latest, even if the client has stopped reading: then the response ends with an error (the
-/// client sees a truncated body and retries). `permit` (a page-stream slot, or `()`) is held for as long as the task runs.
+/// The bytes inflated from `gzip`, one complete gzip member, in chunks of [`CHUNK`] bytes: identity answers are
+/// served from the rendered gzip this way, so no page is held uncompressed. Memory beyond `gzip` itself is the
+/// decoder's (a 32 KiB window and a 32 KiB input buffer) and one chunk; the CRC and length in the gzip trailer are
+/// checked at the end (a mismatch ends the body with an error).
+pub fn gunzip(gzip: Bytes) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    use std::io::Read;
+    let decoder = flate2::read::GzDecoder::new(io::Cursor::new(gzip));
+    futures_util::stream::try_unfold(Some(decoder), |decoder| async move {
+        let Some(mut decoder) = decoder else { return Ok(None) };
+        let mut chunk = vec![0; CHUNK];
+        let mut filled = 0;
+        while filled < CHUNK {
+            match decoder.read(&mut chunk[filled..])? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        if filled == 0 {
+            return Ok(None);
+        }
+        chunk.truncate(filled);
+        // A short chunk is the last one.
+        Ok(Some((Bytes::from(chunk), (filled == CHUNK).then_some(decoder))))
+    })
+}
+
+/// The length of what `gzip` (one gzip member of less than 4 GiB uncompressed) inflates to: its trailer's ISIZE.
+pub fn gunzipped_len(gzip: &[u8]) -> Option<u64> {
+    let trailer: [u8; 4] = gzip.get(gzip.len().checked_sub(4)?..)?.try_into().ok()?;
+    Some(u64::from(u32::from_le_bytes(trailer)))
+}
+
+/// Runs `body` in a task that sends its chunks to the returned stream through a small bounded channel. The task,
+/// and so the database snapshot and connection behind `body`, ends when the body does, when the stream is dropped,
+/// or at `deadline` at the latest, even if the stream is no longer read: then the stream ends with an error.
+/// `permit` (a page-stream slot, or `()`) is held for as long as the task runs.
 pub fn detach<S, P>(body: S, deadline: Duration, permit: P) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
@@ -170,6 +203,24 @@ mod tests {
         let b: Vec<Bytes> = urlset(entries(5_000)).try_collect().await.unwrap();
         assert_eq!(sizes(a.clone()), sizes(b));
         assert!(a.len() > 2 && a[..a.len() - 1].iter().all(|c| c.len() >= CHUNK && c.ends_with(b"</url>\n")));
+    }
+
+    #[tokio::test]
+    async fn gunzip_gives_back_the_input_in_bounded_chunks() {
+        for size in [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 400_000] {
+            let data = input(size);
+            let gz = gzip_bytes(Bytes::from(data.clone()), 4).await.unwrap();
+            assert_eq!(gunzipped_len(&gz), Some(size as u64));
+            let chunks: Vec<Bytes> = gunzip(gz).try_collect().await.unwrap();
+            assert!(chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK), "size {size}");
+            assert_eq!(chunks.concat(), data, "size {size}");
+        }
+        let mut corrupt = gzip_bytes(Bytes::from(input(100_000)), 4).await.unwrap().to_vec();
+        let n = corrupt.len();
+        corrupt[n - 6] ^= 1; // the CRC
+        let back: io::Result<Vec<Bytes>> = gunzip(Bytes::from(corrupt)).try_collect().await;
+        assert!(back.is_err(), "a corrupt trailer is an error, not a silently wrong body");
+        assert_eq!(gunzipped_len(b"abc"), None);
     }
 
     #[tokio::test]

@@ -15,8 +15,8 @@ use futures_util::stream::BoxStream;
 
 pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
-use crate::domain::{Entry, Loc};
-use crate::pagination::{Fields, IndexFull, Limits, PageState, StoredUrl, UpsertCounts};
+use crate::domain::{Entry, Loc, Priority};
+use crate::pagination::{self, Fields, IndexFull, Limits, PageState, StoredUrl, UpsertCounts};
 
 /// The default store: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
@@ -38,24 +38,33 @@ impl From<sqlx::Error> for StoreError {
         use sqlx::Error as E;
         let transient = match &e {
             E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed | E::Protocol(_) => true,
-            // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with or without extended codes.
             E::Database(db) if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => {
-                db.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6))
+                db.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(sqlite_code_is_unavailable)
             }
-            // Postgres: connection exceptions (08), insufficient resources (53), operator intervention (57P:
-            // shutdown, cannot connect now), serialization failure and deadlock (40001, 40P01), lock and statement
-            // timeouts (55P03, 57014).
-            E::Database(db) => db.code().is_some_and(|code| {
-                let code = code.as_ref();
-                code.starts_with("08")
-                    || code.starts_with("53")
-                    || code.starts_with("57P")
-                    || matches!(code, "40001" | "40P01" | "55P03" | "57014")
-            }),
+            E::Database(db) => db.code().is_some_and(|code| sqlstate_is_unavailable(&code)),
             _ => false,
         };
         if transient { Self::Unavailable(e) } else { Self::Other(e) }
     }
+}
+
+/// Whether a Postgres SQLSTATE means the store is unavailable (503, retry later) rather than broken (500).
+///
+/// Everything that stops a connection from being established or kept counts: connection exceptions (`08`), an
+/// unknown database (`3D000`: dropped, or not created yet), a refused login (`28`: wrong password, `NOLOGIN`),
+/// insufficient resources (`53`: too many clients, disk full), operator intervention (`57P`: shutdown, cannot
+/// connect now, database dropped). So do the bounded waits and the conflicts that a retry resolves: serialization
+/// failure and deadlock (`40001`, `40P01`), lock and statement timeouts (`55P03`, `57014`).
+pub fn sqlstate_is_unavailable(code: &str) -> bool {
+    ["08", "28", "3D", "53", "57P"].iter().any(|class| code.starts_with(class))
+        || matches!(code, "40001" | "40P01" | "55P03" | "57014")
+}
+
+/// Whether an SQLite result code (primary or extended) means the store is unavailable: the database is locked
+/// (`SQLITE_BUSY` 5, `SQLITE_LOCKED` 6), its file cannot be opened (`SQLITE_CANTOPEN` 14: deleted directory,
+/// permissions), the disk failed or is full (`SQLITE_IOERR` 10, `SQLITE_FULL` 13).
+pub fn sqlite_code_is_unavailable(code: i32) -> bool {
+    matches!(code & 0xff, 5 | 6 | 10 | 13 | 14)
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -66,7 +75,8 @@ pub struct PageEntry {
     pub loc: String,
     pub lastmod: Option<String>,
     pub changefreq: Option<String>,
-    pub priority: Option<f64>,
+    /// Millionths (see [`crate::domain::Priority`]).
+    pub priority: Option<i64>,
 }
 
 pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
@@ -97,6 +107,32 @@ pub trait Store: Send + Sync + 'static {
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
+    /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
+    /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
+    /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
+    /// the store being unavailable.
+    async fn close(&self);
+}
+
+/// The longest [`Store::close`] waits for the pool's connections to come back.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Writes a consistent copy of the database to `dest`, while other processes may read and write it.
+///
+/// SQLite: `VACUUM INTO` (one read transaction: a snapshot of the committed state, compacted), then `fsync`. An
+/// existing `dest` is refused, never overwritten. Postgres: refused with a pointer to `pg_dump`, the tool that
+/// does this for a server (and knows its roles, versions and formats).
+pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
+    if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        anyhow::bail!(
+            "sitemapd backup copies SQLite databases only; for PostgreSQL use pg_dump (for example \
+             `pg_dump --format=custom --file=sitemapd.dump \"$DATABASE_URL\"`, restored with pg_restore)"
+        );
+    }
+    if !url.starts_with("sqlite:") {
+        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://");
+    }
+    sqlite::backup(url, dest).await
 }
 
 /// Connections the pool holds: open, and of those, idle.
@@ -165,7 +201,7 @@ struct UrlRow {
     page_id: i64,
     lastmod: Option<String>,
     changefreq: Option<String>,
-    priority: Option<f64>,
+    priority: Option<i64>,
     size: i64,
 }
 
@@ -175,7 +211,11 @@ impl From<UrlRow> for StoredUrl {
             id: r.id,
             loc: r.loc,
             page_id: r.page_id,
-            fields: Fields { lastmod: r.lastmod, changefreq: r.changefreq, priority: r.priority },
+            fields: Fields {
+                lastmod: r.lastmod,
+                changefreq: r.changefreq,
+                priority: r.priority.and_then(Priority::from_millionths),
+            },
             size: r.size,
         }
     }
@@ -215,6 +255,24 @@ macro_rules! page_columns {
 }
 use {page_columns, url_columns};
 
+/// The one-time repair that migration 0002 leaves to the application (see [`pagination::plan_repair`]).
+const RECOUNT_TASK: &str = "recount_entries";
+
+/// Logs what the repair did; no output when it found nothing to change.
+fn log_repair(plan: &pagination::RepairPlan) {
+    for url in &plan.dropped {
+        tracing::warn!(loc = %url.loc, "upgrade: removed a record whose RFC 3986 form is already stored");
+    }
+    if !plan.updates.is_empty() || !plan.dropped.is_empty() {
+        tracing::info!(
+            repaired = plan.updates.len(),
+            removed = plan.dropped.len(),
+            pages = plan.pages.len(),
+            "upgrade: records re-encoded (RFC 3986) or recounted; only their pages changed"
+        );
+    }
+}
+
 fn now_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
@@ -223,4 +281,121 @@ fn now_us() -> i64 {
 fn distinct(locs: &[Loc]) -> Vec<&str> {
     let mut seen = std::collections::HashSet::with_capacity(locs.len());
     locs.iter().map(Loc::as_str).filter(|l| seen.insert(*l)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::str::FromStr;
+
+    use sqlx::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// A database error with a given SQLSTATE, as the Postgres driver reports one (not an SQLite error).
+    #[derive(Debug)]
+    struct WithCode(&'static str);
+
+    impl std::fmt::Display for WithCode {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "error {}", self.0)
+        }
+    }
+
+    impl std::error::Error for WithCode {}
+
+    impl DatabaseError for WithCode {
+        fn message(&self) -> &str {
+            "test"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn classify(code: &'static str) -> StoreError {
+        StoreError::from(sqlx::Error::Database(Box::new(WithCode(code))))
+    }
+
+    #[test]
+    fn failures_to_connect_or_stay_connected_are_unavailable() {
+        for (code, what) in [
+            ("08000", "connection exception"),
+            ("08001", "cannot establish the connection"),
+            ("08006", "connection failure"),
+            ("08P01", "protocol violation"),
+            ("3D000", "unknown database (dropped or not created)"),
+            ("28000", "invalid authorization (role NOLOGIN)"),
+            ("28P01", "wrong password"),
+            ("53300", "too many clients"),
+            ("53100", "disk full"),
+            ("57P01", "admin shutdown"),
+            ("57P02", "crash shutdown"),
+            ("57P03", "cannot connect now (starting up)"),
+            ("57P04", "database dropped"),
+            ("40001", "serialization failure"),
+            ("40P01", "deadlock"),
+            ("55P03", "lock timeout"),
+            ("57014", "statement timeout"),
+        ] {
+            assert!(matches!(classify(code), StoreError::Unavailable(_)), "{code} ({what}) must be a 503");
+        }
+    }
+
+    #[test]
+    fn errors_of_the_statement_or_the_schema_are_internal() {
+        for (code, what) in [
+            ("23505", "unique violation"),
+            ("23503", "foreign key violation"),
+            ("42P01", "undefined table"),
+            ("42601", "syntax error"),
+            ("22003", "numeric value out of range"),
+            ("XX000", "internal error"),
+        ] {
+            assert!(matches!(classify(code), StoreError::Other(_)), "{code} ({what}) must be a 500");
+        }
+    }
+
+    #[test]
+    fn pool_and_transport_failures_are_unavailable() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        for e in [sqlx::Error::PoolTimedOut, sqlx::Error::PoolClosed, sqlx::Error::Io(io)] {
+            assert!(matches!(StoreError::from(e), StoreError::Unavailable(_)));
+        }
+        assert!(matches!(StoreError::from(sqlx::Error::RowNotFound), StoreError::Other(_)));
+    }
+
+    #[test]
+    fn sqlite_codes() {
+        // Primary and extended codes: SQLITE_BUSY_SNAPSHOT (517), SQLITE_IOERR_WRITE (778), SQLITE_CANTOPEN_ISDIR
+        // (526).
+        for code in [5, 6, 10, 13, 14, 517, 778, 526] {
+            assert!(sqlite_code_is_unavailable(code), "{code}");
+        }
+        // SQLITE_ERROR, SQLITE_CONSTRAINT (unique: 2067), SQLITE_CORRUPT, SQLITE_MISMATCH.
+        for code in [1, 19, 2067, 11, 20] {
+            assert!(!sqlite_code_is_unavailable(code), "{code}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_sqlite_file_that_cannot_be_opened_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone/sitemapd.db");
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display())).unwrap();
+        let e = sqlx::ConnectOptions::connect(&options).await.expect_err("the directory does not exist");
+        assert!(matches!(StoreError::from(e), StoreError::Unavailable(_)));
+    }
 }

@@ -9,10 +9,10 @@ use futures_util::TryStreamExt;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, Result, Store, StoreOptions, UrlRow, distinct,
-    page_columns, url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, UrlRow,
+    distinct, log_repair, page_columns, url_columns,
 };
-use crate::domain::{Entry, Loc};
+use crate::domain::{Entry, Loc, Priority};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
 
 /// A page's entries in page order. The row-value range (rather than `page_id = $1 ORDER BY id`) leaves the planner
@@ -84,6 +84,59 @@ impl PgStore {
         Ok((now, existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
     }
 
+    /// The repair migration 0002 leaves to the application, once, in one write transaction under the write lock
+    /// (replicas starting together do it once): records whose loc or size is not what this version would store are
+    /// fixed, and only their pages change.
+    async fn repair(&self) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut *tx).await?;
+        let pending: Option<String> = sqlx::query_scalar("SELECT name FROM upgrade_tasks WHERE name = $1")
+            .bind(RECOUNT_TASK)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if pending.is_none() {
+            return Ok(());
+        }
+        let mut stale = Vec::new();
+        {
+            let mut rows = sqlx::query_as::<_, UrlRow>(concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id"))
+                .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                let url = StoredUrl::from(row);
+                if let Some(loc) = pagination::recount(&url) {
+                    stale.push((url, loc));
+                }
+            }
+        }
+        if !stale.is_empty() {
+            let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
+            let (now, _): (i64, String) = sqlx::query_as(WRITE_SETTINGS_AND_NOW).fetch_one(&mut *tx).await?;
+            let taken: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(&renamed).fetch_all(&mut *tx).await?;
+            let taken = taken.into_iter().map(|u| u.loc).collect();
+            let pages: Vec<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id"))
+                .fetch_all(&mut *tx)
+                .await?;
+            let pages = pages.into_iter().map(Into::into).collect();
+            let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now)?;
+            let dropped: Vec<i64> = plan.dropped.iter().map(|u| u.id).collect();
+            sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&dropped).execute(&mut *tx).await?;
+            for u in &plan.updates {
+                sqlx::query("UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1")
+                    .bind(u.id)
+                    .bind(&u.loc)
+                    .bind(u.page_id)
+                    .bind(u.size)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Self::write_pages(&mut tx, &plan.pages).await?;
+            log_repair(&plan);
+        }
+        sqlx::query("DELETE FROM upgrade_tasks WHERE name = $1").bind(RECOUNT_TASK).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn write_pages(tx: &mut sqlx::PgTransaction<'_>, pages: &[PageState]) -> Result<()> {
         if pages.is_empty() {
             return Ok(());
@@ -110,6 +163,7 @@ impl PgStore {
 impl Store for PgStore {
     async fn migrate(&self) -> anyhow::Result<()> {
         sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        self.repair().await?;
         Ok(())
     }
 
@@ -120,6 +174,12 @@ impl Store for PgStore {
 
     fn pool_status(&self) -> PoolStatus {
         PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
+    }
+
+    async fn close(&self) {
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+        }
     }
 
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
@@ -136,14 +196,14 @@ impl Store for PgStore {
             sqlx::query(
                 "UPDATE urls SET page_id = u.page_id, lastmod = u.lastmod, changefreq = u.changefreq, \
                  priority = u.priority, size = u.size \
-                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::bigint[]) \
+                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) \
                  AS u (id, page_id, lastmod, changefreq, priority, size) WHERE urls.id = u.id",
             )
             .bind(u.iter().map(|x| x.id).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.page_id).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.lastmod.as_deref()).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
-            .bind(u.iter().map(|x| x.fields.priority).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.size).collect::<Vec<_>>())
             .execute(&mut *tx)
             .await?;
@@ -154,14 +214,14 @@ impl Store for PgStore {
             sqlx::query(
                 "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) \
                  SELECT loc, page_id, lastmod, changefreq, priority, size \
-                 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::bigint[]) \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) \
                  WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ord) ORDER BY ord",
             )
             .bind(n.iter().map(|x| x.loc.as_str()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.page_id).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.lastmod.as_deref()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
-            .bind(n.iter().map(|x| x.fields.priority).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.size).collect::<Vec<_>>())
             .execute(&mut *tx)
             .await?;

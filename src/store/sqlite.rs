@@ -12,10 +12,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use tokio::sync::Mutex;
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, Result, Store, StoreOptions, UrlRow, distinct, now_us,
-    page_columns, url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, UrlRow,
+    distinct, log_repair, now_us, page_columns, url_columns,
 };
-use crate::domain::{Entry, Loc};
+use crate::domain::{Entry, Loc, Priority};
 use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
 
 /// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
@@ -27,6 +27,8 @@ pub struct SqliteStore {
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
     lock_timeout: Duration,
+    /// The database file as opened: its path and identity (device, inode).
+    file: Option<(std::path::PathBuf, u64, u64)>,
 }
 
 impl SqliteStore {
@@ -38,23 +40,33 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5).min(options.acquire_timeout));
+        let path = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
+        tracing::info!(database = %path.display(), "opening the SQLite database");
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)
             .await?;
-        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5) })
+        let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
+        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5), file })
+    }
+
+    /// Fails as unavailable when the database file was deleted (its directory removed) or replaced since it was
+    /// opened. The open connections would go on reading and writing the old, unlinked file: every write
+    /// acknowledged then would be lost at the next start. Checked by `/readyz` and before every write.
+    fn check_file(&self) -> Result<()> {
+        let Some((path, dev, ino)) = &self.file else { return Ok(()) };
+        if file_identity(path) == Some((*dev, *ino)) {
+            return Ok(());
+        }
+        let message = format!("the database file {} was deleted or replaced; restart sitemapd", path.display());
+        Err(super::StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, message))))
     }
 
     async fn lock_writer(&self) -> Result<tokio::sync::MutexGuard<'_, ()>> {
         tokio::time::timeout(self.lock_timeout, self.writer.lock())
             .await
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolTimedOut))
-    }
-
-    /// Closes the pool: every later request fails as the store being unavailable (used by outage tests).
-    pub async fn close(&self) {
-        self.pool.close().await;
     }
 
     async fn load(tx: &mut sqlx::SqliteTransaction<'_>, locs: &[&str]) -> Result<(Vec<StoredUrl>, Vec<PageState>)> {
@@ -70,6 +82,54 @@ impl SqliteStore {
         let pages: Vec<PageRow> =
             sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id")).fetch_all(&mut **tx).await?;
         Ok((existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
+    }
+
+    /// The repair migration 0002 leaves to the application, once, in one write transaction: records whose loc or
+    /// size is not what this version would store are fixed, and only their pages change.
+    async fn repair(&self) -> Result<()> {
+        let _writer = self.lock_writer().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let pending: Option<String> = sqlx::query_scalar("SELECT name FROM upgrade_tasks WHERE name = ?1")
+            .bind(RECOUNT_TASK)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if pending.is_none() {
+            return Ok(());
+        }
+        let mut stale = Vec::new();
+        {
+            let mut rows = sqlx::query_as::<_, UrlRow>(concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id"))
+                .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                let url = StoredUrl::from(row);
+                if let Some(loc) = pagination::recount(&url) {
+                    stale.push((url, loc));
+                }
+            }
+        }
+        if !stale.is_empty() {
+            let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
+            let (taken, pages) = Self::load(&mut tx, &renamed).await?;
+            let taken = taken.into_iter().map(|u| u.loc).collect();
+            let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now_us())?;
+            for url in &plan.dropped {
+                sqlx::query("DELETE FROM urls WHERE id = ?1").bind(url.id).execute(&mut *tx).await?;
+            }
+            for u in &plan.updates {
+                sqlx::query("UPDATE urls SET loc = ?2, page_id = ?3, size = ?4 WHERE id = ?1")
+                    .bind(u.id)
+                    .bind(&u.loc)
+                    .bind(u.page_id)
+                    .bind(u.size)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Self::write_pages(&mut tx, &plan.pages).await?;
+            log_repair(&plan);
+        }
+        sqlx::query("DELETE FROM upgrade_tasks WHERE name = ?1").bind(RECOUNT_TASK).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn write_pages(tx: &mut sqlx::SqliteTransaction<'_>, pages: &[PageState]) -> Result<()> {
@@ -95,10 +155,12 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn migrate(&self) -> anyhow::Result<()> {
         sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
+        self.repair().await?;
         Ok(())
     }
 
     async fn ping(&self) -> Result<()> {
+        self.check_file()?;
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
@@ -107,12 +169,31 @@ impl Store for SqliteStore {
         PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
     }
 
+    async fn close(&self) {
+        // Copies the WAL into the database file and empties it, so that the file alone holds everything (a copy
+        // of `sitemapd.db` without its `-wal` is whole). Closing the last connection would checkpoint too, but
+        // not if a connection is still held when the timeout below gives up on it.
+        let checkpoint = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&self.pool);
+        match tokio::time::timeout(super::CLOSE_TIMEOUT, checkpoint).await {
+            Ok(Ok((0, _, _))) => tracing::info!("SQLite WAL checkpointed into the database file"),
+            Ok(Ok((_, log, done))) => {
+                tracing::warn!(wal_frames = log, checkpointed = done, "SQLite checkpoint incomplete: a reader was busy")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "SQLite checkpoint failed"),
+            Err(_) => tracing::warn!("SQLite checkpoint timed out"),
+        }
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+        }
+    }
+
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
         if entries.is_empty() {
             return Ok(UpsertCounts::default());
         }
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let _writer = self.lock_writer().await?;
+        self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (existing, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us())?;
@@ -125,7 +206,7 @@ impl Store for SqliteStore {
             .bind(u.page_id)
             .bind(u.fields.lastmod.as_deref())
             .bind(u.fields.changefreq.as_deref())
-            .bind(u.fields.priority)
+            .bind(u.fields.priority.map(Priority::millionths))
             .bind(u.size)
             .execute(&mut *tx)
             .await?;
@@ -138,7 +219,7 @@ impl Store for SqliteStore {
             .bind(n.page_id)
             .bind(n.fields.lastmod.as_deref())
             .bind(n.fields.changefreq.as_deref())
-            .bind(n.fields.priority)
+            .bind(n.fields.priority.map(Priority::millionths))
             .bind(n.size)
             .execute(&mut *tx)
             .await?;
@@ -153,6 +234,7 @@ impl Store for SqliteStore {
             return Ok(DeleteCounts::default());
         }
         let _writer = self.lock_writer().await?;
+        self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (found, pages) = Self::load(&mut tx, &locs).await?;
         let plan = pagination::plan_delete(locs.len(), found, pages, now_us());
@@ -216,4 +298,44 @@ impl Store for SqliteStore {
         };
         Ok(Some((page, Box::pin(stream))))
     }
+}
+
+/// (device, inode) of a file, `None` if it cannot be read (an in-memory database has no file).
+#[cfg(unix)]
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Elsewhere, only whether the file exists.
+#[cfg(not(unix))]
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|_| (0, 0))
+}
+
+/// `VACUUM INTO dest` from the database `url` names (which must exist), then `fsync` of the copy.
+pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
+    use sqlx::{ConnectOptions, Connection};
+    // Checked first for a clear message; VACUUM INTO also refuses a non-empty file, and `create_new` below closes
+    // the race with another process.
+    if dest.exists() {
+        anyhow::bail!("{} already exists; a backup never overwrites a file", dest.display());
+    }
+    let dest_str = dest.to_str().context("the backup path must be UTF-8")?;
+    let connect = SqliteConnectOptions::from_str(url)
+        .context("invalid SQLite URL")?
+        .create_if_missing(false)
+        .busy_timeout(Duration::from_secs(5));
+    let source = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
+    let mut conn = connect.connect().await.with_context(|| format!("cannot open the database {}", source.display()))?;
+    std::fs::File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let vacuum = sqlx::query("VACUUM INTO ?1").bind(dest_str).execute(&mut conn).await;
+    conn.close().await.ok();
+    if let Err(e) = vacuum {
+        let _ = std::fs::remove_file(dest);
+        return Err(e).with_context(|| format!("cannot copy {} to {}", source.display(), dest.display()));
+    }
+    std::fs::File::open(dest).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", dest.display()))?;
+    tracing::info!(from = %source.display(), to = %dest.display(), "backup written");
+    Ok(())
 }

@@ -96,7 +96,7 @@ async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
     assert_eq!(found.loc, "https://www.example.com/caf%C3%A9");
     assert_eq!(found.fields.lastmod.as_deref(), Some("2024-05-01T06:20:00Z"));
     assert_eq!(found.fields.changefreq.as_deref(), Some("daily"));
-    assert_eq!(found.fields.priority, Some(0.8));
+    assert_eq!(found.fields.priority, Priority::new(0.8).ok());
     assert_eq!(found.page_id, 1);
     assert!(store.find(&loc("absent")).await.unwrap().is_none());
 }
@@ -111,7 +111,7 @@ async fn counts_by_effect_and_later_duplicates_win(b: Backend) {
     let batch = vec![entry("a"), changed, entry("c"), last];
     let counts = store.upsert(&batch).await.unwrap();
     assert_eq!(counts, UpsertCounts { received: 4, created: 1, updated: 1, unchanged: 2 });
-    assert_eq!(store.find(&loc("c")).await.unwrap().unwrap().fields.priority, Some(0.9));
+    assert_eq!(store.find(&loc("c")).await.unwrap().unwrap().fields.priority, Priority::new(0.9).ok());
     assert_eq!(all_urls(&*store).await.len(), 3);
 }
 

@@ -15,7 +15,7 @@ use serde_json::json;
 use sitemapd::AppState;
 use sitemapd::config::Config;
 
-use crate::support::{PUBLIC_URL, TestApp, TestResponse, options, postgres_url};
+use crate::support::{Backend, PUBLIC_URL, TestApp, TestResponse, options, postgres_url};
 
 const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// A liveness bound, not a speed requirement: an answer must come, and well before a client gives up.
@@ -212,4 +212,151 @@ async fn a_postgres_outage_answers_503_and_recovers_without_a_restart() {
     let index = answered(&app, Method::GET, "/sitemap.xml", None).await;
     assert_eq!(index.status, StatusCode::OK);
     crate::contract::assert_consistent(&*app.store, 10, 52_428_800).await;
+}
+
+/// Runs one statement on the shared server as its administrator (`TEST_DATABASE_URL`).
+async fn admin(sql: String) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&postgres_url().unwrap()).await.expect("admin connection");
+    sqlx::query(sqlx::AssertSqlSafe(sql.clone())).execute(&mut conn).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    conn.close().await.ok();
+}
+
+/// Reads and writes answer 503 `unavailable` with `Retry-After`, `/readyz` 503, `/healthz` 200.
+async fn assert_unavailable(app: &TestApp, why: &str) {
+    for (method, uri, body) in [
+        (Method::GET, "/readyz", None),
+        (Method::GET, "/sitemap.xml", None),
+        (Method::GET, "/sitemap-1.xml", None),
+        (Method::GET, &*format!("/api/v1/urls?loc={}", crate::support::urlencode(&loc("a"))), None),
+        (Method::GET, "/api/v1/urls?limit=5", None),
+        (Method::PUT, "/api/v1/urls", Some(json!([{"loc": loc("during")}]))),
+        (Method::POST, "/api/v1/urls/delete", Some(json!([loc("a")]))),
+    ] {
+        let r = answered(app, method.clone(), uri, body).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{method} {uri} ({why}): {}", r.text());
+        assert_eq!(r.header("retry-after"), Some("5"), "{method} {uri} ({why})");
+        if uri != "/readyz" {
+            assert_eq!(r.json()["error"], "unavailable", "{method} {uri} ({why})");
+        }
+    }
+    let r = answered(app, Method::GET, "/healthz", None).await;
+    assert_eq!(r.status, StatusCode::OK, "liveness does not depend on the store ({why})");
+}
+
+/// Waits (bounded) until `/readyz` answers 200 again, then checks that a write and a page work.
+async fn assert_recovers(app: &TestApp, why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = answered(app, Method::GET, "/readyz", None).await;
+        if r.status == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not ready 30 s after {why}: {}", r.text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = answered(app, Method::PUT, "/api/v1/urls", Some(json!([{"loc": loc("after")}]))).await;
+    assert_eq!(r.status, StatusCode::OK, "after {why}: {}", r.text());
+    let r = answered(app, Method::GET, "/sitemap-1.xml", None).await;
+    assert_eq!(r.status, StatusCode::OK, "after {why}: {}", r.text());
+    assert!(r.text().contains(&loc("after")));
+}
+
+/// The state TTL is 0 so that every request reaches the store: nothing is answered from memory.
+const NO_STATE_CACHE: [(&str, &str); 2] = [("SITEMAPD_STATE_TTL_MS", "0"), ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_dropped_under_the_service_answers_503_and_recovers_when_recreated() {
+    let Some(app) = TestApp::spawn(Backend::Postgres, &NO_STATE_CACHE).await else { return };
+    app.put_paths(&["a", "b"]).await;
+    let name = url::Url::parse(&app.db.url).unwrap().path().trim_start_matches('/').to_owned();
+
+    admin(format!("DROP DATABASE {name} WITH (FORCE)")).await;
+    assert_unavailable(&app, "database dropped").await;
+
+    admin(format!("CREATE DATABASE {name}")).await;
+    // Migrations applied from outside, as `sitemapd migrate` would; the running service is not restarted.
+    app.another_process().await;
+    assert_recovers(&app, "the database was recreated").await;
+}
+
+/// A login role of its own, owning a database of its own; both dropped afterwards (on panic too).
+struct OwnRole {
+    name: String,
+}
+
+impl Drop for OwnRole {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+                admin(format!("DROP ROLE IF EXISTS {name}")).await;
+            });
+        })
+        .join()
+        .ok();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_whose_login_is_revoked_answers_503_and_recovers_when_restored() {
+    let Some(admin_url) = postgres_url() else { return };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let role = OwnRole { name: format!("sitemapd_role_{}_{nanos}", std::process::id()) };
+    let name = &role.name;
+    admin(format!("CREATE ROLE {name} LOGIN")).await;
+    admin(format!("CREATE DATABASE {name} OWNER {name}")).await;
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_username(name).unwrap();
+    url.set_path(name);
+    let vars = [
+        ("DATABASE_URL", url.to_string()),
+        ("SITEMAPD_PUBLIC_URL", PUBLIC_URL.to_owned()),
+        ("SITEMAPD_API_TOKENS", String::new()),
+        ("SITEMAPD_STATE_TTL_MS", "0".to_owned()),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2".to_owned()),
+    ];
+    let config = Config::load_from(None, |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
+    let store = sitemapd::store::open(&options(&config)).await.expect("store opens as the new role");
+    let app = TestApp::from_parts(store.clone(), config.clone(), sitemapd::app(AppState::new(store, &config)));
+    app.put_paths(&["a"]).await;
+
+    // NOLOGIN refuses new sessions only: end the role's open ones, as a server restart or a failover would.
+    admin(format!("ALTER ROLE {name} NOLOGIN")).await;
+    admin(format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{name}'")).await;
+    assert_unavailable(&app, "login revoked").await;
+
+    admin(format!("ALTER ROLE {name} LOGIN")).await;
+    assert_recovers(&app, "the login was restored").await;
+    drop(app);
+}
+
+/// SQLite: the database's directory deleted, or its file replaced, under a running service. The open connections
+/// would go on writing into the unlinked file, and every write acknowledged then would be gone at the next start:
+/// writes and `/readyz` answer 503 instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sqlite_file_deleted_or_replaced_under_the_service_refuses_writes_with_503() {
+    for replace in [false, true] {
+        let app = TestApp::spawn(Backend::Sqlite, &NO_STATE_CACHE).await.unwrap();
+        app.put_paths(&["a"]).await;
+        let path = PathBuf::from(app.db.url.strip_prefix("sqlite://").unwrap());
+        if replace {
+            // As a restore copied over the file of a running process would.
+            std::fs::remove_file(&path).unwrap();
+            std::fs::write(&path, b"").unwrap();
+        } else {
+            std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        }
+        for (method, uri, body) in [
+            (Method::GET, "/readyz", None),
+            (Method::PUT, "/api/v1/urls", Some(json!([{"loc": loc("lost")}]))),
+            (Method::POST, "/api/v1/urls/delete", Some(json!([loc("a")]))),
+        ] {
+            let r = answered(&app, method.clone(), uri, body).await;
+            assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{method} {uri} (replaced: {replace}): {}", r.text());
+            assert_eq!(r.header("retry-after"), Some("5"));
+        }
+    }
 }

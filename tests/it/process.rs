@@ -88,6 +88,9 @@ fn migrate_applies_migrations_and_exits() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     assert!(dir.path().join("m.db").exists());
+    // The schema is in the file itself, not left in a WAL beside it.
+    let wal = dir.path().join("m.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the WAL was checkpointed");
 }
 
 #[test]
@@ -313,10 +316,12 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let public = format!("http://localhost:{port}");
-    // On Postgres (trust authentication ignores the password), else on SQLite, which has none to leak.
-    let database_url = match crate::support::postgres_url() {
-        Some(url) => {
-            let mut url = url::Url::parse(&url).unwrap();
+    // On a fresh Postgres database (trust authentication ignores the password), else on SQLite, which has none to
+    // leak.
+    let pg = tokio::runtime::Runtime::new().unwrap().block_on(TestDb::new(Backend::Postgres));
+    let database_url = match &pg {
+        Some(db) => {
+            let mut url = url::Url::parse(&db.url).unwrap();
             url.set_password(Some(PASSWORD)).unwrap();
             url.to_string()
         }
@@ -342,6 +347,16 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         "GET /api/v1/urls?limit=5 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {WRONG}\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(http(port, &list).unwrap().0, 401);
+    // A token in the query string is refused, and its value never logged; nor is the userinfo of an absolute-form
+    // target.
+    let query_token = format!(
+        "GET /api/v1/urls?access_token={TOKEN}&limit=5 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(http(port, &query_token).unwrap().0, 401);
+    let absolute = format!(
+        "GET http://u:{WRONG}@localhost/api/v1/urls?{WRONG} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(http(port, &absolute).unwrap().0, 401);
     let logs = stop(child);
 
     for secret in [TOKEN, WRONG, PASSWORD] {
@@ -349,17 +364,104 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     }
     let lines: Vec<serde_json::Value> =
         logs.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
-    let answered: Vec<(String, u64)> = lines
+    let answered: Vec<(String, String, u64)> = lines
         .iter()
         .filter(|l| l["fields"]["message"] == "answered" && l["span"]["route"] == "/api/v1/urls")
         .map(|l| {
-            assert!(l["fields"]["latency_ms"].as_f64().is_some(), "{l}");
-            assert_eq!(l["span"]["status"], l["fields"]["status"], "the span records the status: {l}");
-            assert!(l["span"]["latency_ms"].as_f64().is_some(), "the span records the latency: {l}");
-            (l["span"]["method"].as_str().unwrap().to_owned(), l["fields"]["status"].as_u64().unwrap())
+            // Status and latency once, on the event; the latency in milliseconds, at most three decimals.
+            let latency = l["fields"]["latency_ms"].as_f64().unwrap_or_else(|| panic!("no latency_ms: {l}"));
+            assert_eq!((latency * 1000.0).round() / 1000.0, latency, "{l}");
+            let span = l["span"].as_object().unwrap();
+            assert!(!span.contains_key("status") && !span.contains_key("latency_ms"), "status or latency twice: {l}");
+            let uri = l["span"]["uri"].as_str().unwrap().to_owned();
+            (l["span"]["method"].as_str().unwrap().to_owned(), uri, l["fields"]["status"].as_u64().unwrap())
         })
         .collect();
-    assert_eq!(answered, [("PUT".to_owned(), 200), ("GET".to_owned(), 401)], "{logs}");
+    let expected = [
+        ("PUT", "/api/v1/urls", 200),
+        ("GET", "/api/v1/urls?limit=5", 401),
+        ("GET", "/api/v1/urls?access_token=REDACTED&limit=5", 401),
+        ("GET", "/api/v1/urls?REDACTED", 401),
+    ]
+    .map(|(m, u, s)| (m.to_owned(), u.to_owned(), s));
+    assert_eq!(answered, expected, "{logs}");
+}
+
+/// In text mode too, each request has one `answered` line that names its status and latency once.
+#[test]
+fn a_text_log_line_names_status_and_latency_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let vars = [("SITEMAPD_BIND", bind.as_str()), ("RUST_LOG", "trace")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let logs = stop(child);
+    let answered: Vec<&str> = logs.lines().filter(|l| l.contains("answered")).collect();
+    assert!(!answered.is_empty(), "{logs}");
+    for line in answered {
+        assert_eq!(line.matches("status=").count(), 1, "{line}");
+        assert_eq!(line.matches("latency_ms=").count(), 1, "{line}");
+        let latency = line.split("latency_ms=").nth(1).unwrap().split(' ').next().unwrap();
+        let decimals = latency.split('.').nth(1).map_or(0, str::len);
+        assert!(decimals <= 3 && latency.parse::<f64>().is_ok(), "{line}");
+    }
+}
+
+/// Every form of a database secret, at `RUST_LOG=trace`: the start line, the error line and the message on stderr
+/// show none of them, for `serve` and for `migrate`.
+#[test]
+fn no_form_of_the_database_secret_reaches_the_output() {
+    const SECRET: &str = "pg-Secret-5d1e";
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port(); // nothing listens there
+    for url in [
+        format!("postgres://sitemapd:{SECRET}@127.0.0.1:{port}/sitemapd"),
+        format!("postgres://sitemapd@127.0.0.1:{port}/sitemapd?password={SECRET}"),
+        format!(
+            "postgres://sitemapd@127.0.0.1:{port}/sitemapd?sslmode=disable&sslpassword={SECRET}&sslkey=/k/{SECRET}"
+        ),
+        format!("postgres://sitemapd:{SECRET}@[127.0.0.1:{port}/sitemapd"),
+        format!("postgres://sitemapd:{SECRET}/x@127.0.0.1:{port}/sitemapd"),
+        format!("postgresql:sitemapd:{SECRET}@127.0.0.1/sitemapd"),
+        format!("mysql://sitemapd:{SECRET}@127.0.0.1/sitemapd"),
+    ] {
+        for args in [&[][..], &["migrate"]] {
+            let vars =
+                [("DATABASE_URL", url.as_str()), ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1"), ("RUST_LOG", "trace")];
+            let out = run(dir.path(), &vars, args);
+            assert!(!out.status.success(), "{url}");
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "{url}\nstdout: {stdout}\nstderr: {stderr}");
+            assert!(!stderr.is_empty(), "{url}: the failure is explained");
+        }
+    }
+}
+
+/// A misspelled variable stops start-up (exit 2) naming the variable and the closest setting; a value of the wrong
+/// type is one short line naming the one setting.
+#[test]
+fn a_misspelled_variable_or_a_mistyped_value_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unusable database URL too, so that a build that ignored the variable would stop instead of serving.
+    let out = run(dir.path(), &[("SITEMAPD_PUBLICURL", "https://www.example.com"), ("DATABASE_URL", "x:")], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SITEMAPD_PUBLICURL (did you mean SITEMAPD_PUBLIC_URL?)"), "{stderr}");
+
+    let out = run(dir.path(), &[("SITEMAPD_PAGE_MAX_URLS", "abc")], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr,
+        "sitemapd: page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be a whole number (default: 50000), not \"abc\"\n"
+    );
+    // The variables that are not settings are allowed.
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, "gzip_level = 5\n").unwrap();
+    let vars = [("SITEMAPD_CONFIG", file.to_str().unwrap()), ("SITEMAPD_XSD_VALIDATE", "x")];
+    let out = run(dir.path(), &vars, &["migrate"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The JSON body of a 200 answer to `GET path`.
@@ -490,3 +592,122 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
 }
 
 crate::both_backends!(acknowledged_writes_survive_kill_9);
+
+/// `sitemapd` serving `DATABASE_URL=sqlite://{db}` on a free port, public URL [`CRASH_PUBLIC_URL`] (so that ETags do
+/// not depend on the port); returns the child and its port once healthy.
+fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let url = format!("sqlite://{}", db.display());
+    let vars = [
+        ("SITEMAPD_BIND", bind.as_str()),
+        ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL),
+        ("DATABASE_URL", &url),
+        ("SITEMAPD_PAGE_MAX_URLS", "1000"),
+    ];
+    let mut child = sitemapd(dir, &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    (child, port)
+}
+
+/// PUTs `body` (NDJSON) and asserts 200.
+fn put_ndjson(port: u16, body: &str) {
+    let put = format!(
+        "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, response) = http(port, &put).unwrap();
+    assert_eq!(status, 200, "{response}");
+}
+
+/// Status, ETag and body of the index and of pages 1 to 3.
+fn snapshot(port: u16) -> Vec<(String, u16, Option<String>, String)> {
+    ["/sitemap.xml", "/sitemap-1.xml", "/sitemap-2.xml", "/sitemap-3.xml"]
+        .into_iter()
+        .map(|path| {
+            let (status, response) = get(port, path).unwrap();
+            let (head, body) = response.split_once("\r\n\r\n").unwrap();
+            let etag = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().starts_with("etag:").then(|| l[5..].trim().to_owned()));
+            (path.to_owned(), status, etag, body.to_owned())
+        })
+        .collect()
+}
+
+/// `n` NDJSON entries under `/{tag}/`.
+fn some_entries(tag: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{{\"loc\": \"{CRASH_PUBLIC_URL}/{tag}/{i}\", \"priority\": 0.5}}\n")).collect()
+}
+
+#[test]
+fn after_sigterm_the_sqlite_file_alone_holds_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/sitemapd.db");
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let (child, port) = serve_sqlite(dir.path(), &db);
+    put_ndjson(port, &some_entries("stop", 3000));
+    put_ndjson(port, &some_entries("again", 10));
+    let before = snapshot(port);
+    assert_eq!(before[1].1, 200);
+    let stdout = stop(child);
+    assert!(stdout.contains(&*db.display().to_string()), "the absolute path is logged at start: {stdout}");
+
+    // Only the .db file, as someone copying "the database" would.
+    let copy_dir = tempfile::tempdir().unwrap();
+    let copy = copy_dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let (child, port) = serve_sqlite(copy_dir.path(), &copy);
+    assert_eq!(snapshot(port), before, "the copied file alone serves the same pages, ETags included");
+    stop(child);
+}
+
+#[test]
+fn a_backup_taken_while_serving_restores_the_same_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("live.db");
+    let (child, port) = serve_sqlite(dir.path(), &db);
+    put_ndjson(port, &some_entries("kept", 2000));
+    let before = snapshot(port);
+    let url = format!("sqlite://{}", db.display());
+    let backup = dir.path().join("backup.db");
+    let out = run(dir.path(), &[("DATABASE_URL", &url)], &["backup", backup.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Written after the backup: not in it.
+    put_ndjson(port, &some_entries("later", 5));
+    assert_ne!(snapshot(port), before);
+
+    // Never over an existing file.
+    let len = std::fs::metadata(&backup).unwrap().len();
+    let out = run(dir.path(), &[("DATABASE_URL", &url)], &["backup", backup.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already exists"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(&backup).unwrap().len(), len, "the existing backup is untouched");
+    stop(child);
+
+    // Restore: a new instance on the backup file serves what was stored when it was taken, byte for byte.
+    let restored_dir = tempfile::tempdir().unwrap();
+    let restored = restored_dir.path().join("sitemapd.db");
+    std::fs::copy(&backup, &restored).unwrap();
+    let (child, port) = serve_sqlite(restored_dir.path(), &restored);
+    assert_eq!(snapshot(port), before);
+    stop(child);
+}
+
+#[test]
+fn backup_of_postgres_points_to_pg_dump_and_of_a_missing_file_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &[("DATABASE_URL", "postgres://u:pw-Secret@127.0.0.1:1/db")], &["backup", "b.db"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("pg_dump") && !stderr.contains("Secret"), "{stderr}");
+    let missing = format!("sqlite://{}", dir.path().join("missing.db").display());
+    let out = run(dir.path(), &[("DATABASE_URL", &missing)], &["backup", "b.db"]);
+    assert!(!out.status.success());
+    assert!(!dir.path().join("missing.db").exists(), "a backup never creates the source");
+    assert!(!dir.path().join("b.db").exists(), "nor leaves an empty copy behind");
+}

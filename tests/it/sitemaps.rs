@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::both_backends;
@@ -228,6 +228,76 @@ async fn missing_and_malformed_pages_are_404(b: Backend) {
     assert_eq!(app.get("/sitemap.xml", &[]).await.status, StatusCode::NOT_FOUND, "no URLs at all");
 }
 
+/// One URL per resource: the page route matches the raw path, so a percent-encoded spelling of a page's name is
+/// another resource, and 404.
+async fn percent_encoded_page_names_are_404(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    app.put_paths(&["a"]).await;
+    assert_eq!(app.get("/sitemap-1.xml", &[]).await.status, StatusCode::OK);
+    for path in ["/sitemap-1%2exml", "/sitemap%2d1.xml", "/sitemap-%31.xml", "/sitemap-1.xml%2egz", "/sitemap%2exml"] {
+        for method in [Method::GET, Method::HEAD] {
+            let r = app.request(method.clone(), path, &[], axum::body::Body::empty()).await;
+            assert_eq!(r.status, StatusCode::NOT_FOUND, "{method} {path}");
+        }
+    }
+}
+
+/// HEAD answers with the headers GET would, `Content-Length` included, for every representation, whether the page
+/// was rendered before or not, with the page cache on and off.
+async fn head_and_get_agree_cached_or_not(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    app.put_paths(&["a", "b", "c"]).await;
+    let no_cache = app.another_process_with(&[("SITEMAPD_CACHE_BYTES", "0")]).await;
+    let cases: [(&str, &[(&str, &str)]); 3] =
+        [("/sitemap-1.xml.gz", &[]), ("/sitemap-1.xml", &[GZIP]), ("/sitemap-1.xml", &[])];
+    for server in [&app, &no_cache] {
+        for (path, headers) in cases {
+            // HEAD first, while the page is not rendered yet.
+            let head = server.head(path, headers).await;
+            let get = server.get(path, headers).await;
+            assert_eq!((head.status, get.status), (StatusCode::OK, StatusCode::OK), "{path} {headers:?}");
+            assert!(head.body.is_empty());
+            assert_eq!(get.header("content-length"), Some(get.body.len().to_string()).as_deref(), "{path}");
+            for name in
+                ["etag", "last-modified", "content-type", "content-encoding", "vary", "cache-control", "content-length"]
+            {
+                assert_eq!(head.header(name), get.header(name), "{path} {headers:?} HEAD {name}");
+            }
+        }
+        // A change: HEAD of the new version before any GET of it.
+        let changed = json!([{"loc": loc("b"), "priority": 0.9}]);
+        assert_eq!(server.put_json(&changed).await.status, StatusCode::OK);
+        let head = server.head("/sitemap-1.xml", &[GZIP]).await;
+        let get = server.get("/sitemap-1.xml", &[GZIP]).await;
+        assert!(gunzip(&get.body).contains("<priority>0.9</priority>"));
+        assert_eq!(head.header("etag"), get.header("etag"));
+        assert_eq!(head.header("content-length"), get.header("content-length"));
+        let changed = json!([{"loc": loc("b"), "priority": 0.1}]);
+        assert_eq!(server.put_json(&changed).await.status, StatusCode::OK);
+    }
+}
+
+/// `Accept-Encoding` that excludes identity and every coding offered is 406 (RFC 9110 §12.5.3: the server may
+/// honor it or ignore it; sitemapd honors it); a more specific `identity` entry, or an acceptable gzip, is served.
+async fn excluding_every_coding_is_406(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    app.put_paths(&["a"]).await;
+    for path in ["/sitemap.xml", "/sitemap-1.xml"] {
+        for value in ["identity;q=0", "*;q=0", "br, identity;q=0", "*;q=0, gzip;q=0"] {
+            let r = app.get(path, &[("accept-encoding", value)]).await;
+            assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{path} {value}");
+            assert_eq!(r.json()["error"], "not_acceptable");
+            assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        }
+        let r = app.get(path, &[("accept-encoding", "*;q=0, identity")]).await;
+        assert_eq!((r.status, r.header("content-encoding")), (StatusCode::OK, None), "{path}");
+        let r = app.get(path, &[("accept-encoding", "identity;q=0, gzip")]).await;
+        assert_eq!((r.status, r.header("content-encoding")), (StatusCode::OK, Some("gzip")), "{path}");
+    }
+    // A .gz file is the entity itself, not a content coding: served whatever Accept-Encoding says.
+    assert_eq!(app.get("/sitemap-1.xml.gz", &[("accept-encoding", "*;q=0")]).await.status, StatusCode::OK);
+}
+
 /// Property 1: a change, a delete, or an addition changes only the page that holds the URL (and the index).
 async fn a_change_reaches_only_its_page_and_the_index(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
@@ -368,6 +438,9 @@ both_backends!(
     every_process_answers_the_same_validators,
     deleting_advances_page_and_index_lastmod,
     a_large_page_streams_in_chunks,
+    percent_encoded_page_names_are_404,
+    head_and_get_agree_cached_or_not,
+    excluding_every_coding_is_406,
 );
 
 /// Property 7, in part: no query pages with OFFSET (cost would grow with depth).

@@ -39,16 +39,34 @@ macro_rules! both_backends {
     };
 }
 
-/// The Postgres server for tests, from `TEST_DATABASE_URL`. Unset: Postgres tests return early, except under CI
-/// (`CI` set), where that is an error: CI must never skip them silently.
+/// The Postgres server for tests, from `TEST_DATABASE_URL`. Unset: Postgres tests return early (and pass), said once
+/// on the terminal; under CI (`CI` set) that is an error: CI must never skip them silently.
 pub fn postgres_url() -> Option<String> {
     match std::env::var("TEST_DATABASE_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var_os("CI").is_some() => {
             panic!("CI is set but TEST_DATABASE_URL is not: Postgres tests would be skipped")
         }
-        _ => None,
+        _ => {
+            static SKIPPED: std::sync::Once = std::sync::Once::new();
+            SKIPPED.call_once(|| {
+                note(
+                    "TEST_DATABASE_URL is not set: the Postgres variants (tests named `…::postgres::…`) return early \
+                     and show as passed without running. Run them with \
+                     TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo test",
+                );
+            });
+            None
+        }
     }
+}
+
+/// Writes a note straight to the process's stderr, where `cargo test` shows it. libtest captures only what the
+/// print macros (`eprintln!`) write in a test, and shows it for failed tests alone; a write to the `Stderr` handle
+/// bypasses that capture, so the note is seen in every run, once, among the test results.
+pub fn note(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "\nnote: {text}\n");
 }
 
 /// A database of its own for one test.
@@ -185,7 +203,17 @@ impl TestApp {
         Self::open(self.db.clone(), all).await
     }
 
-    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+    /// Sends `request` as a client would: with a `Host` header (`localhost`) unless it has one.
+    pub async fn send(&self, mut request: Request<Body>) -> TestResponse {
+        let headers = request.headers_mut();
+        if !headers.contains_key(axum::http::header::HOST) {
+            headers.insert(axum::http::header::HOST, axum::http::HeaderValue::from_static("localhost"));
+        }
+        self.send_exact(request).await
+    }
+
+    /// Sends `request` to the router exactly as it is.
+    pub async fn send_exact(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.expect("infallible");
         let (parts, mut body) = response.into_parts();
         let mut bytes = Vec::new();
@@ -313,7 +341,14 @@ pub fn xsd_validator() -> Option<PathBuf> {
         return Some(path);
     }
     assert!(std::env::var_os("CI").is_none(), "CI is set but the XSD validator {} is missing", path.display());
-    eprintln!("note: {} not found; XSD validation skipped", path.display());
+    static SKIPPED: std::sync::Once = std::sync::Once::new();
+    SKIPPED.call_once(|| {
+        note(&format!(
+            "{} not found: the tests' XSD schema checks are skipped (those tests pass without them). Set \
+             SITEMAPD_XSD_VALIDATE=/path/to/validate.sh (it needs xmllint) to run them",
+            path.display()
+        ));
+    });
     None
 }
 
