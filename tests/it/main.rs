@@ -17,3 +17,4 @@ mod roundtrip;
 mod sitemaps;
 mod slow_readers;
 mod support;
+mod upgrade;

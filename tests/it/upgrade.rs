@@ -1,0 +1,233 @@
+//! Upgrades are invisible to crawlers: this version, opened on a database written by the previous release
+//! (620b336, `tests/fixtures/upgrade/`, rebuilt by its `make.sh`), serves every page whose content did not change
+//! with the very bytes, ETag, Last-Modified and Content-Length that release served. The pages that hold an entry
+//! the previous release stored wrongly (a `-0.0` priority; a loc with `|`, `[`, `]` or `^`, which RFC 3986 forbids
+//! in a path) are repaired once when the database is opened: they change, and only they.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use sitemapd::config::Config;
+use sitemapd::{AppState, app};
+use sqlx::Connection;
+
+use crate::support::{self, Backend, TestApp, TestDb, TestResponse, gunzip, options, validate_xsd, xml_texts};
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upgrade")
+}
+
+/// What the previous release answered, as `make.sh` recorded it.
+struct Recorded {
+    json: Value,
+}
+
+impl Recorded {
+    fn load(backend: Backend) -> Self {
+        let name = match backend {
+            Backend::Sqlite => "answers-sqlite.json",
+            Backend::Postgres => "answers-postgres.json",
+        };
+        let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture answers");
+        Self { json: serde_json::from_str(&text).expect("answers are JSON") }
+    }
+
+    fn pages(&self) -> Vec<i64> {
+        let mut pages: Vec<i64> =
+            self.json["answers"]["pages"].as_object().unwrap().keys().map(|k| k.parse().unwrap()).collect();
+        pages.sort_unstable();
+        pages
+    }
+
+    fn answer(&self, page: i64, representation: &str) -> &Value {
+        &self.json["answers"]["pages"][page.to_string()][representation]
+    }
+
+    fn list(&self, key: &str) -> Vec<Value> {
+        self.json["affected"][key].as_array().unwrap().clone()
+    }
+
+    fn negative_zero_pages(&self) -> Vec<i64> {
+        self.list("negative_zero").iter().map(|v| v.as_i64().unwrap()).collect()
+    }
+
+    fn rfc3986_pages(&self) -> Vec<i64> {
+        self.list("rfc3986").iter().map(|v| v.as_i64().unwrap()).collect()
+    }
+
+    /// The locs as the previous release stored them, with characters RFC 3986 forbids.
+    fn rfc3986_locs(&self) -> Vec<String> {
+        self.list("rfc3986_locs").iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+    }
+
+    fn affected(&self) -> Vec<i64> {
+        let mut pages = self.negative_zero_pages();
+        pages.extend(self.rfc3986_pages());
+        pages.sort_unstable();
+        pages.dedup();
+        pages
+    }
+}
+
+/// Request headers.
+type Headers = &'static [(&'static str, &'static str)];
+
+/// The three ways a crawler fetches a page: the recorded name, the path's suffix, the request headers.
+const REPRESENTATIONS: [(&str, &str, Headers); 3] =
+    [("identity", ".xml", &[]), ("gzip", ".xml", &[("accept-encoding", "gzip")]), ("gz_file", ".xml.gz", &[])];
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn content_length(r: &TestResponse) -> Option<u64> {
+    r.header("content-length").map(|v| v.parse().expect("numeric Content-Length"))
+}
+
+/// A page's row as stored: (version, modified_us).
+type PageRows = BTreeMap<i64, (i64, i64)>;
+
+async fn page_rows(url: &str) -> PageRows {
+    let rows: Vec<(i64, i64, i64)> = if url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+        let rows = sqlx::query_as("SELECT id, version, modified_us FROM pages").fetch_all(&mut conn).await.unwrap();
+        conn.close().await.ok();
+        rows
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        let rows = sqlx::query_as("SELECT id, version, modified_us FROM pages").fetch_all(&mut conn).await.unwrap();
+        conn.close().await.ok();
+        rows
+    };
+    rows.into_iter().map(|(id, version, modified_us)| (id, (version, modified_us))).collect()
+}
+
+/// A copy of the fixture, not yet opened by this version: its URL and what keeps it alive (the Postgres database
+/// or the SQLite file's directory).
+struct Fixture {
+    url: String,
+    _db: Option<TestDb>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn fixture_db(backend: Backend) -> Option<Fixture> {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let path: &Path = &dir.path().join("sitemapd.db");
+            std::fs::copy(fixture_dir().join("sqlite.db"), path).expect("copy sqlite.db");
+            let url = format!("sqlite://{}", path.display());
+            Some(Fixture { url, _db: None, _dir: Some(dir) })
+        }
+        Backend::Postgres => {
+            let db = TestDb::new(Backend::Postgres).await?;
+            // Its own connection: the dump clears search_path for the session it runs in.
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::raw_sql(include_str!("../fixtures/upgrade/postgres.sql"))
+                .execute(&mut conn)
+                .await
+                .expect("postgres.sql loads into an empty database");
+            conn.close().await.ok();
+            let url = db.url.clone();
+            Some(Fixture { url, _db: Some(db), _dir: None })
+        }
+    }
+}
+
+async fn open(url: &str) -> TestApp {
+    let vars: BTreeMap<&str, String> = [
+        ("DATABASE_URL", url.to_owned()),
+        ("SITEMAPD_PUBLIC_URL", support::PUBLIC_URL.to_owned()),
+        ("SITEMAPD_API_TOKENS", String::new()),
+        ("SITEMAPD_PAGE_MAX_URLS", "5".to_owned()),
+    ]
+    .into();
+    let config = Config::load_from(None, |k| vars.get(k).cloned()).expect("valid configuration");
+    let store = sitemapd::store::open(&options(&config)).await.expect("this version opens the old database");
+    let router = app(AppState::new(store.clone(), &config));
+    TestApp::from_parts(store, config, router)
+}
+
+async fn upgrade_serves_unchanged_pages_identically(backend: Backend) {
+    let Some(fixture) = fixture_db(backend).await else { return };
+    let url = fixture.url.clone();
+    let recorded = Recorded::load(backend);
+    let before = page_rows(&url).await;
+    let app = open(&url).await;
+    let after = page_rows(&url).await;
+    let affected = recorded.affected();
+    assert_eq!(affected, vec![3, 4, 5], "the fixture's affected pages");
+
+    for page in recorded.pages() {
+        let is_affected = affected.contains(&page);
+        for (name, suffix, headers) in REPRESENTATIONS {
+            let r = app.get(&format!("/sitemap-{page}{suffix}"), headers).await;
+            let old = recorded.answer(page, name);
+            let what = format!("{backend:?} page {page} {name}");
+            if !is_affected {
+                assert_eq!(r.status.as_u16(), old["status"].as_u64().unwrap() as u16, "{what}: status");
+                assert_eq!(r.header("etag"), old["etag"].as_str(), "{what}: ETag");
+                assert_eq!(r.header("last-modified"), old["last_modified"].as_str(), "{what}: Last-Modified");
+                assert_eq!(content_length(&r), old["content_length"].as_u64(), "{what}: Content-Length");
+                assert_eq!(r.body.len() as u64, old["length"].as_u64().unwrap(), "{what}: body length");
+                assert_eq!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{what}: body bytes");
+                continue;
+            }
+            assert_eq!(r.status.as_u16(), 200, "{what}: status");
+            assert_ne!(r.header("etag"), old["etag"].as_str(), "{what}: a changed page needs a new ETag");
+            let cl = content_length(&r).unwrap_or_else(|| panic!("{what}: Content-Length"));
+            assert_eq!(r.body.len() as u64, cl, "{what}: the body is as long as Content-Length says");
+            let modified = httpdate::parse_http_date(r.header("last-modified").expect("Last-Modified")).unwrap();
+            let old_modified = httpdate::parse_http_date(old["last_modified"].as_str().unwrap()).unwrap();
+            assert!(modified >= old_modified, "{what}: Last-Modified went back");
+            let xml = if name == "identity" { r.text() } else { gunzip(&r.body) };
+            validate_xsd(&[(&format!("page-{page}-{name}.xml"), xml.as_bytes())]);
+            let locs = xml_texts(&xml, "loc");
+            for old_loc in recorded.rfc3986_locs() {
+                assert!(!locs.contains(&old_loc), "{what}: {old_loc} is still served unencoded");
+            }
+            assert!(!locs.iter().any(|l| l.contains(['|', '^', '[', ']', '{', '}', '\\', '`'])), "{what}: {locs:?}");
+            if recorded.rfc3986_pages().contains(&page) {
+                let encoded: Vec<String> = recorded
+                    .rfc3986_locs()
+                    .iter()
+                    .map(|l| l.replace('|', "%7C").replace('^', "%5E").replace('[', "%5B").replace(']', "%5D"))
+                    .collect();
+                assert!(encoded.iter().any(|e| locs.contains(e)), "{what}: none of {encoded:?} in {locs:?}");
+            }
+            if recorded.negative_zero_pages().contains(&page) {
+                assert!(!xml.contains("<priority>-0.0</priority>"), "{what}: -0.0 rendered");
+                let neg_zero = format!("<loc>{}/neg-zero</loc>", support::PUBLIC_URL);
+                let element = xml.split("<url>").find(|u| u.contains(&neg_zero)).expect("the -0.0 entry is served");
+                assert!(element.contains("<priority>0.0</priority>"), "{what}: {element}");
+            }
+        }
+    }
+
+    // The rows: unaffected pages untouched, affected ones one version later and modified after the old time.
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>(), "{backend:?}: the page set");
+    for (id, (version, modified_us)) in &before {
+        let (new_version, new_modified_us) = after[id];
+        if affected.contains(id) {
+            assert_eq!(new_version, version + 1, "{backend:?} page {id}: version");
+            assert!(new_modified_us > *modified_us, "{backend:?} page {id}: modified_us");
+        } else {
+            assert_eq!((new_version, new_modified_us), (*version, *modified_us), "{backend:?} page {id}: row");
+        }
+    }
+
+    // The index lists the same pages; its ETag may change (its <lastmod> format did), it stays valid.
+    let index = app.get("/sitemap.xml", &[]).await;
+    assert_eq!(index.status.as_u16(), 200);
+    let listed = app.index_paths().await;
+    let expected: Vec<String> = recorded.pages().iter().map(|n| format!("/sitemap-{n}.xml")).collect();
+    assert_eq!(listed, expected, "{backend:?}: the index lists the same pages");
+    let gz = app.get("/sitemap.xml", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gz.status.as_u16(), 200);
+    assert_eq!(gunzip(&gz.body), index.text(), "{backend:?}: the gzip index is the identity one");
+    validate_xsd(&[("index.xml", index.text().as_bytes())]);
+}
+
+crate::both_backends!(upgrade_serves_unchanged_pages_identically);
