@@ -228,6 +228,14 @@ async fn upgrade_serves_unchanged_pages_identically(backend: Backend) {
     assert_eq!(gz.status.as_u16(), 200);
     assert_eq!(gunzip(&gz.body), index.text(), "{backend:?}: the gzip index is the identity one");
     validate_xsd(&[("index.xml", index.text().as_bytes())]);
+    // Each page's <lastmod> is its row's modified_us, to the precision the index shows (at least milliseconds).
+    for (path, lastmod) in listed.iter().zip(xml_texts(&index.text(), "lastmod")) {
+        let id: i64 = path.trim_start_matches("/sitemap-").trim_end_matches(".xml").parse().unwrap();
+        let at = time::OffsetDateTime::parse(&lastmod, &time::format_description::well_known::Rfc3339).unwrap();
+        let lastmod_us = i64::try_from(at.unix_timestamp_nanos() / 1000).unwrap();
+        let (_, modified_us) = after[&id];
+        assert!((lastmod_us - modified_us).abs() < 1000, "{backend:?} page {id}: <lastmod>{lastmod} vs {modified_us}");
+    }
 }
 
 crate::both_backends!(upgrade_serves_unchanged_pages_identically);
