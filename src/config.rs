@@ -134,15 +134,16 @@ impl Config {
         }
         let raw: Raw = builder
             .build()
-            .context("cannot read the configuration")?
+            .map_err(|e| anyhow::anyhow!("cannot read the configuration: {}", without_source_lines(&e.to_string())))?
             .try_deserialize()
             .map_err(|e| type_error(&e, file, &env))?;
         Self::validate(raw)
     }
 
     fn validate(raw: Raw) -> anyhow::Result<Self> {
-        let public_url = PublicUrl::parse(&raw.public_url)
-            .map_err(|e| anyhow::anyhow!("public_url (SITEMAPD_PUBLIC_URL) {:?}: {e}", raw.public_url))?;
+        let public_url = PublicUrl::parse(&raw.public_url).map_err(|e| {
+            anyhow::anyhow!("public_url (SITEMAPD_PUBLIC_URL) {:?}: {e}", shown_public_url(&raw.public_url))
+        })?;
         let bind: SocketAddr = raw
             .bind
             .parse()
@@ -323,6 +324,26 @@ fn type_error(e: &config::ConfigError, file: Option<&Path>, env: &impl Fn(&str) 
             let file = file.map_or_else(|| DEFAULT_FILE.to_owned(), |f| f.display().to_string());
             anyhow::anyhow!("{key} in {file} must be {accepts} (default: {default}), not {unexpected}")
         }
+    }
+}
+
+/// A TOML parse error without the quoted source line, which may hold a secret (`database_url = "postgres://u:pw…`):
+/// the position and the message stay.
+fn without_source_lines(message: &str) -> String {
+    let source_line =
+        |l: &str| l.trim_start().trim_start_matches(|c: char| c.is_ascii_digit()).trim_start().starts_with('|');
+    message.lines().filter(|l| !source_line(l)).map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
+/// The public URL as an error message may show it: not its password, nor anything around an `@` it cannot place.
+fn shown_public_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("REDACTED"));
+            u.into()
+        }
+        Err(_) if raw.contains('@') => "(unparsable, REDACTED)".to_owned(),
+        _ => raw.to_owned(),
     }
 }
 
@@ -632,5 +653,20 @@ mod tests {
         let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
         assert!(e.starts_with(&format!("gzip_level in {} must be a whole number", path.display())), "{e}");
         assert!(e.contains("high") && !e.contains("SITEMAPD_BIND"), "{e}");
+    }
+
+    #[test]
+    fn configuration_errors_do_not_quote_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "database_url = \"postgres://u:S3cret@db/x\n").unwrap();
+        let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
+        assert!(!e.contains("S3cret") && e.contains("line 1"), "{e}");
+        let e = load(&[("SITEMAPD_PUBLIC_URL", "https://u:S3cret@x.test/")]).unwrap_err().to_string();
+        assert!(!e.contains("S3cret") && e.contains("user information"), "{e}");
+        let e = load(&[("SITEMAPD_PUBLIC_URL", "postgres://u:S3cret@[x/")]).unwrap_err().to_string();
+        assert!(!e.contains("S3cret") && e.contains("SITEMAPD_PUBLIC_URL"), "{e}");
+        let e = load(&[("SITEMAPD_PUBLIC_URL", "example.com")]).unwrap_err().to_string();
+        assert!(e.contains("\"example.com\""), "an ordinary mistake is shown: {e}");
     }
 }
