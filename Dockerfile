@@ -29,6 +29,10 @@ RUN cargo chef prepare --recipe-path recipe.json
 
 # Build the dependencies from the recipe (cached), then the binary.
 FROM chef AS builder
+# make: the allocator, jemalloc, is built from source (tikv-jemalloc-sys); the slim image has gcc but not make.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends make=4.3-4.1 \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=planner /app/recipe.json recipe.json
 RUN cargo chef cook --release --locked --recipe-path recipe.json
 COPY . .

@@ -42,6 +42,14 @@ enum Command {
     },
 }
 
+/// jemalloc, with its background threads, rather than glibc's malloc. glibc raises its mmap threshold after the
+/// first large block is freed, so later large blocks (request bodies of up to 16 MiB, page renders) come from
+/// arenas that it keeps: a soak of hostile bodies, writes and crawls (bench/soak.py) ended 150 MB above its start
+/// and stayed there. jemalloc's background threads return freed pages to the system within seconds, whichever
+/// thread freed them (mimalloc, tried too, kept its idle threads' pages).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
