@@ -292,10 +292,27 @@ pub struct RepairedUrl {
 #[derive(Debug, Default)]
 pub struct RepairPlan {
     pub updates: Vec<RepairedUrl>,
-    /// Records removed because another record is already stored under the loc they should have: that one is kept,
-    /// as every later write of either spelling reaches it.
-    pub dropped: Vec<StoredUrl>,
+    /// Records removed, each with the reason: another record is already stored under the loc it should have (that
+    /// one is kept, as every later write of either spelling reaches it), or its loc grows past
+    /// [`MAX_LOC_LEN`](crate::domain::MAX_LOC_LEN) once encoded, which no write could store.
+    pub dropped: Vec<(StoredUrl, DropReason)>,
     pub pages: Vec<PageState>,
+}
+
+/// Why the repair removed a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    AlreadyStored,
+    TooLong,
+}
+
+impl DropReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            DropReason::AlreadyStored => "its RFC 3986 form is already stored",
+            DropReason::TooLong => "its RFC 3986 form is 2048 characters or longer, which no write can store",
+        }
+    }
 }
 
 /// Plans the one-time repair of `stale` records (with the loc [`recount`] gave each, in id order). `taken` holds the
@@ -314,9 +331,16 @@ pub fn plan_repair(
     let mut plan = RepairPlan::default();
     for (old, loc) in stale {
         let renamed = loc != old.loc;
-        if (renamed && taken.contains(&loc)) || !claimed.insert(loc.clone()) {
+        let drop = if loc.len() >= crate::domain::MAX_LOC_LEN {
+            Some(DropReason::TooLong)
+        } else if (renamed && taken.contains(&loc)) || !claimed.insert(loc.clone()) {
+            Some(DropReason::AlreadyStored)
+        } else {
+            None
+        };
+        if let Some(reason) = drop {
             book.remove(old.page_id, old.size);
-            plan.dropped.push(old);
+            plan.dropped.push((old, reason));
             continue;
         }
         let size = size_of(&loc, &old.fields);
@@ -596,10 +620,29 @@ mod repair_tests {
                 RepairedUrl { id: 6, loc: "https://x.test/e".into(), page_id: 4, size: shrunk.size - 1 },
             ]
         );
-        assert_eq!(plan.dropped.iter().map(|u| u.id).collect::<Vec<_>>(), [5]);
+        assert_eq!(plan.dropped.iter().map(|(u, r)| (u.id, *r)).collect::<Vec<_>>(), [(5, DropReason::AlreadyStored)]);
         let touched: Vec<_> = plan.pages.iter().map(|p| (p.id, p.url_count, p.byte_size, p.version)).collect();
         assert_eq!(touched, [(1, 2, a_size + b.size, 4), (3, 1, kept.size, 4), (4, 1, shrunk.size - 1, 4),]);
         assert!(plan.pages.iter().all(|p| p.modified_us == 2_000), "later than before, though the clock is behind");
+    }
+
+    #[test]
+    fn a_record_whose_encoded_loc_reaches_the_length_limit_is_removed() {
+        let base = "https://x.test/";
+        let fits = format!("{base}{}", "a".repeat(crate::domain::MAX_LOC_LEN - 1 - base.len()));
+        // One character short of the limit before encoding, three over it after (`|` is `%7C`).
+        let grows = format!("{base}{}|", "b".repeat(crate::domain::MAX_LOC_LEN - 2 - base.len()));
+        let edge = format!("{base}{}|", "c".repeat(crate::domain::MAX_LOC_LEN - 4 - base.len()));
+        let sized = |id, loc: &str| url(id, loc, 1, size_of(loc, &Fields::default()));
+        let (a, b, c) = (sized(1, &fits), sized(2, &grows), sized(3, &edge));
+        let limits = Limits { max_urls: 10, max_bytes: 100_000 };
+        let stale: Vec<_> = [&b, &c].iter().map(|u| ((*u).clone(), recount(u).unwrap())).collect();
+        assert_eq!(stale[1].1.len(), crate::domain::MAX_LOC_LEN - 1, "just fits once encoded");
+        let plan = plan_repair(stale, &HashSet::new(), vec![page(1, &[&a, &b, &c])], limits, 9).unwrap();
+        assert_eq!(plan.dropped.iter().map(|(u, r)| (u.id, *r)).collect::<Vec<_>>(), [(2, DropReason::TooLong)]);
+        assert_eq!(plan.updates.iter().map(|u| (u.id, u.loc.len())).collect::<Vec<_>>(), [(3, 2047)]);
+        let page = &plan.pages[0];
+        assert_eq!((page.url_count, page.byte_size), (2, a.size + size_of(&plan.updates[0].loc, &Fields::default())));
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub struct DeleteCounts {
 pub trait Store: Send + Sync + 'static {
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> anyhow::Result<()>;
-    /// Answers when the database does.
+    /// Answers when the database does and holds the schema ([`PING_SQL`]).
     async fn ping(&self) -> Result<()>;
     /// Upserts `entries` in one transaction (a later duplicate of a loc wins).
     async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts>;
@@ -116,6 +116,10 @@ pub trait Store: Send + Sync + 'static {
 
 /// The longest [`Store::close`] waits for the pool's connections to come back.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The readiness probe: it names the tables every request reads, so that a database that answers but holds no
+/// schema (dropped and recreated empty, or never migrated) is not ready. `WHERE false` reads no row.
+const PING_SQL: &str = "SELECT 1 FROM pages WHERE false UNION ALL SELECT 1 FROM urls WHERE false";
 
 /// Writes a consistent copy of the database to `dest`, while other processes may read and write it.
 ///
@@ -260,8 +264,8 @@ const RECOUNT_TASK: &str = "recount_entries";
 
 /// Logs what the repair did; no output when it found nothing to change.
 fn log_repair(plan: &pagination::RepairPlan) {
-    for url in &plan.dropped {
-        tracing::warn!(loc = %url.loc, "upgrade: removed a record whose RFC 3986 form is already stored");
+    for (url, reason) in &plan.dropped {
+        tracing::warn!(loc = %url.loc, reason = reason.describe(), "upgrade: removed a record");
     }
     if !plan.updates.is_empty() || !plan.dropped.is_empty() {
         tracing::info!(

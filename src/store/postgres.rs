@@ -118,7 +118,7 @@ impl PgStore {
                 .await?;
             let pages = pages.into_iter().map(Into::into).collect();
             let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now)?;
-            let dropped: Vec<i64> = plan.dropped.iter().map(|u| u.id).collect();
+            let dropped: Vec<i64> = plan.dropped.iter().map(|(u, _)| u.id).collect();
             sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&dropped).execute(&mut *tx).await?;
             for u in &plan.updates {
                 sqlx::query("UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1")
@@ -168,7 +168,7 @@ impl Store for PgStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
         Ok(())
     }
 

@@ -112,7 +112,7 @@ impl SqliteStore {
             let (taken, pages) = Self::load(&mut tx, &renamed).await?;
             let taken = taken.into_iter().map(|u| u.loc).collect();
             let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now_us())?;
-            for url in &plan.dropped {
+            for (url, _) in &plan.dropped {
                 sqlx::query("DELETE FROM urls WHERE id = ?1").bind(url.id).execute(&mut *tx).await?;
             }
             for u in &plan.updates {
@@ -161,7 +161,7 @@ impl Store for SqliteStore {
 
     async fn ping(&self) -> Result<()> {
         self.check_file()?;
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
         Ok(())
     }
 

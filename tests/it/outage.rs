@@ -275,6 +275,9 @@ async fn a_database_dropped_under_the_service_answers_503_and_recovers_when_recr
     assert_unavailable(&app, "database dropped").await;
 
     admin(format!("CREATE DATABASE {name}")).await;
+    // The server answers again, but the database is empty: not ready (a bare `SELECT 1` would say it is).
+    let r = answered(&app, Method::GET, "/readyz", None).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "a database without the schema is not ready: {}", r.text());
     // Migrations applied from outside, as `sitemapd migrate` would; the running service is not restarted.
     app.another_process().await;
     assert_recovers(&app, "the database was recreated").await;
