@@ -20,6 +20,10 @@ pub enum Format {
 /// The body format from `Content-Type`. Bodies are read as UTF-8: a `charset` parameter other than `utf-8` (any
 /// case, quoted or not) is refused (415) rather than misread.
 pub fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, ApiError> {
+    // Two `Content-Type` lines: a proxy in front may have read the other one. Refuse rather than pick.
+    if headers.get_all(header::CONTENT_TYPE).iter().nth(1).is_some() {
+        return Err(ApiError::bad_request("more than one Content-Type header"));
+    }
     let value = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let mut parts = value.map(|v| v.split(';'));
     let essence = parts.as_mut().map(|p| p.next().unwrap_or("").trim().to_ascii_lowercase());
@@ -207,6 +211,14 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(value).unwrap());
         headers
+    }
+
+    #[test]
+    fn two_content_types_are_refused() {
+        let mut headers = content_type("application/json");
+        headers.append(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+        let e = format(&headers, true).unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), (StatusCode::BAD_REQUEST, "more than one Content-Type header"));
     }
 
     #[test]

@@ -82,6 +82,24 @@ async fn two_authorization_lines_are_refused_over_a_socket(b: Backend) {
     assert_eq!(exchange(port, &put(&good), &body).await, 200, "{b:?}");
 }
 
+async fn two_content_type_lines_are_refused_over_a_socket(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
+    let (port, _stop) = serve(&app).await;
+    let loc = format!("{PUBLIC_URL}/typed");
+    let body = format!("[{{\"loc\": \"{loc}\"}}]");
+    let put = |types: &str| format!("PUT /api/v1/urls HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n{types}");
+    let json = "Content-Type: application/json\r\n";
+    let ndjson = "Content-Type: application/x-ndjson\r\n";
+    for types in [format!("{json}{json}"), format!("{json}{ndjson}"), format!("{ndjson}{json}")] {
+        assert_eq!(exchange(port, &put(&types), &body).await, 400, "{b:?}: {types:?}");
+    }
+    let auth = format!("Bearer {TOKEN}");
+    let find = format!("/api/v1/urls?loc={}", crate::support::urlencode(&loc));
+    let found = app.get(&find, &[("authorization", &auth)]).await;
+    assert_eq!(found.status, StatusCode::NOT_FOUND, "{b:?}: nothing stored");
+    assert_eq!(exchange(port, &put(json), &body).await, 200, "{b:?}");
+}
+
 /// The same rules through the router alone: what hyper hands over is what the router checks.
 async fn host_and_authorization_through_the_router(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
@@ -115,5 +133,6 @@ async fn host_and_authorization_through_the_router(b: Backend) {
 crate::both_backends!(
     host_is_required_once_over_a_socket,
     two_authorization_lines_are_refused_over_a_socket,
+    two_content_type_lines_are_refused_over_a_socket,
     host_and_authorization_through_the_router,
 );
