@@ -139,7 +139,10 @@ impl Problems {
 /// committed, nothing from it on, and the error says which line and how much was stored.
 async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiError> {
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
-    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(state.max_line_bytes));
+    // The limit counts a line without its terminator; the codec counts a `\r` before `\n` (it strips it after),
+    // so it gets one byte more and the exact check follows.
+    let codec = LinesCodec::new_with_max_length(state.max_line_bytes.saturating_add(1));
+    let mut lines = FramedRead::new(reader, codec);
     let mut ingest = Ingest {
         state,
         batch: Vec::with_capacity(state.ndjson_batch),
@@ -150,8 +153,8 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
     while let Some(next) = lines.next().await {
         line_no += 1;
         let line = match next {
-            Ok(line) => line,
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
+            Ok(line) if line.len() <= state.max_line_bytes => line,
+            Ok(_) | Err(LinesCodecError::MaxLineLengthExceeded) => {
                 let message = format!("line {line_no} is longer than {} bytes", state.max_line_bytes);
                 return Err(ingest.stop(ApiError::too_large(message), line_no).await);
             }

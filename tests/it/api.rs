@@ -196,6 +196,28 @@ async fn an_overlong_ndjson_line_is_refused_by_number(b: Backend) {
     assert_eq!((r.json()["line"].clone(), r.json()["committed"].clone()), (json!(2), json!(1)));
 }
 
+/// The limit counts a line's bytes without its terminator: `\n` and `\r\n` lines of the same text are alike.
+async fn the_line_limit_excludes_the_line_terminator(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await else { return };
+    let line = |path: &str, len: usize| {
+        let text = json!({"loc": loc(path)}).to_string();
+        let padded = format!("{}{}}}", &text[..text.len() - 1], " ".repeat(len - text.len()));
+        assert_eq!(padded.len(), len);
+        padded
+    };
+    for (end, name) in [("\n", "lf"), ("\r\n", "crlf")] {
+        let r = app.put_ndjson(&format!("{}{end}", line(name, 4096))).await;
+        assert_eq!(r.status, StatusCode::OK, "{b:?}: 4096 bytes + {name}: {}", r.text());
+        let r = app.put_ndjson(&format!("{}{end}", line(&format!("{name}-over"), 4097))).await;
+        assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{b:?}: 4097 bytes + {name}: {}", r.text());
+        assert_eq!(r.json()["message"], "line 1 is longer than 4096 bytes");
+    }
+    let r = app.put_ndjson(&line("no-end", 4096)).await;
+    assert_eq!(r.status, StatusCode::OK, "{b:?}: a last line without a terminator: {}", r.text());
+    let r = app.put_ndjson(&line("no-end-over", 4097)).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{b:?}: {}", r.text());
+}
+
 async fn deletes_single_and_batch(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[]).await else { return };
     app.put_paths(&["a", "b", "c"]).await;
@@ -276,6 +298,7 @@ both_backends!(
     ndjson_streams_in_batches_and_reports_counts,
     ndjson_stops_at_the_first_bad_line_keeping_what_came_before,
     an_overlong_ndjson_line_is_refused_by_number,
+    the_line_limit_excludes_the_line_terminator,
     deletes_single_and_batch,
     listing_pages_by_cursor_returns_each_entry_once,
     locs_must_lie_under_the_public_url_prefix,
