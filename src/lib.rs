@@ -53,7 +53,11 @@ pub fn app(state: AppState) -> Router {
         // The span names the matched route, so logs group by route, not by raw path. No header is recorded: the
         // Authorization header never reaches a log.
         .layer(
-            TraceLayer::new_for_http().make_span_with(telemetry::request_span).on_response(telemetry::record_response),
+            // `on_failure(())`: the `answered` line already names a 5xx; the default hook would log it again.
+            TraceLayer::new_for_http()
+                .make_span_with(telemetry::request_span)
+                .on_response(telemetry::record_response)
+                .on_failure(()),
         )
 }
 

@@ -387,7 +387,8 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     assert_eq!(answered, expected, "{logs}");
 }
 
-/// In text mode too, each request has one `answered` line that names its status and latency once.
+/// In text mode too, each request has one `answered` line that names its status and latency once; a 5xx too
+/// (no second line from tower-http's failure hook repeating the latency).
 #[test]
 fn a_text_log_line_names_status_and_latency_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -396,9 +397,14 @@ fn a_text_log_line_names_status_and_latency_once() {
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("RUST_LOG", "trace")];
     let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
     wait_until_healthy(port, &mut child);
+    // The database file removed under the service: `/readyz` answers 503.
+    std::fs::remove_file(dir.path().join("sitemapd.db")).unwrap();
+    assert_eq!(get(port, "/readyz").map(|(s, _)| s), Some(503));
     let logs = stop(child);
     let answered: Vec<&str> = logs.lines().filter(|l| l.contains("answered")).collect();
-    assert!(!answered.is_empty(), "{logs}");
+    assert!(answered.iter().any(|l| l.contains("status=503")), "{logs}");
+    let latency_lines = logs.lines().filter(|l| l.contains("latency")).count();
+    assert_eq!(latency_lines, answered.len(), "one line per request names the latency: {logs}");
     for line in answered {
         assert_eq!(line.matches("status=").count(), 1, "{line}");
         assert_eq!(line.matches("latency_ms=").count(), 1, "{line}");
