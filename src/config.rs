@@ -19,6 +19,8 @@ pub const PROTOCOL_MAX_BYTES: u64 = 52_428_800;
 
 /// The page cache's weights are `u32` byte counts summed by moka into a `u64`; 64 GiB is far beyond any sitemap set.
 const MAX_CACHE_BYTES: u64 = 64 << 30;
+/// 1 GiB/s: a floor above what any network delivers would close every connection.
+const MAX_MIN_SEND_RATE: u64 = 1 << 30;
 /// Changes made through another replica show within this; a minute is the most a crawler-facing answer may lag.
 const MAX_STATE_TTL_MS: u64 = 60_000;
 
@@ -41,6 +43,7 @@ const ENV: &[(&str, &str)] = &[
     ("api_timeout_secs", "SITEMAPD_API_TIMEOUT_SECS"),
     ("header_read_timeout_secs", "SITEMAPD_HEADER_READ_TIMEOUT_SECS"),
     ("write_timeout_secs", "SITEMAPD_WRITE_TIMEOUT_SECS"),
+    ("min_send_rate", "SITEMAPD_MIN_SEND_RATE"),
     ("ndjson_batch", "SITEMAPD_NDJSON_BATCH"),
     ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
     ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
@@ -67,6 +70,7 @@ struct Raw {
     api_timeout_secs: u64,
     header_read_timeout_secs: u64,
     write_timeout_secs: u64,
+    min_send_rate: u64,
     ndjson_batch: usize,
     db_max_connections: u32,
     db_acquire_timeout_secs: u64,
@@ -99,6 +103,9 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// The longest a connection may accept no bytes of a response before it is closed.
     pub write_timeout: Duration,
+    /// Bytes per second a client must take while a response waits for it, measured over `write_timeout` of
+    /// waiting (0: no floor). See [`crate::send_rate`].
+    pub min_send_rate: u64,
     pub ndjson_batch: usize,
     pub db_max_connections: u32,
     pub db_acquire_timeout: Duration,
@@ -198,6 +205,12 @@ impl Config {
                 raw.write_timeout_secs
             );
         }
+        if raw.min_send_rate > MAX_MIN_SEND_RATE {
+            bail!(
+                "min_send_rate (SITEMAPD_MIN_SEND_RATE) must be from 0 to {MAX_MIN_SEND_RATE} bytes per second, not {}",
+                raw.min_send_rate
+            );
+        }
         if !(1..=100_000).contains(&raw.ndjson_batch) {
             bail!("ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not {}", raw.ndjson_batch);
         }
@@ -255,6 +268,7 @@ impl Config {
             api_timeout: Duration::from_secs(raw.api_timeout_secs),
             header_read_timeout: Duration::from_secs(raw.header_read_timeout_secs),
             write_timeout: Duration::from_secs(raw.write_timeout_secs),
+            min_send_rate: raw.min_send_rate,
             ndjson_batch: raw.ndjson_batch,
             db_max_connections: raw.db_max_connections,
             db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
@@ -420,6 +434,7 @@ impl fmt::Debug for Config {
             .field("api_timeout_secs", &self.api_timeout.as_secs())
             .field("header_read_timeout_secs", &self.header_read_timeout.as_secs())
             .field("write_timeout_secs", &self.write_timeout.as_secs())
+            .field("min_send_rate", &self.min_send_rate)
             .field("ndjson_batch", &self.ndjson_batch)
             .field("db_max_connections", &self.db_max_connections)
             .field("db_acquire_timeout_secs", &self.db_acquire_timeout.as_secs())
@@ -456,6 +471,7 @@ mod tests {
         assert_eq!(c.api_timeout, Duration::from_secs(300));
         assert_eq!(c.header_read_timeout, Duration::from_secs(10));
         assert_eq!(c.write_timeout, Duration::from_secs(30));
+        assert_eq!(c.min_send_rate, 4096);
     }
 
     #[test]

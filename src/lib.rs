@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod pagination;
+pub mod send_rate;
 pub mod sitemap;
 pub mod state;
 pub mod store;
@@ -93,7 +94,8 @@ fn valid_host(value: &[u8]) -> bool {
 /// hyper's HTTP/1 server directly rather than `axum::serve`, which cannot bound the time a client takes to send its
 /// request head: here a connection that has not sent a complete head within `header_read_timeout` is closed, so
 /// idle or trickling clients cannot hold connections open. Likewise a connection whose client accepts no bytes of
-/// a response for `write_timeout` (a write pending that long) is closed, and the response it held is dropped.
+/// a response for `write_timeout` (a write pending that long) is closed, and the response it held is dropped; so
+/// is one that takes fewer than `min_send_rate` bytes a second while a response waits for it ([`send_rate`]).
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
@@ -104,7 +106,7 @@ pub async fn serve(
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
-    let write_timeout = state.write_timeout;
+    let (write_timeout, min_send_rate) = (state.write_timeout, state.min_send_rate);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(state.header_read_timeout);
     // Counts a request from its arrival until its response body has been sent or dropped.
@@ -127,7 +129,8 @@ pub async fn serve(
         };
         let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
         stream.set_write_timeout(Some(write_timeout));
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(Box::pin(stream)), service.clone()));
+        let stream = send_rate::MinSendRate::new(Box::pin(stream), min_send_rate, write_timeout);
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");

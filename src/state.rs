@@ -44,6 +44,8 @@ pub struct Inner {
     pub header_read_timeout: Duration,
     /// The longest a connection may accept no bytes of a response (then it is closed).
     pub write_timeout: Duration,
+    /// The fewest bytes per second a client must take while a response waits for it (0: no floor).
+    pub min_send_rate: u64,
     /// The most entries one JSON array may hold (413 beyond).
     pub max_json_entries: usize,
 }
@@ -66,6 +68,7 @@ impl AppState {
             api_timeout: config.api_timeout,
             header_read_timeout: config.header_read_timeout,
             write_timeout: config.write_timeout,
+            min_send_rate: config.min_send_rate,
             max_json_entries: config.max_json_entries,
         }))
     }

@@ -26,6 +26,7 @@ pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
 pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
+const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
 
 /// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
 const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -74,6 +75,12 @@ fn describe() {
     describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
     describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
     describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
+    describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
+}
+
+/// A connection was closed for reading more slowly than `min_send_rate`.
+pub fn slow_client_closed() {
+    counter!(SLOW_CLIENTS_CLOSED).increment(1);
 }
 
 /// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).

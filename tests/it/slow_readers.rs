@@ -1,5 +1,6 @@
 //! Clients that request pages and never read them, against `serve()` on a loopback port: they must hold neither a
-//! page-stream slot nor a database snapshot, and their connections are closed after the write timeout.
+//! page-stream slot nor a database snapshot, and their connections are closed after the write timeout. A client
+//! that reads, but below the minimum send rate, is disconnected too.
 
 use std::time::Duration;
 
@@ -165,3 +166,46 @@ async fn never_reading_clients_hold_no_slot_and_are_disconnected(b: Backend) {
 }
 
 both_backends!(never_reading_clients_hold_no_slot_and_are_disconnected);
+
+/// A client that reads, but below `min_send_rate`: 64 KiB every 5 ms through a 4 KiB receive buffer takes about
+/// 0.5 MB/s on loopback, often enough that no write waits for the 3 s write timeout; the floor is 4 MB/s. Without
+/// the floor it gets the whole 8.5 MB page (in about 15 s); with it, the connection is closed after a window of
+/// waiting and what arrives is what was sent before (and the socket buffers held). SQLite only: the floor is the
+/// connection's, whatever the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reading_below_the_minimum_send_rate_is_disconnected() {
+    let vars = [
+        ("SITEMAPD_PAGE_MAX_URLS", "4500"),
+        ("SITEMAPD_WRITE_TIMEOUT_SECS", "3"),
+        ("SITEMAPD_MIN_SEND_RATE", "4000000"),
+    ];
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &vars).await else { return };
+    let ndjson: String = (0..PER_PAGE).map(|i| format!("{}\n", json!({"loc": loc(i)}))).collect();
+    assert_eq!(app.put_ndjson(&ndjson).await.status, axum::http::StatusCode::OK);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = AppState::new(app.store.clone(), &app.config);
+    let server = tokio::spawn(sitemapd::serve(state, listener, std::future::pending(), Duration::from_secs(5)));
+
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+    stream.write_all(request("GET", "/sitemap-1.xml", "", "").as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = vec![0; 64 * 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(tokio::time::Instant::now() < deadline, "still open after 60 s with {} bytes read", raw.len());
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head") + 4;
+    let head = Answer { status: 200, head: String::from_utf8(raw[..split].to_vec()).unwrap(), body: Vec::new() };
+    let (length, got) = (head.content_length(), raw.len() - split);
+    assert!(length > 8_000_000, "{length}");
+    assert!(got < length, "an answer read below min_send_rate was cut off: {got} of {length} bytes arrived");
+    server.abort();
+}
