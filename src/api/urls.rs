@@ -73,14 +73,32 @@ pub async fn upsert_urls(State(state): State<AppState>, headers: HeaderMap, body
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = body::read_limited(headers, body, state.max_json_bytes).await?;
-    let entries = parse_json_entries(&bytes, state.max_json_entries, &state.public_url)?;
-    drop(bytes);
+    let large = bytes.len() >= BLOCKING_PARSE_BYTES;
+    let (max_entries, public) = (state.max_json_entries, state.public_url.clone());
+    let parse = move || parse_json_entries(&bytes, max_entries, &public);
+    // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the blocking pool,
+    // so that it does not hold up the crawler requests that share a runtime worker with it.
+    let entries = if large {
+        match tokio::task::spawn_blocking(parse).await {
+            Ok(parsed) => parsed?,
+            // A panic goes on to `CatchPanicLayer`; a cancelled task means the runtime is shutting down.
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(_) => return Err(ApiError::unavailable()),
+            },
+        }
+    } else {
+        parse()?
+    };
     let written = state.store.upsert(&entries).await;
     state.pages_written();
     let counts = written?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
 }
+
+/// Bodies from this size on are parsed on the blocking pool.
+const BLOCKING_PARSE_BYTES: usize = 256 * 1024;
 
 /// A `PUT /api/v1/urls` JSON array body, parsed and validated as it streams (see [`body::json_array`]): every
 /// entry, or the error. 400 malformed JSON (with the `index` of the element it is in), 413 more than `max_entries`,
