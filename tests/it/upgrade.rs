@@ -15,8 +15,9 @@ use sqlx::Connection;
 
 use crate::support::{self, Backend, TestApp, TestDb, TestResponse, gunzip, options, validate_xsd, xml_texts};
 
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upgrade")
+/// `upgrade`: written by the previous release. `pinned`: written by this release before a refactoring.
+fn fixture_dir(set: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(set)
 }
 
 /// What the previous release answered, as `make.sh` recorded it.
@@ -25,12 +26,12 @@ struct Recorded {
 }
 
 impl Recorded {
-    fn load(backend: Backend) -> Self {
+    fn load(set: &str, backend: Backend) -> Self {
         let name = match backend {
             Backend::Sqlite => "answers-sqlite.json",
             Backend::Postgres => "answers-postgres.json",
         };
-        let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture answers");
+        let text = std::fs::read_to_string(fixture_dir(set).join(name)).expect("fixture answers");
         Self { json: serde_json::from_str(&text).expect("answers are JSON") }
     }
 
@@ -112,12 +113,12 @@ struct Fixture {
     _dir: Option<tempfile::TempDir>,
 }
 
-async fn fixture_db(backend: Backend) -> Option<Fixture> {
+async fn fixture_db(set: &str, backend: Backend) -> Option<Fixture> {
     match backend {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let path: &Path = &dir.path().join("sitemapd.db");
-            std::fs::copy(fixture_dir().join("sqlite.db"), path).expect("copy sqlite.db");
+            std::fs::copy(fixture_dir(set).join("sqlite.db"), path).expect("copy sqlite.db");
             let url = format!("sqlite://{}", path.display());
             Some(Fixture { url, _db: None, _dir: Some(dir) })
         }
@@ -125,7 +126,8 @@ async fn fixture_db(backend: Backend) -> Option<Fixture> {
             let db = TestDb::new(Backend::Postgres).await?;
             // Its own connection: the dump clears search_path for the session it runs in.
             let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            sqlx::raw_sql(include_str!("../fixtures/upgrade/postgres.sql"))
+            let dump = std::fs::read_to_string(fixture_dir(set).join("postgres.sql")).expect("postgres.sql");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(dump))
                 .execute(&mut conn)
                 .await
                 .expect("postgres.sql loads into an empty database");
@@ -151,9 +153,9 @@ async fn open(url: &str) -> TestApp {
 }
 
 async fn upgrade_serves_unchanged_pages_identically(backend: Backend) {
-    let Some(fixture) = fixture_db(backend).await else { return };
+    let Some(fixture) = fixture_db("upgrade", backend).await else { return };
     let url = fixture.url.clone();
-    let recorded = Recorded::load(backend);
+    let recorded = Recorded::load("upgrade", backend);
     let before = page_rows(&url).await;
     let app = open(&url).await;
     let after = page_rows(&url).await;
@@ -238,4 +240,40 @@ async fn upgrade_serves_unchanged_pages_identically(backend: Backend) {
     }
 }
 
-crate::both_backends!(upgrade_serves_unchanged_pages_identically);
+/// The refactoring pin: a database written by this release (`tests/fixtures/pinned/`, made by `make.sh … current`
+/// before the code was reshaped) is served, by the code under test, exactly as that release served it: the index
+/// and every page in its three representations with the same status, ETag, Last-Modified, Content-Length and
+/// bytes; and opening it changes no page's row. A refactoring that changes a byte or a validator fails here.
+async fn pinned_answers_stay_byte_for_byte(backend: Backend) {
+    let Some(fixture) = fixture_db("pinned", backend).await else { return };
+    let recorded = Recorded::load("pinned", backend);
+    assert!(recorded.affected().is_empty(), "written by this release: nothing to repair");
+    let before = page_rows(&fixture.url).await;
+    let app = open(&fixture.url).await;
+    assert_eq!(page_rows(&fixture.url).await, before, "{backend:?}: opening the database changed a page's row");
+
+    let mut fetches: Vec<(String, Headers, &Value)> = vec![
+        ("/sitemap.xml".to_owned(), &[], &recorded.json["answers"]["index"]["identity"]),
+        ("/sitemap.xml".to_owned(), &[("accept-encoding", "gzip")], &recorded.json["answers"]["index"]["gzip"]),
+    ];
+    for page in recorded.pages() {
+        for (name, suffix, headers) in REPRESENTATIONS {
+            fetches.push((format!("/sitemap-{page}{suffix}"), headers, recorded.answer(page, name)));
+        }
+    }
+    assert_eq!(fetches.len(), 2 + 3 * 6, "the index twice and six pages three ways");
+    for (path, headers, old) in fetches {
+        let r = app.get(&path, headers).await;
+        let what = format!("{backend:?} {path} {headers:?}");
+        assert_eq!(r.status.as_u16(), old["status"].as_u64().unwrap() as u16, "{what}: status");
+        assert_eq!(r.header("etag"), old["etag"].as_str(), "{what}: ETag");
+        assert_eq!(r.header("last-modified"), old["last_modified"].as_str(), "{what}: Last-Modified");
+        assert_eq!(r.header("content-type"), old["content_type"].as_str(), "{what}: Content-Type");
+        assert_eq!(r.header("content-encoding"), old["content_encoding"].as_str(), "{what}: Content-Encoding");
+        assert_eq!(content_length(&r), old["content_length"].as_u64(), "{what}: Content-Length");
+        assert_eq!(r.body.len() as u64, old["length"].as_u64().unwrap(), "{what}: body length");
+        assert_eq!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{what}: body bytes");
+    }
+}
+
+crate::both_backends!(upgrade_serves_unchanged_pages_identically, pinned_answers_stay_byte_for_byte);
