@@ -10,7 +10,8 @@ use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::TryStreamExt;
 use sitemapd::domain::{Entry, PublicUrl};
-use sitemapd::pagination::{Limits, PageState, plan_upsert};
+use sitemapd::page::{Limits, PageState};
+use sitemapd::placement::plan_upsert;
 use sitemapd::sitemap::stream::{gzip_collect, urlset};
 use sitemapd::store::{EntryStream, PageEntry};
 

@@ -10,8 +10,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::domain::PublicUrl;
-use crate::pagination::Limits;
-use crate::sitemap::render::{ENVELOPE_RESERVE, max_url_len};
+use crate::page::Limits;
 
 /// The protocol's maxima for one sitemap.
 pub const PROTOCOL_MAX_URLS: u32 = 50_000;
@@ -170,7 +169,7 @@ impl Config {
                 raw.page_max_urls
             );
         }
-        let min_bytes = ENVELOPE_RESERVE + max_url_len();
+        let min_bytes = Limits::least_max_bytes();
         if !(min_bytes..=PROTOCOL_MAX_BYTES).contains(&raw.page_max_bytes) {
             bail!(
                 "page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) must be from {min_bytes} (room for one entry with the \

@@ -2,13 +2,14 @@
 //!
 //! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`] and `/api/v1/*` to [`api`]; both reach the
 //! database only through the [`store::Store`] trait, whose write path delegates page assignment to
-//! [`pagination`]. See ARCHITECTURE.md.
+//! [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
 
 pub mod api;
 pub mod config;
 pub mod domain;
 pub mod error;
-pub mod pagination;
+pub mod page;
+pub mod placement;
 pub mod send_rate;
 pub mod sitemap;
 pub mod state;

@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use crate::pagination::UpsertCounts;
+use crate::placement::UpsertCounts;
 
 #[derive(OpenApi)]
 #[openapi(

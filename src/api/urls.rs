@@ -19,7 +19,8 @@ use super::doc::ErrorBody;
 use crate::AppState;
 use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, Priority, PublicUrl};
 use crate::error::ApiError;
-use crate::pagination::{StoredUrl, UpsertCounts};
+use crate::page::StoredUrl;
+use crate::placement::UpsertCounts;
 use crate::store::DeleteCounts;
 use crate::telemetry::{count_deletes, count_upserts};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::pagination::PageState;
+use crate::page::PageState;
 
 /// A rendered page and the state it was rendered from, which may be newer than the state it was looked up by
 /// (when the directory was behind the database): the answer's validators come from this one.

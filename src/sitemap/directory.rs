@@ -11,9 +11,9 @@ use bytes::Bytes;
 use tokio::sync::{Mutex, OnceCell};
 use tokio::time::Instant;
 
-use super::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
 use crate::domain::{LastMod, PublicUrl};
-use crate::pagination::PageState;
+use crate::page::PageState;
+use crate::page::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
 use crate::store::{Result, Store};
 
 /// One read of the page table, and the index rendered from it (once, on first use).

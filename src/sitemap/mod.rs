@@ -4,7 +4,6 @@
 pub mod cache;
 pub mod conditional;
 pub mod directory;
-pub mod render;
 pub mod stream;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -20,10 +19,10 @@ use sha2::{Digest, Sha256};
 
 pub use self::cache::{PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
-use self::render::{INDEX_VERSION, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
 use crate::AppState;
 use crate::error::ApiError;
-use crate::pagination::PageState;
+use crate::page::PageState;
+use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
 
 /// Names the gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag.
 /// Change it when the compression backend changes.

@@ -13,8 +13,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
-use super::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
 use crate::domain::Priority;
+use crate::page::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
 use crate::store::EntryStream;
 
 const CHUNK: usize = 64 * 1024;

@@ -1,6 +1,6 @@
 //! Storage: the [`Store`] trait both backends implement, its errors, and the choice of backend by URL.
 //!
-//! The stores are thin: page assignment is decided by [`crate::pagination`], and the stores load the state it
+//! The stores are thin: page assignment is decided by [`crate::placement`], and the stores load the state it
 //! needs and write its plan back inside one transaction, with writers serialized so page limits hold.
 
 pub mod postgres;
@@ -16,7 +16,8 @@ use futures_util::stream::BoxStream;
 pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
 use crate::domain::{Entry, Loc, Priority};
-use crate::pagination::{self, Fields, IndexFull, Limits, PageState, StoredUrl, UpsertCounts};
+use crate::page::{Fields, Limits, PageState, StoredUrl, page_bytes};
+use crate::placement::{self, IndexFull, UpsertCounts};
 
 /// The default store: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
@@ -184,15 +185,14 @@ async fn check_limits(store: &dyn Store, limits: Limits) -> anyhow::Result<()> {
             pages.iter().map(|p| p.url_count).max().unwrap_or(0)
         );
     }
-    let reserve = crate::sitemap::render::ENVELOPE_RESERVE as i64;
-    if let Some(p) = pages.iter().find(|p| reserve + p.byte_size > limits.max_bytes as i64) {
+    if let Some(p) = pages.iter().find(|p| !limits.fits_bytes(p.byte_size)) {
         anyhow::bail!(
             "page {} already needs {} bytes, more than page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) = {}: stored pages \
              are not rebalanced, so keep the setting at {} or more",
             p.id,
-            reserve + p.byte_size,
+            page_bytes(p.byte_size),
             limits.max_bytes,
-            reserve + pages.iter().map(|p| p.byte_size).max().unwrap_or(0)
+            page_bytes(pages.iter().map(|p| p.byte_size).max().unwrap_or(0))
         );
     }
     Ok(())
@@ -259,11 +259,11 @@ macro_rules! page_columns {
 }
 use {page_columns, url_columns};
 
-/// The one-time repair that migration 0002 leaves to the application (see [`pagination::plan_repair`]).
+/// The one-time repair that migration 0002 leaves to the application (see [`placement::plan_repair`]).
 const RECOUNT_TASK: &str = "recount_entries";
 
 /// Logs what the repair did; no output when it found nothing to change.
-fn log_repair(plan: &pagination::RepairPlan) {
+fn log_repair(plan: &placement::RepairPlan) {
     for (url, reason) in &plan.dropped {
         tracing::warn!(loc = %url.loc, reason = reason.describe(), "upgrade: removed a record");
     }

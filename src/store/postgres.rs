@@ -13,7 +13,8 @@ use super::{
     distinct, log_repair, page_columns, url_columns,
 };
 use crate::domain::{Entry, Loc, Priority};
-use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
+use crate::page::{Limits, PageState, StoredUrl};
+use crate::placement::{self, UpsertCounts};
 
 /// A page's entries in page order. The row-value range (rather than `page_id = $1 ORDER BY id`) leaves the planner
 /// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
@@ -103,7 +104,7 @@ impl PgStore {
                 .fetch(&mut *tx);
             while let Some(row) = rows.try_next().await? {
                 let url = StoredUrl::from(row);
-                if let Some(loc) = pagination::recount(&url) {
+                if let Some(loc) = placement::recount(&url) {
                     stale.push((url, loc));
                 }
             }
@@ -117,7 +118,7 @@ impl PgStore {
                 .fetch_all(&mut *tx)
                 .await?;
             let pages = pages.into_iter().map(Into::into).collect();
-            let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now)?;
+            let plan = placement::plan_repair(stale, &taken, pages, self.limits, now)?;
             let dropped: Vec<i64> = plan.dropped.iter().map(|(u, _)| u.id).collect();
             sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&dropped).execute(&mut *tx).await?;
             for u in &plan.updates {
@@ -189,7 +190,7 @@ impl Store for PgStore {
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let mut tx = self.pool.begin().await?;
         let (now, existing, pages) = Self::lock_and_load(&mut tx, &locs).await?;
-        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now)?;
+        let plan = placement::plan_upsert(entries, existing, pages, self.limits, now)?;
         Self::write_pages(&mut tx, &plan.pages).await?;
         if !plan.updates.is_empty() {
             let u = &plan.updates;
@@ -237,7 +238,7 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await?;
         let (now, found, pages) = Self::lock_and_load(&mut tx, &locs).await?;
-        let plan = pagination::plan_delete(locs.len(), found, pages, now);
+        let plan = placement::plan_delete(locs.len(), found, pages, now);
         if !plan.ids.is_empty() {
             sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&plan.ids).execute(&mut *tx).await?;
             Self::write_pages(&mut tx, &plan.pages).await?;

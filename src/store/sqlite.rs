@@ -16,7 +16,8 @@ use super::{
     distinct, log_repair, now_us, page_columns, url_columns,
 };
 use crate::domain::{Entry, Loc, Priority};
-use crate::pagination::{self, Limits, PageState, StoredUrl, UpsertCounts};
+use crate::page::{Limits, PageState, StoredUrl};
+use crate::placement::{self, UpsertCounts};
 
 /// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id";
@@ -102,7 +103,7 @@ impl SqliteStore {
                 .fetch(&mut *tx);
             while let Some(row) = rows.try_next().await? {
                 let url = StoredUrl::from(row);
-                if let Some(loc) = pagination::recount(&url) {
+                if let Some(loc) = placement::recount(&url) {
                     stale.push((url, loc));
                 }
             }
@@ -111,7 +112,7 @@ impl SqliteStore {
             let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
             let (taken, pages) = Self::load(&mut tx, &renamed).await?;
             let taken = taken.into_iter().map(|u| u.loc).collect();
-            let plan = pagination::plan_repair(stale, &taken, pages, self.limits, now_us())?;
+            let plan = placement::plan_repair(stale, &taken, pages, self.limits, now_us())?;
             for (url, _) in &plan.dropped {
                 sqlx::query("DELETE FROM urls WHERE id = ?1").bind(url.id).execute(&mut *tx).await?;
             }
@@ -196,7 +197,7 @@ impl Store for SqliteStore {
         self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (existing, pages) = Self::load(&mut tx, &locs).await?;
-        let plan = pagination::plan_upsert(entries, existing, pages, self.limits, now_us())?;
+        let plan = placement::plan_upsert(entries, existing, pages, self.limits, now_us())?;
         Self::write_pages(&mut tx, &plan.pages).await?;
         for u in &plan.updates {
             sqlx::query(
@@ -237,7 +238,7 @@ impl Store for SqliteStore {
         self.check_file()?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (found, pages) = Self::load(&mut tx, &locs).await?;
-        let plan = pagination::plan_delete(locs.len(), found, pages, now_us());
+        let plan = placement::plan_delete(locs.len(), found, pages, now_us());
         for id in &plan.ids {
             sqlx::query("DELETE FROM urls WHERE id = ?1").bind(id).execute(&mut *tx).await?;
         }

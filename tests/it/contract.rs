@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use futures_util::TryStreamExt;
 use sitemapd::domain::{Entry, LastMod, Loc, Priority, PublicUrl};
-use sitemapd::pagination::{PageState, StoredUrl, UpsertCounts};
-use sitemapd::sitemap::render::{ENVELOPE_RESERVE, UrlFields, url_len};
+use sitemapd::page::render::{ENVELOPE_RESERVE, UrlFields, url_len};
+use sitemapd::page::{PageState, StoredUrl};
+use sitemapd::placement::UpsertCounts;
 use sitemapd::store::{DeleteCounts, Store};
 
 use crate::both_backends;

@@ -1,4 +1,4 @@
-//! Page assignment: which page each URL lives on, and the page bookkeeping that a write changes.
+//! Placement (bin packing): which page each URL lives on, and the page bookkeeping that a write changes.
 //!
 //! Pure and shared by both stores: a store locks the write path, loads the affected URLs and the page table, calls
 //! [`plan_upsert`] or [`plan_delete`], and writes the plan back in the same transaction. A URL is placed on a page
@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::domain::{ChangeFreq, Entry, Priority};
-use crate::sitemap::render::{ENVELOPE_RESERVE, UrlFields, url_len};
+use crate::domain::Entry;
+use crate::page::{Fields, Limits, PageState, StoredUrl, url_size};
 
 /// The least a page's `modified_us` advances by on a change: the index renders it in whole milliseconds.
 pub const MIN_STEP_US: i64 = 1_000;
@@ -21,53 +21,6 @@ pub const MAX_PAGES: i64 = 50_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the sitemap index is full: it lists {MAX_PAGES} pages, the protocol's maximum")]
 pub struct IndexFull;
-
-/// The limits of one sitemap page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub max_urls: u32,
-    pub max_bytes: u64,
-}
-
-/// A page's stored bookkeeping. `version` rises by one and `modified_us` (microseconds since the Unix epoch)
-/// strictly increases with every change to the page; both feed its ETag and Last-Modified.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PageState {
-    pub id: i64,
-    pub url_count: i64,
-    pub byte_size: i64,
-    pub version: i64,
-    pub modified_us: i64,
-}
-
-/// The optional fields of a record, as stored.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct Fields {
-    pub lastmod: Option<String>,
-    pub changefreq: Option<String>,
-    pub priority: Option<Priority>,
-}
-
-impl From<&Entry> for Fields {
-    fn from(e: &Entry) -> Self {
-        Self {
-            lastmod: e.lastmod.as_ref().map(|l| l.as_str().to_owned()),
-            changefreq: e.changefreq.map(|c| ChangeFreq::as_str(c).to_owned()),
-            priority: e.priority,
-        }
-    }
-}
-
-/// A stored URL record.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StoredUrl {
-    pub id: i64,
-    pub loc: String,
-    pub page_id: i64,
-    pub fields: Fields,
-    /// Rendered bytes of its `<url>` element.
-    pub size: i64,
-}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewUrl {
@@ -119,11 +72,6 @@ pub struct DeletePlan {
     pub missing: u64,
 }
 
-fn size_of(loc: &str, f: &Fields) -> i64 {
-    url_len(UrlFields { loc, lastmod: f.lastmod.as_deref(), changefreq: f.changefreq.as_deref(), priority: f.priority })
-        as i64
-}
-
 /// The page table while a plan is made.
 struct Book {
     limits: Limits,
@@ -141,7 +89,7 @@ impl Book {
     }
 
     fn fits_bytes(&self, page: &PageState, extra: i64) -> bool {
-        ENVELOPE_RESERVE as i64 + page.byte_size + extra <= self.limits.max_bytes as i64
+        self.limits.fits_bytes(page.byte_size + extra)
     }
 
     fn add(&mut self, page_id: i64, size: i64) {
@@ -230,7 +178,7 @@ pub fn plan_upsert(
     let mut plan = UpsertPlan::default();
     for loc in order {
         let fields = latest.remove(loc).expect("every ordered loc has a latest value");
-        let size = size_of(loc, &fields);
+        let size = url_size(loc, &fields);
         match stored.remove(loc) {
             None => {
                 counts.created += 1;
@@ -277,7 +225,7 @@ pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState
 /// priority of `-0.0` that the store gave back as `0.0`.
 pub fn recount(url: &StoredUrl) -> Option<String> {
     let loc = crate::domain::rfc3986(&url.loc);
-    (loc != url.loc.as_str() || size_of(&loc, &url.fields) != url.size).then(|| loc.into_owned())
+    (loc != url.loc.as_str() || url_size(&loc, &url.fields) != url.size).then(|| loc.into_owned())
 }
 
 /// A record as the repair leaves it.
@@ -343,7 +291,7 @@ pub fn plan_repair(
             plan.dropped.push((old, reason));
             continue;
         }
-        let size = size_of(&loc, &old.fields);
+        let size = url_size(&loc, &old.fields);
         book.remove(old.page_id, old.size);
         let page_id = if book.fits_bytes(&book.pages[&old.page_id], size) {
             book.add(old.page_id, size);
@@ -362,7 +310,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::{Loc, PublicUrl};
+    use crate::domain::{Loc, Priority, PublicUrl};
+    use crate::page::render::ENVELOPE_RESERVE;
 
     /// An in-memory store that applies plans the way the SQL stores do.
     #[derive(Default)]
@@ -416,11 +365,11 @@ mod tests {
                 assert_eq!(page.url_count, urls.len() as i64, "count of page {}", page.id);
                 assert_eq!(page.byte_size, urls.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
                 assert!(page.url_count <= i64::from(limits.max_urls));
-                assert!(ENVELOPE_RESERVE as i64 + page.byte_size <= limits.max_bytes as i64);
+                assert!(limits.fits_bytes(page.byte_size));
             }
             for u in self.urls.values() {
                 assert!(self.pages.contains_key(&u.page_id));
-                assert_eq!(u.size, size_of(&u.loc, &u.fields));
+                assert_eq!(u.size, url_size(&u.loc, &u.fields));
             }
         }
     }
@@ -481,7 +430,7 @@ mod tests {
 
     #[test]
     fn an_entry_that_outgrows_its_page_moves() {
-        let small = size_of("https://x.test/a", &Fields::default());
+        let small = url_size("https://x.test/a", &Fields::default());
         let limits = Limits { max_urls: 10, max_bytes: ENVELOPE_RESERVE + 2 * small as u64 };
         let mut m = Model::default();
         m.upsert(&[entry("a", None), entry("b", None)], limits);
@@ -576,6 +525,7 @@ mod repair_tests {
     use std::collections::HashSet;
 
     use super::*;
+    use crate::page::render::ENVELOPE_RESERVE;
 
     fn url(id: i64, loc: &str, page_id: i64, size: i64) -> StoredUrl {
         StoredUrl { id, loc: loc.into(), page_id, fields: Fields::default(), size }
@@ -588,7 +538,7 @@ mod repair_tests {
 
     #[test]
     fn recount_finds_only_what_the_current_version_would_store_differently() {
-        let right = |loc: &str| url(1, loc, 1, size_of(loc, &Fields::default()));
+        let right = |loc: &str| url(1, loc, 1, url_size(loc, &Fields::default()));
         assert_eq!(recount(&right("https://x.test/a")), None);
         assert_eq!(recount(&right("https://x.test/a|b")).as_deref(), Some("https://x.test/a%7Cb"));
         let mut miscounted = right("https://x.test/a");
@@ -599,7 +549,7 @@ mod repair_tests {
     #[test]
     fn a_repair_touches_only_the_pages_of_the_records_it_changes() {
         let limits = Limits { max_urls: 3, max_bytes: 10_000 };
-        let sized = |id, loc: &str, page| url(id, loc, page, size_of(loc, &Fields::default()));
+        let sized = |id, loc: &str, page| url(id, loc, page, url_size(loc, &Fields::default()));
         let a = sized(1, "https://x.test/a|", 1);
         let b = sized(2, "https://x.test/b", 1);
         let c = sized(3, "https://x.test/c", 2);
@@ -612,7 +562,7 @@ mod repair_tests {
         let taken = HashSet::from(["https://x.test/d%7C".to_owned()]);
         let plan = plan_repair(stale, &taken, pages, limits, 500).unwrap();
 
-        let a_size = size_of("https://x.test/a%7C", &Fields::default());
+        let a_size = url_size("https://x.test/a%7C", &Fields::default());
         assert_eq!(
             plan.updates,
             [
@@ -633,7 +583,7 @@ mod repair_tests {
         // One character short of the limit before encoding, three over it after (`|` is `%7C`).
         let grows = format!("{base}{}|", "b".repeat(crate::domain::MAX_LOC_LEN - 2 - base.len()));
         let edge = format!("{base}{}|", "c".repeat(crate::domain::MAX_LOC_LEN - 4 - base.len()));
-        let sized = |id, loc: &str| url(id, loc, 1, size_of(loc, &Fields::default()));
+        let sized = |id, loc: &str| url(id, loc, 1, url_size(loc, &Fields::default()));
         let (a, b, c) = (sized(1, &fits), sized(2, &grows), sized(3, &edge));
         let limits = Limits { max_urls: 10, max_bytes: 100_000 };
         let stale: Vec<_> = [&b, &c].iter().map(|u| ((*u).clone(), recount(u).unwrap())).collect();
@@ -642,14 +592,14 @@ mod repair_tests {
         assert_eq!(plan.dropped.iter().map(|(u, r)| (u.id, *r)).collect::<Vec<_>>(), [(2, DropReason::TooLong)]);
         assert_eq!(plan.updates.iter().map(|u| (u.id, u.loc.len())).collect::<Vec<_>>(), [(3, 2047)]);
         let page = &plan.pages[0];
-        assert_eq!((page.url_count, page.byte_size), (2, a.size + size_of(&plan.updates[0].loc, &Fields::default())));
+        assert_eq!((page.url_count, page.byte_size), (2, a.size + url_size(&plan.updates[0].loc, &Fields::default())));
     }
 
     #[test]
     fn a_repaired_record_that_outgrows_its_page_moves_to_one_with_room() {
         let loc = "https://x.test/a|";
-        let a = url(1, loc, 1, size_of(loc, &Fields::default()));
-        let b = url(2, "https://x.test/b", 1, size_of("https://x.test/b", &Fields::default()));
+        let a = url(1, loc, 1, url_size(loc, &Fields::default()));
+        let b = url(2, "https://x.test/b", 1, url_size("https://x.test/b", &Fields::default()));
         let limits = Limits { max_urls: 10, max_bytes: ENVELOPE_RESERVE + (a.size + b.size) as u64 };
         let stale = vec![(a.clone(), recount(&a).unwrap())];
         let plan = plan_repair(stale, &HashSet::new(), vec![page(1, &[&a, &b])], limits, 9).unwrap();
