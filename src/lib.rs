@@ -156,7 +156,7 @@ async fn healthz() -> &'static str {
 
 /// 200 when the store answers, else 503 (whatever the reason: a wrong password is as unready as a dead host).
 async fn readyz(State(state): State<AppState>) -> Response {
-    match state.store.ping().await {
+    match state.reads().ping().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready: the store does not answer");

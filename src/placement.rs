@@ -33,6 +33,7 @@ pub struct NewUrl {
 #[derive(Clone, Debug, PartialEq)]
 pub struct UrlUpdate {
     pub id: i64,
+    pub loc: String,
     pub page_id: i64,
     pub fields: Fields,
     pub size: i64,
@@ -55,6 +56,22 @@ impl std::ops::AddAssign for UpsertCounts {
     }
 }
 
+/// What a write changed: the pages it touched, with their new bookkeeping, and the locs it created, updated or
+/// deleted. Empty when it changed nothing (an identical re-send, a delete of what is not stored). Every write
+/// returns it, so that what derives from stored state (this process's page table, a change notification) is
+/// brought up to date in one place.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Changes {
+    pub pages: Vec<PageState>,
+    pub locs: Vec<String>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty() && self.locs.is_empty()
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct UpsertPlan {
     pub inserts: Vec<NewUrl>,
@@ -64,9 +81,18 @@ pub struct UpsertPlan {
     pub counts: UpsertCounts,
 }
 
+impl UpsertPlan {
+    /// What the plan changes, once written.
+    pub fn changes(&self) -> Changes {
+        let locs = self.inserts.iter().map(|n| n.loc.clone()).chain(self.updates.iter().map(|u| u.loc.clone()));
+        Changes { pages: self.pages.clone(), locs: locs.collect() }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct DeletePlan {
     pub ids: Vec<i64>,
+    pub locs: Vec<String>,
     pub pages: Vec<PageState>,
     pub deleted: u64,
     pub missing: u64,
@@ -197,7 +223,7 @@ pub fn plan_upsert(
                     book.remove(old.page_id, old.size);
                     book.place(size)?
                 };
-                plan.updates.push(UrlUpdate { id: old.id, page_id, fields, size });
+                plan.updates.push(UrlUpdate { id: old.id, loc: old.loc, page_id, fields, size });
             }
         }
     }
@@ -211,12 +237,21 @@ pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState
     let limits = Limits { max_urls: u32::MAX, max_bytes: u64::MAX };
     let mut book = Book::new(pages, limits);
     let mut ids = Vec::with_capacity(found.len());
+    let mut locs = Vec::with_capacity(found.len());
     for url in found {
         book.remove(url.page_id, url.size);
         ids.push(url.id);
+        locs.push(url.loc);
     }
     let deleted = ids.len() as u64;
-    DeletePlan { ids, pages: book.finish(now_us), deleted, missing: requested as u64 - deleted }
+    DeletePlan { ids, locs, pages: book.finish(now_us), deleted, missing: requested as u64 - deleted }
+}
+
+impl DeletePlan {
+    /// What the plan changes, once written.
+    pub fn changes(&self) -> Changes {
+        Changes { pages: self.pages.clone(), locs: self.locs.clone() }
+    }
 }
 
 /// Whether a stored record is what the current version would store: `None` when it is, else the loc it should have

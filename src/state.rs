@@ -11,16 +11,18 @@ use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
-use crate::domain::PublicUrl;
+use crate::domain::{Entry, Loc, PublicUrl};
 use crate::error::ApiError;
+use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::{Directories, PageCache};
-use crate::store::Store;
+use crate::store::{self, DeleteCounts, Store, StoreReads};
 
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
-    pub store: Arc<dyn Store>,
+    /// Private: reads go through [`AppState::reads`], writes through [`AppState::upsert`] and [`AppState::delete`].
+    store: Arc<dyn Store>,
     pub public_url: PublicUrl,
     /// SHA-256 of each API token: compared in constant time and never kept in clear.
     token_digests: Vec<[u8; 32]>,
@@ -85,9 +87,31 @@ impl Inner {
         self.token_digests.is_empty()
     }
 
-    /// To be called after every write to the store through this process, committed or not: the next answer reads
-    /// the page table again.
-    pub fn pages_written(&self) {
+    /// The store's reads.
+    pub fn reads(&self) -> &dyn StoreReads {
+        self.store.as_ref()
+    }
+
+    /// Upserts through the store, then brings up to date what derives from it ([`AppState::written`]).
+    pub async fn upsert(&self, entries: &[Entry]) -> store::Result<UpsertCounts> {
+        let written = self.store.upsert(entries).await;
+        self.written(written.as_ref().ok().map(|w| &w.changes));
+        written.map(|w| w.counts)
+    }
+
+    /// Deletes through the store, then brings up to date what derives from it ([`AppState::written`]).
+    pub async fn delete(&self, locs: &[Loc]) -> store::Result<DeleteCounts> {
+        let written = self.store.delete(locs).await;
+        self.written(written.as_ref().ok().map(|w| &w.changes));
+        written.map(|w| w.counts)
+    }
+
+    /// The one place that follows every write of this process, committed or not: `changes` is what it changed,
+    /// or `None` when it failed (it may still have committed: a lost connection can hide a commit). The page table
+    /// is read again for the next answer. Rendered pages need nothing: the cache is keyed by page state, so a
+    /// changed page is a new key. What is to follow a change (a notification of the changed locs, rendering the
+    /// changed pages ahead of crawlers) starts here, from `changes`.
+    fn written(&self, _changes: Option<&Changes>) {
         self.directories.invalidate();
     }
 

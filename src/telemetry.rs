@@ -249,7 +249,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
     };
-    match state.store.pages().await {
+    match state.reads().pages().await {
         Ok(pages) => {
             let urls: i64 = pages.iter().map(|p| p.url_count).sum();
             let listed = pages.iter().filter(|p| p.url_count > 0).count();
@@ -266,7 +266,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
             gauge("sitemapd_store_up", "1 when the page table could be read for this scrape, else 0", 0.0);
         }
     }
-    let pool = state.store.pool_status();
+    let pool = state.reads().pool_status();
     gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
     gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);
     gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);

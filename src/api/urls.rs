@@ -91,9 +91,7 @@ async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
     } else {
         parse()?
     };
-    let written = state.store.upsert(&entries).await;
-    state.pages_written();
-    let counts = written?;
+    let counts = state.upsert(&entries).await?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
 }
@@ -230,11 +228,7 @@ impl Ingest<'_> {
         self.settle().await?;
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.state.ndjson_batch));
         let state = self.state.clone();
-        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move {
-            let written = state.store.upsert(&batch).await;
-            state.pages_written();
-            written
-        })));
+        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move { state.upsert(&batch).await })));
         Ok(())
     }
 
@@ -263,9 +257,7 @@ impl Ingest<'_> {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let written = self.state.store.upsert(&self.batch).await;
-        self.state.pages_written();
-        match written {
+        match self.state.upsert(&self.batch).await {
             Ok(counts) => {
                 count_upserted(&counts);
                 self.totals += counts;
@@ -325,9 +317,7 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
     let params = Params::parse(query.as_deref(), &["loc"])?;
     let loc = params.loc(&state.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
     let loc = loc.ok_or_else(|| ApiError::bad_request("the loc parameter is required"))?;
-    let deleted = state.store.delete(&[loc]).await;
-    state.pages_written();
-    let counts = deleted?;
+    let counts = state.delete(&[loc]).await?;
     count_deleted(&counts);
     if counts.deleted == 0 {
         return Err(ApiError::not_found("no such URL is stored"));
@@ -363,9 +353,7 @@ pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body
     let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
     let locs = parse_json_locs(&bytes, state.max_json_entries, &state.public_url)?;
     drop(bytes);
-    let deleted = state.store.delete(&locs).await;
-    state.pages_written();
-    let counts = deleted?;
+    let counts = state.delete(&locs).await?;
     count_deleted(&counts);
     Ok(Json(counts).into_response())
 }
@@ -429,7 +417,7 @@ pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) 
         if params.get("limit").is_some() || params.get("after").is_some() {
             return Err(ApiError::bad_request("loc cannot be combined with limit or after"));
         }
-        let url = state.store.find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
+        let url = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
         return Ok(Json(UrlRecord::new(url, &state.public_url)).into_response());
     }
     let limit = match params.get("limit") {
@@ -448,7 +436,7 @@ pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) 
             .filter(|n| *n >= 0)
             .ok_or_else(|| ApiError::bad_request("after must be a cursor returned as next by this API"))?,
     };
-    let items = state.store.list_after(after, limit).await?;
+    let items = state.reads().list_after(after, limit).await?;
     let next = (items.len() == limit as usize).then(|| items.last().map(|u| u.id.to_string())).flatten();
     let items = items.into_iter().map(|u| UrlRecord::new(u, &state.public_url)).collect();
     Ok(Json(UrlList { items, next }).into_response())

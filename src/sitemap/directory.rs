@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::domain::{LastMod, PublicUrl};
 use crate::page::PageState;
 use crate::page::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
-use crate::store::{Result, Store};
+use crate::store::{Result, StoreReads};
 
 /// One read of the page table, and the index rendered from it (once, on first use).
 pub struct Directory {
@@ -115,7 +115,7 @@ impl Directories {
     }
 
     /// The page table as of at most `ttl` ago, and after every write this process has finished.
-    pub async fn get(&self, store: &dyn Store) -> Result<Arc<Directory>> {
+    pub async fn get(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
             return Ok(Arc::new(Directory::new(store.pages().await?, 0)));
         }

@@ -175,7 +175,7 @@ impl Representation {
 
 /// `GET|HEAD /sitemap.xml`: one `<sitemap>` per non-empty page, from the directory (no query while it is fresh).
 async fn get_index(State(state): State<AppState>, method: Method, request: HeaderMap) -> Result<Response, ApiError> {
-    let directory = state.directories.get(state.store.as_ref()).await?;
+    let directory = state.directories.get(state.reads()).await?;
     if directory.is_empty() {
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
@@ -228,7 +228,7 @@ async fn get_page(
         encoding
     };
     let level = state.gzip_level;
-    let directory = state.directories.get(state.store.as_ref()).await?;
+    let directory = state.directories.get(state.reads()).await?;
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
@@ -269,7 +269,7 @@ async fn read_page(
 ) -> Result<(PageState, impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static), ApiError> {
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) =
-        state.store.page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
+        state.reads().page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
     Ok((snapshot, stream::detach(stream::urlset(entries), state.stream_timeout, slot)))
 }
 

@@ -17,7 +17,7 @@ pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Fields, Limits, PageState, StoredUrl, page_bytes};
-use crate::placement::{self, IndexFull, UpsertCounts};
+use crate::placement::{self, Changes, IndexFull, UpsertCounts};
 
 /// The default store: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
@@ -88,16 +88,20 @@ pub struct DeleteCounts {
     pub missing: u64,
 }
 
+/// A write's outcome: its counts, and what it changed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Written<C> {
+    pub counts: C,
+    pub changes: Changes,
+}
+
+/// What a store reads. Handlers reach the store through [`crate::AppState::reads`] (this) and
+/// [`crate::AppState::upsert`] / [`crate::AppState::delete`], which bring what derives from the store up to date
+/// after every write: a handler cannot write and forget to.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// Applies the embedded migrations; idempotent.
-    async fn migrate(&self) -> anyhow::Result<()>;
+pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
     async fn ping(&self) -> Result<()>;
-    /// Upserts `entries` in one transaction (a later duplicate of a loc wins).
-    async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts>;
-    /// Deletes the records of `locs` in one transaction.
-    async fn delete(&self, locs: &[Loc]) -> Result<DeleteCounts>;
     async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>>;
     /// Records in id order after the record with id `after` (keyset paging).
     async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
@@ -108,6 +112,17 @@ pub trait Store: Send + Sync + 'static {
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
+}
+
+/// A store: its reads, its writes (each returns what it changed), and its life cycle.
+#[async_trait]
+pub trait Store: StoreReads {
+    /// Applies the embedded migrations; idempotent.
+    async fn migrate(&self) -> anyhow::Result<()>;
+    /// Upserts `entries` in one transaction (a later duplicate of a loc wins).
+    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>>;
+    /// Deletes the records of `locs` in one transaction.
+    async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
     /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
     /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
@@ -173,7 +188,7 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
 
 /// Refuses limits lower than what stored pages already hold: they would break the limits and nothing rebalances
 /// pages (yet). O(pages).
-async fn check_limits(store: &dyn Store, limits: Limits) -> anyhow::Result<()> {
+async fn check_limits(store: &dyn StoreReads, limits: Limits) -> anyhow::Result<()> {
     let pages = store.pages().await.context("cannot read the page table")?;
     if let Some(p) = pages.iter().find(|p| p.url_count > i64::from(limits.max_urls)) {
         anyhow::bail!(

@@ -9,8 +9,8 @@ use futures_util::TryStreamExt;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, UrlRow,
-    distinct, log_repair, page_columns, url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, StoreReads,
+    UrlRow, Written, distinct, log_repair, page_columns, url_columns,
 };
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Limits, PageState, StoredUrl};
@@ -168,24 +168,15 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn ping(&self) -> Result<()> {
-        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
-        Ok(())
-    }
-
-    fn pool_status(&self) -> PoolStatus {
-        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
-    }
-
     async fn close(&self) {
         if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
             tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
         }
     }
 
-    async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
+    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
         if entries.is_empty() {
-            return Ok(UpsertCounts::default());
+            return Ok(Written::default());
         }
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let mut tx = self.pool.begin().await?;
@@ -228,13 +219,13 @@ impl Store for PgStore {
             .await?;
         }
         tx.commit().await?;
-        Ok(plan.counts)
+        Ok(Written { counts: plan.counts, changes: plan.changes() })
     }
 
-    async fn delete(&self, locs: &[Loc]) -> Result<DeleteCounts> {
+    async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
         let locs = distinct(locs);
         if locs.is_empty() {
-            return Ok(DeleteCounts::default());
+            return Ok(Written::default());
         }
         let mut tx = self.pool.begin().await?;
         let (now, found, pages) = Self::lock_and_load(&mut tx, &locs).await?;
@@ -244,9 +235,19 @@ impl Store for PgStore {
             Self::write_pages(&mut tx, &plan.pages).await?;
         }
         tx.commit().await?;
-        Ok(DeleteCounts { deleted: plan.deleted, missing: plan.missing })
+        Ok(Written { counts: DeleteCounts { deleted: plan.deleted, missing: plan.missing }, changes: plan.changes() })
     }
+}
 
+#[async_trait]
+impl StoreReads for PgStore {
+    async fn ping(&self) -> Result<()> {
+        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
+        Ok(())
+    }
+    fn pool_status(&self) -> PoolStatus {
+        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
+    }
     async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
         let row: Option<UrlRow> = sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1"))
             .bind(loc.as_str())

@@ -12,8 +12,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use tokio::sync::Mutex;
 
 use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, UrlRow,
-    distinct, log_repair, now_us, page_columns, url_columns,
+    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, StoreReads,
+    UrlRow, Written, distinct, log_repair, now_us, page_columns, url_columns,
 };
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Limits, PageState, StoredUrl};
@@ -160,16 +160,6 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn ping(&self) -> Result<()> {
-        self.check_file()?;
-        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
-        Ok(())
-    }
-
-    fn pool_status(&self) -> PoolStatus {
-        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
-    }
-
     async fn close(&self) {
         // Copies the WAL into the database file and empties it, so that the file alone holds everything (a copy
         // of `sitemapd.db` without its `-wal` is whole). Closing the last connection would checkpoint too, but
@@ -188,9 +178,9 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn upsert(&self, entries: &[Entry]) -> Result<UpsertCounts> {
+    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
         if entries.is_empty() {
-            return Ok(UpsertCounts::default());
+            return Ok(Written::default());
         }
         let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let _writer = self.lock_writer().await?;
@@ -226,13 +216,13 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
-        Ok(plan.counts)
+        Ok(Written { counts: plan.counts, changes: plan.changes() })
     }
 
-    async fn delete(&self, locs: &[Loc]) -> Result<DeleteCounts> {
+    async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
         let locs = distinct(locs);
         if locs.is_empty() {
-            return Ok(DeleteCounts::default());
+            return Ok(Written::default());
         }
         let _writer = self.lock_writer().await?;
         self.check_file()?;
@@ -244,9 +234,20 @@ impl Store for SqliteStore {
         }
         Self::write_pages(&mut tx, &plan.pages).await?;
         tx.commit().await?;
-        Ok(DeleteCounts { deleted: plan.deleted, missing: plan.missing })
+        Ok(Written { counts: DeleteCounts { deleted: plan.deleted, missing: plan.missing }, changes: plan.changes() })
     }
+}
 
+#[async_trait]
+impl StoreReads for SqliteStore {
+    async fn ping(&self) -> Result<()> {
+        self.check_file()?;
+        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
+        Ok(())
+    }
+    fn pool_status(&self) -> PoolStatus {
+        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
+    }
     async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
         let row: Option<UrlRow> = sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ?1"))
             .bind(loc.as_str())

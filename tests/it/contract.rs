@@ -91,7 +91,7 @@ async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
         changefreq: Some(sitemapd::domain::ChangeFreq::parse("Daily").unwrap()),
         priority: Some(Priority::new(0.8).unwrap()),
     };
-    let counts = store.upsert(std::slice::from_ref(&e)).await.unwrap();
+    let counts = store.upsert(std::slice::from_ref(&e)).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 1, created: 1, updated: 0, unchanged: 0 });
     let found = store.find(&e.loc).await.unwrap().expect("stored");
     assert_eq!(found.loc, "https://www.example.com/caf%C3%A9");
@@ -110,7 +110,7 @@ async fn counts_by_effect_and_later_duplicates_win(b: Backend) {
     let mut last = entry("c");
     last.priority = Some(Priority::new(0.9).unwrap());
     let batch = vec![entry("a"), changed, entry("c"), last];
-    let counts = store.upsert(&batch).await.unwrap();
+    let counts = store.upsert(&batch).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 4, created: 1, updated: 1, unchanged: 2 });
     assert_eq!(store.find(&loc("c")).await.unwrap().unwrap().fields.priority, Priority::new(0.9).ok());
     assert_eq!(all_urls(&*store).await.len(), 3);
@@ -122,7 +122,7 @@ async fn an_upsert_replaces_the_whole_entry(b: Backend) {
     full.lastmod = Some(LastMod::parse("2024-01-01").unwrap());
     full.priority = Some(Priority::new(0.5).unwrap());
     store.upsert(&[full]).await.unwrap();
-    let counts = store.upsert(&[entry("a")]).await.unwrap();
+    let counts = store.upsert(&[entry("a")]).await.unwrap().counts;
     assert_eq!(counts.updated, 1);
     let found = store.find(&loc("a")).await.unwrap().unwrap();
     assert_eq!((found.fields.lastmod, found.fields.priority), (None, None));
@@ -131,10 +131,38 @@ async fn an_upsert_replaces_the_whole_entry(b: Backend) {
 async fn delete_counts_deleted_and_missing(b: Backend) {
     let Some((_app, store)) = store(b, &[]).await else { return };
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
-    let counts = store.delete(&[loc("a"), loc("a"), loc("zzz")]).await.unwrap();
+    let counts = store.delete(&[loc("a"), loc("a"), loc("zzz")]).await.unwrap().counts;
     assert_eq!(counts, DeleteCounts { deleted: 1, missing: 1 });
     assert!(store.find(&loc("a")).await.unwrap().is_none());
     assert!(store.find(&loc("b")).await.unwrap().is_some());
+}
+
+/// Every write says what it changed: the pages it touched with their new state (as the page table then reads),
+/// and the locs it created, updated or deleted; an identical re-send and a delete of what is not stored change
+/// nothing and say so.
+async fn every_write_returns_what_it_changed(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let locs = |written: &[&str]| written.iter().map(|p| loc(p).as_str().to_owned()).collect::<Vec<_>>();
+    let page_ids = |c: &sitemapd::placement::Changes| c.pages.iter().map(|p| p.id).collect::<Vec<_>>();
+
+    let w = store.upsert(&entries(["a".into(), "b".into(), "c".into()])).await.unwrap();
+    assert_eq!(w.changes.locs, locs(&["a", "b", "c"]));
+    assert_eq!(page_ids(&w.changes), [1, 2]);
+    assert_eq!(w.changes.pages, store.pages().await.unwrap(), "the new state of each page it touched");
+
+    let same = store.upsert(&entries(["c".into(), "a".into()])).await.unwrap();
+    assert!(same.changes.is_empty(), "an identical re-send changes nothing: {:?}", same.changes);
+
+    let mut changed = entry("c");
+    changed.priority = Some(Priority::new(0.4).unwrap());
+    let w = store.upsert(&[entry("a"), changed, entry("d")]).await.unwrap();
+    assert_eq!(w.changes.locs, locs(&["d", "c"]), "created, then updated; not the unchanged one");
+    assert_eq!(page_ids(&w.changes), [2]);
+
+    let w = store.delete(&[loc("b"), loc("zzz"), loc("b")]).await.unwrap();
+    assert_eq!((page_ids(&w.changes), w.changes.locs), (vec![1], locs(&["b"])));
+    let none = store.delete(&[loc("zzz")]).await.unwrap();
+    assert!(none.changes.is_empty(), "{:?}", none.changes);
 }
 
 async fn list_after_returns_each_entry_once_across_changes(b: Backend) {
@@ -207,7 +235,7 @@ async fn identical_resend_changes_nothing(b: Backend) {
     let batch = entries((0..10).map(|i| format!("u{i}")));
     store.upsert(&batch).await.unwrap();
     let before = store.pages().await.unwrap();
-    let counts = store.upsert(&batch).await.unwrap();
+    let counts = store.upsert(&batch).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 10, created: 0, updated: 0, unchanged: 10 });
     assert_eq!(store.pages().await.unwrap(), before);
 }
@@ -307,12 +335,12 @@ async fn sixteen_writers_on_shared_locs_keep_counts_exact(b: Backend) {
                             e
                         })
                         .collect();
-                    let c = store.upsert(&batch).await.unwrap();
+                    let c = store.upsert(&batch).await.unwrap().counts;
                     assert_eq!(c.received, c.created + c.updated + c.unchanged);
                     created += c.created;
                     if round % 2 == 1 {
                         let gone = [loc(&shared((w + round * 11) % 40)), loc(&shared((w * 3 + round) % 40))];
-                        deleted += store.delete(&gone).await.unwrap().deleted;
+                        deleted += store.delete(&gone).await.unwrap().counts.deleted;
                     }
                 }
                 (created, deleted)
@@ -418,6 +446,7 @@ both_backends!(
     counts_by_effect_and_later_duplicates_win,
     an_upsert_replaces_the_whole_entry,
     delete_counts_deleted_and_missing,
+    every_write_returns_what_it_changed,
     list_after_returns_each_entry_once_across_changes,
     pages_fill_in_order_and_a_freed_slot_is_reused,
     a_change_touches_only_its_page,
