@@ -1,9 +1,8 @@
 //! Request bodies: content-type dispatch (UTF-8 only), a size-limited body, and a JSON array streamed element by
 //! element.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, header};
-use futures_util::StreamExt;
 use serde::de::{DeserializeOwned, Deserializer as _, Error as _, IgnoredAny, SeqAccess, Visitor};
 use std::cell::Cell;
 use std::fmt;
@@ -52,23 +51,21 @@ pub fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, ApiErro
     Ok(format)
 }
 
-/// Reads a whole body of at most `limit` bytes (413 beyond it, checked against Content-Length first).
-pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+/// Reads a whole body of at most `limit` bytes (413 beyond it, checked against Content-Length first, then as the
+/// bytes arrive: axum's `to_bytes`, which stops reading at the limit).
+pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let too_large = || ApiError::too_large(format!("the body exceeds {limit} bytes; send large loads as NDJSON"));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    let mut out = Vec::with_capacity(declared.map_or(8192, |n| n as usize));
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| ApiError::bad_request("could not read the request body"))?;
-        if out.len() + chunk.len() > limit {
-            return Err(too_large());
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+            too_large()
+        } else {
+            ApiError::bad_request("could not read the request body")
         }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
+    })
 }
 
 /// Streams a JSON array body: each element is deserialized as `T` and handed to `each` with its index as soon as

@@ -2,7 +2,7 @@
 //! hand rather than deserialize: an entry, a loc, an error. The paths come from the handlers' annotations.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
 use crate::placement::UpsertCounts;
 
@@ -88,4 +88,17 @@ pub struct ErrorDetail {
     /// The field's name (empty when the element itself is wrong, e.g. not an object).
     field: String,
     message: String,
+}
+
+/// The answers every write-API route can give besides its own: no valid bearer token, and the store unavailable.
+/// Listed in each handler's `responses(...)` by this one name.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // a documentation type only: `ApiError` builds these answers
+pub enum CommonErrors {
+    #[response(status = 401, description = "No valid bearer token",
+               headers(("WWW-Authenticate" = String, description = "Bearer")))]
+    Unauthorized(ErrorBody),
+    #[response(status = 503, description = "The store is unavailable; retry later",
+               headers(("Retry-After" = u32, description = "Seconds to wait")))]
+    Unavailable(ErrorBody),
 }

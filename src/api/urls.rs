@@ -15,7 +15,7 @@ use tokio_util::io::StreamReader;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::body::{self, Format};
-use super::doc::ErrorBody;
+use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
 use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, Priority, PublicUrl};
 use crate::error::ApiError;
@@ -50,16 +50,13 @@ const MAX_LIMIT: u32 = 1000;
         (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in), or a line that is not JSON \
                                       or not UTF-8", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody,
-         headers(("WWW-Authenticate" = String, description = "Bearer"))),
         (status = 413, description = "The JSON body, its number of entries or an NDJSON line is too large",
          body = ErrorBody),
         (status = 415, description = "Neither application/json nor application/x-ndjson, or a charset other than \
                                       utf-8", body = ErrorBody),
         (status = 422, description = "Invalid entries (`details`, at most 1,000): a bad, unknown or repeated field; \
                                       nothing of them was stored", body = ErrorBody),
-        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
-         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+        CommonErrors,
         (status = 507, description = "The index would need more than 50,000 pages", body = ErrorBody),
     ),
     security(("bearer" = [])),
@@ -304,12 +301,9 @@ fn detail(position: &str, at: u64, e: &FieldError) -> Value {
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A missing, repeated or unknown query parameter", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody,
-         headers(("WWW-Authenticate" = String, description = "Bearer"))),
         (status = 404, description = "No such URL is stored", body = ErrorBody),
         (status = 422, description = "The loc could never be stored (`details`)", body = ErrorBody),
-        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
-         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+        CommonErrors,
     ),
     security(("bearer" = [])),
 )]
@@ -338,13 +332,10 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
     responses(
         (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in)", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody,
-         headers(("WWW-Authenticate" = String, description = "Bearer"))),
         (status = 413, description = "The body or its number of locs is too large", body = ErrorBody),
         (status = 415, description = "Not application/json, or a charset other than utf-8", body = ErrorBody),
         (status = 422, description = "Invalid locs (`details`, at most 1,000); nothing was deleted", body = ErrorBody),
-        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
-         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+        CommonErrors,
     ),
     security(("bearer" = [])),
 )]
@@ -402,12 +393,9 @@ pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> 
     responses(
         (status = 200, description = "The record, or a page of records", body = UrlsAnswer),
         (status = 400, description = "A bad, repeated or unknown query parameter", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody,
-         headers(("WWW-Authenticate" = String, description = "Bearer"))),
         (status = 404, description = "No such URL is stored", body = ErrorBody),
         (status = 422, description = "The loc could never be stored (`details`)", body = ErrorBody),
-        (status = 503, description = "The store is unavailable; retry later", body = ErrorBody,
-         headers(("Retry-After" = u32, description = "Seconds to wait"))),
+        CommonErrors,
     ),
     security(("bearer" = [])),
 )]

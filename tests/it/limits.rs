@@ -109,3 +109,26 @@ async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
     assert!(!cut.contains("200 OK"), "{cut}");
     server.abort();
 }
+
+/// A JSON body without Content-Length is cut at `max_json_bytes` as it arrives (413), and a body whose stream
+/// fails is 400; neither stores anything.
+#[tokio::test]
+async fn a_streamed_json_body_is_limited_as_it_arrives() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await else { return };
+    let headers = [("content-type", "application/json")];
+    let element = json!({"loc": loc("streamed")}).to_string();
+    let mut chunks = vec![Ok::<_, std::io::Error>(Bytes::from(format!("[{element}")))];
+    chunks.extend((0..40).map(|_| Ok(Bytes::from(format!(",{element}")))));
+    chunks.push(Ok(Bytes::from_static(b"]")));
+    let body = Body::from_stream(futures_util::stream::iter(chunks));
+    let r = app.request(Method::PUT, "/api/v1/urls", &headers, body).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("exceeds 1024 bytes"), "{}", r.text());
+
+    let failing = vec![Ok(Bytes::from(format!("[{element}"))), Err(std::io::Error::other("the client went away"))];
+    let body = Body::from_stream(futures_util::stream::iter(failing));
+    let r = app.request(Method::PUT, "/api/v1/urls", &headers, body).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.json()["message"], "could not read the request body");
+    assert_eq!(app.find(&loc("streamed")).await.status, StatusCode::NOT_FOUND);
+}
