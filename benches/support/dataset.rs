@@ -121,7 +121,7 @@ const SPAN_SECS: i64 = 3 * 365 * 86_400;
 
 /// One record, as the write API takes it.
 #[derive(Clone, Debug)]
-pub struct Record {
+pub(crate) struct Record {
     pub loc: String,
     /// Unix seconds.
     pub lastmod: i64,
@@ -131,7 +131,7 @@ pub struct Record {
 
 impl Record {
     /// The record as one NDJSON line (no newline). Locs need no JSON escaping: they are ASCII without `"` or `\`.
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         let lastmod = time::OffsetDateTime::from_unix_timestamp(self.lastmod)
             .expect("in range")
             .format(&time::format_description::well_known::Rfc3339)
@@ -172,7 +172,7 @@ fn target_len(rng: &mut impl Rng) -> usize {
 }
 
 /// Records 1..=rows under `origin` (e.g. `https://www.example.com`), each loc unique (it ends in its number).
-pub fn records(origin: &str, rows: u64, seed: u64) -> impl Iterator<Item = Record> + '_ {
+pub(crate) fn records(origin: &str, rows: u64, seed: u64) -> impl Iterator<Item = Record> + '_ {
     let mut rng = StdRng::seed_from_u64(seed);
     (1..=rows).map(move |i| {
         let loc = make_loc(&mut rng, origin, i);

@@ -11,14 +11,14 @@ use std::marker::PhantomData;
 use crate::error::ApiError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Ndjson,
 }
 
 /// The body format from `Content-Type`. Bodies are read as UTF-8: a `charset` parameter other than `utf-8` (any
 /// case, quoted or not) is refused (415) rather than misread.
-pub fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, ApiError> {
+pub(crate) fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, ApiError> {
     // Two `Content-Type` lines: a proxy in front may have read the other one. Refuse rather than pick.
     if headers.get_all(header::CONTENT_TYPE).iter().nth(1).is_some() {
         return Err(ApiError::bad_request("more than one Content-Type header"));
@@ -53,7 +53,7 @@ pub fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, ApiErro
 
 /// Reads a whole body of at most `limit` bytes (413 beyond it, checked against Content-Length first, then as the
 /// bytes arrive: axum's `to_bytes`, which stops reading at the limit).
-pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let too_large = || ApiError::too_large(format!("the body exceeds {limit} bytes; send large loads as NDJSON"));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
@@ -75,7 +75,7 @@ pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Resu
 ///
 /// `T` should accept any JSON value (report a wrong one through `each`), so that only real syntax errors stop the
 /// parse: a string that is not Unicode (`"\ud800"`), a number out of range (`1e400`), trailing bytes.
-pub fn json_array<T: DeserializeOwned>(
+pub(crate) fn json_array<T: DeserializeOwned>(
     bytes: &[u8],
     max_entries: usize,
     mut each: impl FnMut(usize, T),

@@ -61,7 +61,11 @@ const MAX_LIMIT: u32 = 1000;
     ),
     security(("bearer" = [])),
 )]
-pub async fn upsert_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub(crate) async fn upsert_urls(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     match body::format(&headers, true)? {
         Format::Json => upsert_json(&state, &headers, body).await,
         Format::Ndjson => upsert_ndjson(&state, body).await,
@@ -307,7 +311,7 @@ fn detail(position: &str, at: u64, e: &FieldError) -> Value {
     ),
     security(("bearer" = [])),
 )]
-pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+pub(crate) async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let params = Params::parse(query.as_deref(), &["loc"])?;
     let loc = params.loc(&state.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
     let loc = loc.ok_or_else(|| ApiError::bad_request("the loc parameter is required"))?;
@@ -339,7 +343,11 @@ pub async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery
     ),
     security(("bearer" = [])),
 )]
-pub async fn delete_urls(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub(crate) async fn delete_urls(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
     let locs = parse_json_locs(&bytes, state.max_json_entries, &state.public_url)?;
@@ -399,7 +407,7 @@ pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> 
     ),
     security(("bearer" = [])),
 )]
-pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+pub(crate) async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let params = Params::parse(query.as_deref(), &["loc", "limit", "after"])?;
     if let Some(loc) = params.loc(&state.public_url)? {
         if params.get("limit").is_some() || params.get("after").is_some() {
@@ -434,14 +442,14 @@ pub async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) 
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)] // names the two answers for the OpenAPI document
-pub enum UrlsAnswer {
+pub(crate) enum UrlsAnswer {
     Record(UrlRecord),
     List(UrlList),
 }
 
 /// A stored URL record, normalized, with the page that holds it.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct UrlRecord {
+pub(crate) struct UrlRecord {
     #[schema(example = "https://www.example.com/about")]
     loc: String,
     /// As rendered: a date, or a date-time in UTC.
@@ -470,7 +478,7 @@ impl UrlRecord {
 
 /// A page of records in storage order.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct UrlList {
+pub(crate) struct UrlList {
     items: Vec<UrlRecord>,
     /// The `after` of the next page; `null` at the end.
     next: Option<String>,

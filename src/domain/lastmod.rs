@@ -107,11 +107,6 @@ impl LastMod {
         Self(out)
     }
 
-    /// A value read back from the store, where only rendered values are written.
-    pub fn from_stored(s: String) -> Self {
-        Self(s)
-    }
-
     pub fn as_str(&self) -> &str {
         &self.0
     }

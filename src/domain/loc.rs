@@ -89,17 +89,8 @@ impl Loc {
         Ok(Self(normalized))
     }
 
-    /// A value read back from the store, where only valid values are written.
-    pub fn from_stored(s: String) -> Self {
-        Self(s)
-    }
-
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    pub fn into_string(self) -> String {
-        self.0
     }
 }
 

@@ -5,7 +5,6 @@ use quick_xml::escape::escape;
 
 use crate::domain::{ChangeFreq, Entry, MAX_LOC_LEN, Priority};
 
-pub const NAMESPACE: &str = "http://www.sitemaps.org/schemas/sitemap/0.9";
 pub const URLSET_HEAD: &str =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n";
 pub const URLSET_TAIL: &str = "</urlset>\n";

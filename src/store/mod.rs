@@ -19,9 +19,6 @@ use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Fields, Limits, PageState, StoredUrl, page_bytes};
 use crate::placement::{self, Changes, IndexFull, UpsertCounts};
 
-/// The default store: an SQLite file in the working directory.
-pub const DEFAULT_DATABASE_URL: &str = "sqlite://sitemapd.db";
-
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database cannot be reached or is overloaded: worth retrying (HTTP 503).

@@ -48,7 +48,7 @@ async fn all_urls(store: &dyn Store) -> Vec<StoredUrl> {
 
 /// The stored state is consistent: page counts and byte totals match the URLs, limits hold, each URL's size is
 /// its rendered size, and each page streams exactly its URLs in id order.
-pub async fn assert_consistent(store: &dyn Store, max_urls: i64, max_bytes: i64) {
+pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_bytes: i64) {
     let urls = all_urls(store).await;
     let pages = store.pages().await.unwrap();
     let mut by_page: BTreeMap<i64, Vec<&StoredUrl>> = BTreeMap::new();

@@ -19,7 +19,7 @@ use sqlx::Connection;
 use tower::ServiceExt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
@@ -41,7 +41,7 @@ macro_rules! both_backends {
 
 /// The Postgres server for tests, from `TEST_DATABASE_URL`. Unset: Postgres tests return early (and pass), said once
 /// on the terminal; under CI (`CI` set) that is an error: CI must never skip them silently.
-pub fn postgres_url() -> Option<String> {
+pub(crate) fn postgres_url() -> Option<String> {
     match std::env::var("TEST_DATABASE_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var_os("CI").is_some() => {
@@ -64,20 +64,20 @@ pub fn postgres_url() -> Option<String> {
 /// Writes a note straight to the process's stderr, where `cargo test` shows it. libtest captures only what the
 /// print macros (`eprintln!`) write in a test, and shows it for failed tests alone; a write to the `Stderr` handle
 /// bypasses that capture, so the note is seen in every run, once, among the test results.
-pub fn note(text: &str) {
+pub(crate) fn note(text: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "\nnote: {text}\n");
 }
 
 /// A database of its own for one test.
-pub struct TestDb {
+pub(crate) struct TestDb {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
     drop_pg: Option<(String, String)>,
 }
 
 impl TestDb {
-    pub async fn new(backend: Backend) -> Option<Self> {
+    pub(crate) async fn new(backend: Backend) -> Option<Self> {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("tempdir");
@@ -125,10 +125,10 @@ impl Drop for TestDb {
     }
 }
 
-pub const PUBLIC_URL: &str = "https://www.example.com";
+pub(crate) const PUBLIC_URL: &str = "https://www.example.com";
 
 /// The service as a router over a fresh database, configured like production but for `vars`.
-pub struct TestApp {
+pub(crate) struct TestApp {
     pub router: Router,
     pub store: Arc<dyn Store>,
     pub config: Config,
@@ -136,7 +136,7 @@ pub struct TestApp {
     pub db: Arc<TestDb>,
 }
 
-pub struct TestResponse {
+pub(crate) struct TestResponse {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
@@ -145,21 +145,21 @@ pub struct TestResponse {
 }
 
 impl TestResponse {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.to_vec()).expect("UTF-8 body")
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().unwrap())
     }
 }
 
-pub fn gunzip(bytes: &[u8]) -> String {
+pub(crate) fn gunzip(bytes: &[u8]) -> String {
     use std::io::Read;
     let mut out = String::new();
     flate2::read::GzDecoder::new(bytes).read_to_string(&mut out).expect("valid gzip");
@@ -168,7 +168,7 @@ pub fn gunzip(bytes: &[u8]) -> String {
 
 impl TestApp {
     /// `None` when the backend is Postgres and no Postgres is configured.
-    pub async fn spawn(backend: Backend, vars: &[(&str, &str)]) -> Option<Self> {
+    pub(crate) async fn spawn(backend: Backend, vars: &[(&str, &str)]) -> Option<Self> {
         let db = Arc::new(TestDb::new(backend).await?);
         let mut all: HashMap<String, String> = [("SITEMAPD_PUBLIC_URL", PUBLIC_URL), ("SITEMAPD_API_TOKENS", "")]
             .map(|(k, v)| (k.into(), v.into()))
@@ -186,25 +186,25 @@ impl TestApp {
     }
 
     /// A router over a store built by the test itself (no database of its own).
-    pub fn from_parts(store: Arc<dyn Store>, config: Config, router: Router) -> Self {
+    pub(crate) fn from_parts(store: Arc<dyn Store>, config: Config, router: Router) -> Self {
         let db = Arc::new(TestDb { url: config.database_url.clone(), _dir: None, drop_pg: None });
         Self { router, store, config, vars: HashMap::new(), db }
     }
 
     /// Another process on the same database: its own pool and state, as a replica or a restart would have.
-    pub async fn another_process(&self) -> Self {
+    pub(crate) async fn another_process(&self) -> Self {
         Self::open(self.db.clone(), self.vars.clone()).await
     }
 
     /// Another process on the same database, configured with `vars` on top of this one's.
-    pub async fn another_process_with(&self, vars: &[(&str, &str)]) -> Self {
+    pub(crate) async fn another_process_with(&self, vars: &[(&str, &str)]) -> Self {
         let mut all = self.vars.clone();
         all.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         Self::open(self.db.clone(), all).await
     }
 
     /// Sends `request` as a client would: with a `Host` header (`localhost`) unless it has one.
-    pub async fn send(&self, mut request: Request<Body>) -> TestResponse {
+    pub(crate) async fn send(&self, mut request: Request<Body>) -> TestResponse {
         let headers = request.headers_mut();
         if !headers.contains_key(axum::http::header::HOST) {
             headers.insert(axum::http::header::HOST, axum::http::HeaderValue::from_static("localhost"));
@@ -213,7 +213,7 @@ impl TestApp {
     }
 
     /// Sends `request` to the router exactly as it is.
-    pub async fn send_exact(&self, request: Request<Body>) -> TestResponse {
+    pub(crate) async fn send_exact(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.expect("infallible");
         let (parts, mut body) = response.into_parts();
         let mut bytes = Vec::new();
@@ -227,7 +227,13 @@ impl TestApp {
         TestResponse { status: parts.status, headers: parts.headers, body: bytes.into(), frames }
     }
 
-    pub async fn request(&self, method: Method, uri: &str, headers: &[(&str, &str)], body: Body) -> TestResponse {
+    pub(crate) async fn request(
+        &self,
+        method: Method,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: Body,
+    ) -> TestResponse {
         let mut builder = Request::builder().method(method).uri(uri);
         for (k, v) in headers {
             builder = builder.header(*k, *v);
@@ -235,35 +241,35 @@ impl TestApp {
         self.send(builder.body(body).unwrap()).await
     }
 
-    pub async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
+    pub(crate) async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
         self.request(Method::GET, uri, headers, Body::empty()).await
     }
 
-    pub async fn head(&self, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
+    pub(crate) async fn head(&self, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
         self.request(Method::HEAD, uri, headers, Body::empty()).await
     }
 
-    pub async fn put_json(&self, body: &Value) -> TestResponse {
+    pub(crate) async fn put_json(&self, body: &Value) -> TestResponse {
         let headers = [("content-type", "application/json")];
         self.request(Method::PUT, "/api/v1/urls", &headers, Body::from(body.to_string())).await
     }
 
-    pub async fn put_ndjson(&self, body: &str) -> TestResponse {
+    pub(crate) async fn put_ndjson(&self, body: &str) -> TestResponse {
         let headers = [("content-type", "application/x-ndjson")];
         self.request(Method::PUT, "/api/v1/urls", &headers, Body::from(body.to_owned())).await
     }
 
-    pub async fn delete_loc(&self, loc: &str) -> TestResponse {
+    pub(crate) async fn delete_loc(&self, loc: &str) -> TestResponse {
         let uri = format!("/api/v1/urls?loc={}", urlencode(loc));
         self.request(Method::DELETE, &uri, &[], Body::empty()).await
     }
 
-    pub async fn find(&self, loc: &str) -> TestResponse {
+    pub(crate) async fn find(&self, loc: &str) -> TestResponse {
         self.get(&format!("/api/v1/urls?loc={}", urlencode(loc)), &[]).await
     }
 
     /// Upserts `paths` under the public URL and asserts success.
-    pub async fn put_paths(&self, paths: &[&str]) -> Value {
+    pub(crate) async fn put_paths(&self, paths: &[&str]) -> Value {
         let entries: Vec<Value> =
             paths.iter().map(|p| serde_json::json!({"loc": format!("{PUBLIC_URL}/{p}")})).collect();
         let r = self.put_json(&Value::Array(entries)).await;
@@ -272,7 +278,7 @@ impl TestApp {
     }
 
     /// The paths (relative to this service) of the pages the index lists.
-    pub async fn index_paths(&self) -> Vec<String> {
+    pub(crate) async fn index_paths(&self) -> Vec<String> {
         let r = self.get("/sitemap.xml", &[]).await;
         if r.status == StatusCode::NOT_FOUND {
             return Vec::new();
@@ -286,7 +292,7 @@ impl TestApp {
     }
 }
 
-pub fn options(config: &Config) -> StoreOptions {
+pub(crate) fn options(config: &Config) -> StoreOptions {
     StoreOptions {
         url: config.database_url.clone(),
         limits: config.limits,
@@ -295,12 +301,12 @@ pub fn options(config: &Config) -> StoreOptions {
     }
 }
 
-pub fn urlencode(s: &str) -> String {
+pub(crate) fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// The unescaped text of every `<name>` element, in document order, read with a real XML parser.
-pub fn xml_texts(xml: &str, name: &str) -> Vec<String> {
+pub(crate) fn xml_texts(xml: &str, name: &str) -> Vec<String> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = Vec::new();
@@ -333,7 +339,7 @@ pub fn xml_texts(xml: &str, name: &str) -> Vec<String> {
 
 /// The schema check from ../shared/xsd (or `SITEMAPD_XSD_VALIDATE`). Missing: skipped with a note, except under
 /// CI, where that fails.
-pub fn xsd_validator() -> Option<PathBuf> {
+pub(crate) fn xsd_validator() -> Option<PathBuf> {
     let path = std::env::var_os("SITEMAPD_XSD_VALIDATE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/xsd/validate.sh"));
@@ -353,7 +359,7 @@ pub fn xsd_validator() -> Option<PathBuf> {
 }
 
 /// Writes each body to a file and validates them all against the official schemas; panics with the output.
-pub fn validate_xsd(bodies: &[(&str, &[u8])]) {
+pub(crate) fn validate_xsd(bodies: &[(&str, &[u8])]) {
     let Some(validator) = xsd_validator() else { return };
     let dir = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = bodies
