@@ -73,12 +73,19 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_tracing(config.log_format);
+    let log_format = config.log_format;
+    init_tracing(log_format);
     match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("sitemapd: {e:#}");
+            // Said once: in JSON mode as an event of the JSON log (on stdout, where the collector reads), unless
+            // RUST_LOG drops it; otherwise on stderr, as the configuration errors above. A text log line on stdout
+            // beside it would show the same message twice at a terminal.
+            if log_format == LogFormat::Json && tracing::enabled!(tracing::Level::ERROR) {
+                tracing::error!("{e:#}");
+            } else {
+                eprintln!("sitemapd: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -470,6 +470,33 @@ fn a_misspelled_variable_or_a_mistyped_value_is_refused_in_one_line() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A start that fails once logging is set up (here: the port is taken) says why exactly once on stdout and stderr
+/// together: on stderr in text mode, as a JSON log line on stdout in JSON mode, and on stderr again when the log
+/// filter would drop it.
+#[test]
+fn a_failed_start_says_why_once_in_every_log_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let bind = taken.local_addr().unwrap().to_string();
+    let why = format!("cannot listen on {bind}");
+    for (format, filter) in [("text", "info"), ("json", "info"), ("text", "off"), ("json", "off")] {
+        let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_LOG_FORMAT", format), ("RUST_LOG", filter)];
+        let out = run(dir.path(), &vars, &[]);
+        assert_eq!(out.status.code(), Some(1), "{format}, RUST_LOG={filter}");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let context = format!("{format}, RUST_LOG={filter}\nstdout: {stdout}\nstderr: {stderr}");
+        assert_eq!(stdout.matches(&why).count() + stderr.matches(&why).count(), 1, "{context}");
+        if format == "json" && filter != "off" {
+            let error = stdout.lines().find(|l| l.contains(&why)).unwrap_or_else(|| panic!("not logged: {context}"));
+            let error: serde_json::Value = serde_json::from_str(error).unwrap();
+            assert_eq!(error["level"], "ERROR", "{context}");
+        } else {
+            assert!(stderr.contains(&format!("sitemapd: {why}")), "{context}");
+        }
+    }
+    drop(taken);
+}
+
 /// The JSON body of a 200 answer to `GET path`.
 fn get_json(port: u16, path: &str) -> serde_json::Value {
     let (status, response) = get(port, path).unwrap_or_else(|| panic!("no answer to {path}"));
