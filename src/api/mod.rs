@@ -49,6 +49,26 @@ pub fn router(state: AppState) -> Router<AppState> {
     router.route(OPENAPI_PATH, get(get_openapi)).layer(middleware::map_response(no_store))
 }
 
+/// A query string deserialized as `T` (axum's `Query`): `T` refuses unknown names (`deny_unknown_fields`), and serde
+/// refuses a name given twice. A query that does not fit is 400 with the JSON error body every route answers with,
+/// its message saying which name was wrong.
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Self(value)),
+            Err(rejection) => Err(ApiError::bad_request(rejection.body_text())),
+        }
+    }
+}
+
 /// Every `/api/v1` request, body included, must finish within `api_timeout_secs`; past it, it is dropped (an open
 /// transaction rolls back) and the answer is 503.
 async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {

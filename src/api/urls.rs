@@ -4,16 +4,18 @@ use std::io;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt, TryStreamExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::io::StreamReader;
 use tokio_util::task::AbortOnDropHandle;
+use utoipa::IntoParams;
 
+use super::ApiQuery;
 use super::body::{self, Format};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
@@ -300,8 +302,7 @@ fn detail(position: &str, at: u64, e: &FieldError) -> Value {
     path = "/api/v1/urls",
     tag = "urls",
     operation_id = "delete_url",
-    params(("loc" = String, Query, description = "The URL, normalized like a stored loc",
-             example = "https://www.example.com/about")),
+    params(DeleteQuery),
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A missing, repeated or unknown query parameter", body = ErrorBody),
@@ -311,10 +312,11 @@ fn detail(position: &str, at: u64, e: &FieldError) -> Value {
     ),
     security(("bearer" = [])),
 )]
-pub(crate) async fn delete_url(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
-    let params = Params::parse(query.as_deref(), &["loc"])?;
-    let loc = params.loc(&state.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
-    let loc = loc.ok_or_else(|| ApiError::bad_request("the loc parameter is required"))?;
+pub(crate) async fn delete_url(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<DeleteQuery>,
+) -> Result<Response, ApiError> {
+    let loc = query_loc(&query.loc, &state.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
     let counts = state.delete(&[loc]).await?;
     count_deleted(&counts);
     if counts.deleted == 0 {
@@ -392,12 +394,7 @@ pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> 
     path = "/api/v1/urls",
     tag = "urls",
     operation_id = "get_urls",
-    params(
-        ("loc" = Option<String>, Query, description = "Look up this URL (normalized like a stored loc)",
-         example = "https://www.example.com/about"),
-        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Records per page (default 100)"),
-        ("after" = Option<String>, Query, description = "A cursor returned as `next`"),
-    ),
+    params(UrlsQuery),
     responses(
         (status = 200, description = "The record, or a page of records", body = UrlsAnswer),
         (status = 400, description = "A bad, repeated or unknown query parameter", body = ErrorBody),
@@ -407,16 +404,19 @@ pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> 
     ),
     security(("bearer" = [])),
 )]
-pub(crate) async fn get_urls(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
-    let params = Params::parse(query.as_deref(), &["loc", "limit", "after"])?;
-    if let Some(loc) = params.loc(&state.public_url)? {
-        if params.get("limit").is_some() || params.get("after").is_some() {
+pub(crate) async fn get_urls(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<UrlsQuery>,
+) -> Result<Response, ApiError> {
+    if let Some(raw) = &query.loc {
+        let loc = query_loc(raw, &state.public_url)?;
+        if query.limit.is_some() || query.after.is_some() {
             return Err(ApiError::bad_request("loc cannot be combined with limit or after"));
         }
         let url = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
         return Ok(Json(UrlRecord::new(url, &state.public_url)).into_response());
     }
-    let limit = match params.get("limit") {
+    let limit = match query.limit.as_deref() {
         None => DEFAULT_LIMIT,
         Some(raw) => raw
             .parse::<u32>()
@@ -424,7 +424,7 @@ pub(crate) async fn get_urls(State(state): State<AppState>, RawQuery(query): Raw
             .filter(|n| (1..=MAX_LIMIT).contains(n))
             .ok_or_else(|| ApiError::bad_request(format!("limit must be a whole number from 1 to {MAX_LIMIT}")))?,
     };
-    let after = match params.get("after") {
+    let after = match query.after.as_deref() {
         None => 0,
         Some(raw) => raw
             .parse::<i64>()
@@ -484,39 +484,37 @@ pub(crate) struct UrlList {
     next: Option<String>,
 }
 
-/// Query parameters: each known name at most once, unknown names refused.
-struct Params(Vec<(String, String)>);
+/// The query of `DELETE /api/v1/urls`.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DeleteQuery {
+    /// The URL, normalized like a stored loc
+    #[param(example = "https://www.example.com/about")]
+    loc: String,
+}
 
-impl Params {
-    fn parse(query: Option<&str>, known: &[&str]) -> Result<Self, ApiError> {
-        let pairs: Vec<(String, String)> =
-            url::form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect();
-        for (i, (name, _)) in pairs.iter().enumerate() {
-            if !known.contains(&name.as_str()) {
-                return Err(ApiError::bad_request(format!("unknown query parameter {name:?}")));
-            }
-            if pairs[..i].iter().any(|(n, _)| n == name) {
-                return Err(ApiError::bad_request(format!("query parameter {name:?} is given twice")));
-            }
-        }
-        Ok(Self(pairs))
-    }
+/// The query of `GET /api/v1/urls`. `limit` and `after` are read as text and checked here, so that a bad value
+/// gets this API's message rather than a parser's.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct UrlsQuery {
+    /// Look up this URL (normalized like a stored loc)
+    #[param(example = "https://www.example.com/about")]
+    loc: Option<String>,
+    /// Records per page (default 100)
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    limit: Option<String>,
+    /// A cursor returned as `next`
+    after: Option<String>,
+}
 
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-
-    /// The `loc` parameter normalized like a stored loc (422 when it could never be stored).
-    fn loc(&self, public: &PublicUrl) -> Result<Option<Loc>, ApiError> {
-        self.get("loc")
-            .map(|raw| {
-                Loc::parse(raw, public).map_err(|message| {
-                    ApiError::invalid(format!("loc: {message}"))
-                        .with("details", vec![json!({"field": "loc", "message": message})])
-                })
-            })
-            .transpose()
-    }
+/// `loc` normalized like a stored loc (422 when it could never be stored).
+fn query_loc(raw: &str, public: &PublicUrl) -> Result<Loc, ApiError> {
+    Loc::parse(raw, public).map_err(|message| {
+        ApiError::invalid(format!("loc: {message}")).with("details", vec![json!({"field": "loc", "message": message})])
+    })
 }
 
 #[cfg(test)]

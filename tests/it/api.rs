@@ -11,7 +11,7 @@ use sitemapd::AppState;
 use sitemapd::store::{PgStore, SqliteStore, Store};
 
 use crate::both_backends;
-use crate::support::{Backend, PUBLIC_URL, TestApp, options, postgres_url};
+use crate::support::{Backend, PUBLIC_URL, TestApp, options, postgres_url, urlencode};
 
 fn loc(path: &str) -> String {
     format!("{PUBLIC_URL}/{path}")
@@ -260,10 +260,28 @@ async fn listing_pages_by_cursor_returns_each_entry_once(b: Backend) {
         }
     }
     assert_eq!(seen, paths.iter().map(|p| loc(p)).collect::<Vec<_>>());
-    for bad in ["limit=0", "limit=1001", "limit=x", "after=-1", "after=abc", "page=2", "limit=1&limit=2"] {
+    for (bad, named) in [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=x", "limit"),
+        ("after=-1", "after"),
+        ("after=abc", "after"),
+        ("page=2", "page"),
+        ("limit=1&limit=2", "limit"),
+        ("loc=a&loc=b", "loc"),
+    ] {
         let r = app.get(&format!("/api/v1/urls?{bad}"), &[]).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(r.json()["error"], "bad_request", "{bad}: {}", r.text());
+        assert!(r.json()["message"].as_str().unwrap().contains(named), "{bad}: {}", r.text());
     }
+    let one = urlencode(&loc("l0"));
+    for bad in [String::new(), format!("loc={one}&loc={one}"), format!("loc={one}&x=1")] {
+        let r = app.request(Method::DELETE, &format!("/api/v1/urls?{bad}"), &[], Body::empty()).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "DELETE ?{bad}: {}", r.text());
+        assert_eq!(r.json()["error"], "bad_request", "{bad}");
+    }
+    assert_eq!(app.find(&loc("l0")).await.status, StatusCode::OK, "nothing deleted");
 }
 
 async fn locs_must_lie_under_the_public_url_prefix(b: Backend) {
