@@ -163,13 +163,34 @@ impl Representation {
         h
     }
 
-    /// The answer with `body`, all of it in memory.
-    fn answer(mut self, method: &Method, body: Bytes) -> Response {
-        self.length = Some(body.len() as u64);
+    /// The 200 answer: GET sends `body`, HEAD the same headers and no body. The one place a body is chosen.
+    fn answer(mut self, method: &Method, body: Source) -> Response {
+        self.length = Some(body.len());
         if *method == Method::HEAD {
             return (self.headers(), Body::empty()).into_response();
         }
+        let body = match body {
+            Source::Bytes(bytes) => Body::from(bytes),
+            Source::Inflated { gzip, .. } => Body::from_stream(stream::gunzip(gzip)),
+        };
         (self.headers(), body).into_response()
+    }
+}
+
+/// Where an answer's body comes from.
+enum Source {
+    /// Sent as it is: the index, or a page's gzip.
+    Bytes(Bytes),
+    /// A page's gzip inflated as it is sent (identity), `len` bytes once inflated.
+    Inflated { gzip: Bytes, len: u64 },
+}
+
+impl Source {
+    fn len(&self) -> u64 {
+        match self {
+            Source::Bytes(bytes) => bytes.len() as u64,
+            Source::Inflated { len, .. } => *len,
+        }
     }
 }
 
@@ -200,7 +221,7 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         directory.index(&state.public_url).await
     };
     let body = body.ok_or_else(|| ApiError::not_found("no URLs are stored yet"))?;
-    Ok(rep.answer(&method, body))
+    Ok(rep.answer(&method, Source::Bytes(body)))
 }
 
 /// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`. Validators come from the directory; the body from the page's
@@ -241,23 +262,21 @@ async fn get_page(
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
-    if encoding.gzip() {
-        return Ok(rep.answer(&method, rendered.gzip));
-    }
-    // The length the gzip trailer records is the length inflated (checked by the decoder as it ends).
-    let length = stream::gunzipped_len(&rendered.gzip).ok_or_else(|| {
-        tracing::error!(page = id, "a rendered page is not a gzip member");
-        ApiError::internal()
-    })?;
-    let expected = (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
-    if length != expected {
-        tracing::warn!(page = id, length, expected, "a page's rendered size differs from its stored size");
-    }
-    let rep = Representation { length: Some(length), ..rep };
-    if method == Method::HEAD {
-        return Ok((rep.headers(), Body::empty()).into_response());
-    }
-    Ok((rep.headers(), Body::from_stream(stream::gunzip(rendered.gzip))).into_response())
+    let body = if encoding.gzip() {
+        Source::Bytes(rendered.gzip)
+    } else {
+        // The length the gzip trailer records is the length inflated (checked by the decoder as it ends).
+        let len = stream::gunzipped_len(&rendered.gzip).ok_or_else(|| {
+            tracing::error!(page = id, "a rendered page is not a gzip member");
+            ApiError::internal()
+        })?;
+        let expected = (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
+        if len != expected {
+            tracing::warn!(page = id, length = len, expected, "a page's rendered size differs from its stored size");
+        }
+        Source::Inflated { gzip: rendered.gzip, len }
+    };
+    Ok(rep.answer(&method, body))
 }
 
 /// Page `id` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a
