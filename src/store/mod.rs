@@ -1,10 +1,14 @@
 //! Storage: the [`Store`] trait both backends implement, its errors, and the choice of backend by URL.
 //!
 //! The stores are thin: page assignment is decided by [`crate::placement`], and the stores load the state it
-//! needs and write its plan back inside one transaction, with writers serialized so page limits hold.
+//! needs and write its plan back inside one transaction, with writers serialized so page limits hold. That
+//! sequence is written once (`write.rs`), and so are the queries both backends run as they are (`shared.rs`); each
+//! backend keeps what differs: its lock and clock, how it binds a batch, how it reads a page's snapshot.
 
 pub mod postgres;
+mod shared;
 pub mod sqlite;
+mod write;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +21,7 @@ pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Fields, Limits, PageState, StoredUrl, page_bytes};
-use crate::placement::{self, Changes, IndexFull, UpsertCounts};
+use crate::placement::{Changes, IndexFull, UpsertCounts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -270,24 +274,6 @@ macro_rules! page_columns {
     };
 }
 use {page_columns, url_columns};
-
-/// The one-time repair that migration 0002 leaves to the application (see [`placement::plan_repair`]).
-const RECOUNT_TASK: &str = "recount_entries";
-
-/// Logs what the repair did; no output when it found nothing to change.
-fn log_repair(plan: &placement::RepairPlan) {
-    for (url, reason) in &plan.dropped {
-        tracing::warn!(loc = %url.loc, reason = reason.describe(), "upgrade: removed a record");
-    }
-    if !plan.updates.is_empty() || !plan.dropped.is_empty() {
-        tracing::info!(
-            repaired = plan.updates.len(),
-            removed = plan.dropped.len(),
-            pages = plan.pages.len(),
-            "upgrade: records re-encoded (RFC 3986) or recounted; only their pages changed"
-        );
-    }
-}
 
 fn now_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)

@@ -5,16 +5,14 @@ use std::str::FromStr;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use futures_util::TryStreamExt;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
-use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, StoreReads,
-    UrlRow, Written, distinct, log_repair, page_columns, url_columns,
-};
+use super::shared::{Backend, Sql};
+use super::write::{self, Writes};
+use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{self, UpsertCounts};
+use crate::placement::{NewUrl, UpsertCounts, UrlUpdate};
 
 /// A page's entries in page order. The row-value range (rather than `page_id = $1 ORDER BY id`) leaves the planner
 /// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
@@ -73,72 +71,27 @@ impl PgStore {
         Self { pool, limits }
     }
 
-    async fn lock_and_load(
-        tx: &mut sqlx::PgTransaction<'_>,
-        locs: &[&str],
-    ) -> Result<(i64, Vec<StoredUrl>, Vec<PageState>)> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut **tx).await?;
-        let (now, _): (i64, String) = sqlx::query_as(WRITE_SETTINGS_AND_NOW).fetch_one(&mut **tx).await?;
-        let existing: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(locs).fetch_all(&mut **tx).await?;
-        let pages: Vec<PageRow> =
-            sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id")).fetch_all(&mut **tx).await?;
-        Ok((now, existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
-    }
-
-    /// The repair migration 0002 leaves to the application, once, in one write transaction under the write lock
-    /// (replicas starting together do it once): records whose loc or size is not what this version would store are
-    /// fixed, and only their pages change.
-    async fn repair(&self) -> Result<()> {
+    /// A write transaction holding the write lock (transaction-scoped: released at its end).
+    async fn begin_write(&self) -> Result<sqlx::PgTransaction<'static>> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut *tx).await?;
-        let pending: Option<String> = sqlx::query_scalar("SELECT name FROM upgrade_tasks WHERE name = $1")
-            .bind(RECOUNT_TASK)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if pending.is_none() {
-            return Ok(());
-        }
-        let mut stale = Vec::new();
-        {
-            let mut rows = sqlx::query_as::<_, UrlRow>(concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id"))
-                .fetch(&mut *tx);
-            while let Some(row) = rows.try_next().await? {
-                let url = StoredUrl::from(row);
-                if let Some(loc) = placement::recount(&url) {
-                    stale.push((url, loc));
-                }
-            }
-        }
-        if !stale.is_empty() {
-            let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
-            let (now, _): (i64, String) = sqlx::query_as(WRITE_SETTINGS_AND_NOW).fetch_one(&mut *tx).await?;
-            let taken: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(&renamed).fetch_all(&mut *tx).await?;
-            let taken = taken.into_iter().map(|u| u.loc).collect();
-            let pages: Vec<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id"))
-                .fetch_all(&mut *tx)
-                .await?;
-            let pages = pages.into_iter().map(Into::into).collect();
-            let plan = placement::plan_repair(stale, &taken, pages, self.limits, now)?;
-            let dropped: Vec<i64> = plan.dropped.iter().map(|(u, _)| u.id).collect();
-            sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&dropped).execute(&mut *tx).await?;
-            for u in &plan.updates {
-                sqlx::query("UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1")
-                    .bind(u.id)
-                    .bind(&u.loc)
-                    .bind(u.page_id)
-                    .bind(u.size)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            Self::write_pages(&mut tx, &plan.pages).await?;
-            log_repair(&plan);
-        }
-        sqlx::query("DELETE FROM upgrade_tasks WHERE name = $1").bind(RECOUNT_TASK).execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(())
+        Ok(tx)
+    }
+}
+
+/// Each batch bound as arrays: one statement for it.
+impl Writes for sqlx::Postgres {
+    async fn now(conn: &mut PgConnection) -> Result<i64> {
+        let (now, _): (i64, String) = sqlx::query_as(WRITE_SETTINGS_AND_NOW).fetch_one(conn).await?;
+        Ok(now)
     }
 
-    async fn write_pages(tx: &mut sqlx::PgTransaction<'_>, pages: &[PageState]) -> Result<()> {
+    async fn lookup(conn: &mut PgConnection, locs: &[&str]) -> Result<Vec<StoredUrl>> {
+        let rows: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(locs).fetch_all(conn).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn write_pages(conn: &mut PgConnection, pages: &[PageState]) -> Result<()> {
         if pages.is_empty() {
             return Ok(());
         }
@@ -154,37 +107,14 @@ impl PgStore {
         .bind(col(|p| p.byte_size))
         .bind(col(|p| p.version))
         .bind(col(|p| p.modified_us))
-        .execute(&mut **tx)
+        .execute(conn)
         .await?;
         Ok(())
     }
-}
 
-#[async_trait]
-impl Store for PgStore {
-    async fn migrate(&self) -> anyhow::Result<()> {
-        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
-        self.repair().await?;
-        Ok(())
-    }
-
-    async fn close(&self) {
-        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
-            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
-        }
-    }
-
-    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
-        if entries.is_empty() {
-            return Ok(Written::default());
-        }
-        let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
-        let mut tx = self.pool.begin().await?;
-        let (now, existing, pages) = Self::lock_and_load(&mut tx, &locs).await?;
-        let plan = placement::plan_upsert(entries, existing, pages, self.limits, now)?;
-        Self::write_pages(&mut tx, &plan.pages).await?;
-        if !plan.updates.is_empty() {
-            let u = &plan.updates;
+    async fn write_urls(conn: &mut PgConnection, updates: &[UrlUpdate], inserts: &[NewUrl]) -> Result<()> {
+        if !updates.is_empty() {
+            let u = updates;
             sqlx::query(
                 "UPDATE urls SET page_id = u.page_id, lastmod = u.lastmod, changefreq = u.changefreq, \
                  priority = u.priority, size = u.size \
@@ -197,11 +127,11 @@ impl Store for PgStore {
             .bind(u.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.size).collect::<Vec<_>>())
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await?;
         }
-        if !plan.inserts.is_empty() {
-            let n = &plan.inserts;
+        if !inserts.is_empty() {
+            let n = inserts;
             // WITH ORDINALITY + ORDER BY: ids are assigned in plan order, so page order is request order.
             sqlx::query(
                 "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) \
@@ -215,11 +145,38 @@ impl Store for PgStore {
             .bind(n.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.size).collect::<Vec<_>>())
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await?;
         }
-        tx.commit().await?;
-        Ok(Written { counts: plan.counts, changes: plan.changes() })
+        Ok(())
+    }
+
+    async fn delete_ids(conn: &mut PgConnection, ids: &[i64]) -> Result<()> {
+        sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(ids).execute(conn).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn migrate(&self) -> anyhow::Result<()> {
+        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        // Under the write lock, so that replicas starting together repair once.
+        write::repair(self.begin_write().await?, self.limits).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+        }
+    }
+
+    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
+        if entries.is_empty() {
+            return Ok(Written::default());
+        }
+        write::upsert(self.begin_write().await?, entries, self.limits).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -227,78 +184,25 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        let mut tx = self.pool.begin().await?;
-        let (now, found, pages) = Self::lock_and_load(&mut tx, &locs).await?;
-        let plan = placement::plan_delete(locs.len(), found, pages, now);
-        if !plan.ids.is_empty() {
-            sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(&plan.ids).execute(&mut *tx).await?;
-            Self::write_pages(&mut tx, &plan.pages).await?;
-        }
-        tx.commit().await?;
-        Ok(Written { counts: DeleteCounts { deleted: plan.deleted, missing: plan.missing }, changes: plan.changes() })
+        write::delete(self.begin_write().await?, &locs).await
     }
 }
 
 #[async_trait]
-impl StoreReads for PgStore {
-    async fn ping(&self) -> Result<()> {
-        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
-        Ok(())
-    }
-    fn pool_status(&self) -> PoolStatus {
-        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
-    }
-    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
-        let row: Option<UrlRow> = sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1"))
-            .bind(loc.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(Into::into))
-    }
+impl Backend for PgStore {
+    type Db = sqlx::Postgres;
 
-    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        let rows: Vec<UrlRow> =
-            sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2"))
-                .bind(after)
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows.into_iter().map(Into::into).collect())
-    }
-
-    async fn pages(&self) -> Result<Vec<PageState>> {
-        let rows: Vec<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(Into::into).collect())
-    }
-
-    async fn page(&self, id: i64) -> Result<Option<PageState>> {
-        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(Into::into))
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
         let mut tx = self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
-        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(page) = row.map(PageState::from).filter(|p| p.url_count > 0) else {
+        let Some(page) = sqlx::Postgres::nonempty_page_in(&mut tx, id).await? else {
             return Ok(None);
         };
         sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
-        let stream = async_stream::try_stream! {
-            let mut tx = tx;
-            let mut rows = sqlx::query_as::<_, PageEntry>(PAGE_ENTRIES_SQL).bind(id).fetch(&mut *tx);
-            while let Some(row) = rows.try_next().await? {
-                yield row;
-            }
-        };
-        Ok(Some((page, Box::pin(stream))))
+        Ok(Some((page, sqlx::Postgres::entries(tx, PAGE_ENTRIES_SQL, id))))
     }
 }

@@ -7,20 +7,24 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use futures_util::TryStreamExt;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use tokio::sync::Mutex;
 
-use super::{
-    DeleteCounts, EntryStream, PageEntry, PageRow, PoolStatus, RECOUNT_TASK, Result, Store, StoreOptions, StoreReads,
-    UrlRow, Written, distinct, log_repair, now_us, page_columns, url_columns,
-};
+use super::shared::{Backend, Sql};
+use super::write::{self, Writes};
+use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns};
 use crate::domain::{Entry, Loc, Priority};
-use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{self, UpsertCounts};
+use crate::page::{Fields, Limits, PageState, StoredUrl};
+use crate::placement::{NewUrl, UpsertCounts, UrlUpdate};
 
 /// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id";
+
+/// The stored rows of a batch's locs, given as one JSON array.
+const LOOKUP_SQL: &str =
+    concat!("SELECT ", url_columns!(), " FROM urls WHERE loc IN (SELECT value FROM json_each(?1))");
 
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -69,71 +73,21 @@ impl SqliteStore {
             .await
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolTimedOut))
     }
+}
 
-    async fn load(tx: &mut sqlx::SqliteTransaction<'_>, locs: &[&str]) -> Result<(Vec<StoredUrl>, Vec<PageState>)> {
+/// One statement a row, and the batch's locs as one JSON array.
+impl Writes for sqlx::Sqlite {
+    async fn now(_: &mut SqliteConnection) -> Result<i64> {
+        Ok(now_us())
+    }
+
+    async fn lookup(conn: &mut SqliteConnection, locs: &[&str]) -> Result<Vec<StoredUrl>> {
         let json = serde_json::to_string(locs).expect("strings serialize");
-        let existing: Vec<UrlRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            url_columns!(),
-            " FROM urls WHERE loc IN (SELECT value FROM json_each(?1))"
-        ))
-        .bind(json)
-        .fetch_all(&mut **tx)
-        .await?;
-        let pages: Vec<PageRow> =
-            sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id")).fetch_all(&mut **tx).await?;
-        Ok((existing.into_iter().map(Into::into).collect(), pages.into_iter().map(Into::into).collect()))
+        let rows: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(json).fetch_all(conn).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    /// The repair migration 0002 leaves to the application, once, in one write transaction: records whose loc or
-    /// size is not what this version would store are fixed, and only their pages change.
-    async fn repair(&self) -> Result<()> {
-        let _writer = self.lock_writer().await?;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let pending: Option<String> = sqlx::query_scalar("SELECT name FROM upgrade_tasks WHERE name = ?1")
-            .bind(RECOUNT_TASK)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if pending.is_none() {
-            return Ok(());
-        }
-        let mut stale = Vec::new();
-        {
-            let mut rows = sqlx::query_as::<_, UrlRow>(concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id"))
-                .fetch(&mut *tx);
-            while let Some(row) = rows.try_next().await? {
-                let url = StoredUrl::from(row);
-                if let Some(loc) = placement::recount(&url) {
-                    stale.push((url, loc));
-                }
-            }
-        }
-        if !stale.is_empty() {
-            let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
-            let (taken, pages) = Self::load(&mut tx, &renamed).await?;
-            let taken = taken.into_iter().map(|u| u.loc).collect();
-            let plan = placement::plan_repair(stale, &taken, pages, self.limits, now_us())?;
-            for (url, _) in &plan.dropped {
-                sqlx::query("DELETE FROM urls WHERE id = ?1").bind(url.id).execute(&mut *tx).await?;
-            }
-            for u in &plan.updates {
-                sqlx::query("UPDATE urls SET loc = ?2, page_id = ?3, size = ?4 WHERE id = ?1")
-                    .bind(u.id)
-                    .bind(&u.loc)
-                    .bind(u.page_id)
-                    .bind(u.size)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            Self::write_pages(&mut tx, &plan.pages).await?;
-            log_repair(&plan);
-        }
-        sqlx::query("DELETE FROM upgrade_tasks WHERE name = ?1").bind(RECOUNT_TASK).execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn write_pages(tx: &mut sqlx::SqliteTransaction<'_>, pages: &[PageState]) -> Result<()> {
+    async fn write_pages(conn: &mut SqliteConnection, pages: &[PageState]) -> Result<()> {
         for p in pages {
             sqlx::query(
                 "INSERT INTO pages (id, url_count, byte_size, version, modified_us) VALUES (?1, ?2, ?3, ?4, ?5) \
@@ -145,18 +99,55 @@ impl SqliteStore {
             .bind(p.byte_size)
             .bind(p.version)
             .bind(p.modified_us)
-            .execute(&mut **tx)
+            .execute(&mut *conn)
             .await?;
         }
         Ok(())
     }
+
+    async fn write_urls(conn: &mut SqliteConnection, updates: &[UrlUpdate], inserts: &[NewUrl]) -> Result<()> {
+        for u in updates {
+            let update = sqlx::query(
+                "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6 WHERE id = ?1",
+            );
+            bind_placed(update.bind(u.id), u.page_id, &u.fields, u.size).execute(&mut *conn).await?;
+        }
+        for n in inserts {
+            let insert = sqlx::query(
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            );
+            bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size).execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_ids(conn: &mut SqliteConnection, ids: &[i64]) -> Result<()> {
+        for id in ids {
+            sqlx::query("DELETE FROM urls WHERE id = ?1").bind(id).execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Binds `?2` to `?6` of a record's update or insert: its page, fields and size.
+fn bind_placed<'q>(query: SqliteQuery<'q>, page_id: i64, fields: &'q Fields, size: i64) -> SqliteQuery<'q> {
+    query
+        .bind(page_id)
+        .bind(fields.lastmod.as_deref())
+        .bind(fields.changefreq.as_deref())
+        .bind(fields.priority.map(Priority::millionths))
+        .bind(size)
 }
 
 #[async_trait]
 impl Store for SqliteStore {
     async fn migrate(&self) -> anyhow::Result<()> {
         sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
-        self.repair().await?;
+        let _writer = self.lock_writer().await?;
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        write::repair(tx, self.limits).await?;
         Ok(())
     }
 
@@ -182,41 +173,10 @@ impl Store for SqliteStore {
         if entries.is_empty() {
             return Ok(Written::default());
         }
-        let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
         let _writer = self.lock_writer().await?;
         self.check_file()?;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let (existing, pages) = Self::load(&mut tx, &locs).await?;
-        let plan = placement::plan_upsert(entries, existing, pages, self.limits, now_us())?;
-        Self::write_pages(&mut tx, &plan.pages).await?;
-        for u in &plan.updates {
-            sqlx::query(
-                "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6 WHERE id = ?1",
-            )
-            .bind(u.id)
-            .bind(u.page_id)
-            .bind(u.fields.lastmod.as_deref())
-            .bind(u.fields.changefreq.as_deref())
-            .bind(u.fields.priority.map(Priority::millionths))
-            .bind(u.size)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for n in &plan.inserts {
-            sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .bind(n.loc.as_str())
-            .bind(n.page_id)
-            .bind(n.fields.lastmod.as_deref())
-            .bind(n.fields.changefreq.as_deref())
-            .bind(n.fields.priority.map(Priority::millionths))
-            .bind(n.size)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(Written { counts: plan.counts, changes: plan.changes() })
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        write::upsert(tx, entries, self.limits).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -226,79 +186,30 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         self.check_file()?;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let (found, pages) = Self::load(&mut tx, &locs).await?;
-        let plan = placement::plan_delete(locs.len(), found, pages, now_us());
-        for id in &plan.ids {
-            sqlx::query("DELETE FROM urls WHERE id = ?1").bind(id).execute(&mut *tx).await?;
-        }
-        Self::write_pages(&mut tx, &plan.pages).await?;
-        tx.commit().await?;
-        Ok(Written { counts: DeleteCounts { deleted: plan.deleted, missing: plan.missing }, changes: plan.changes() })
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        write::delete(tx, &locs).await
     }
 }
 
 #[async_trait]
-impl StoreReads for SqliteStore {
-    async fn ping(&self) -> Result<()> {
-        self.check_file()?;
-        sqlx::query(super::PING_SQL).execute(&self.pool).await?;
-        Ok(())
-    }
-    fn pool_status(&self) -> PoolStatus {
-        PoolStatus { size: self.pool.size(), idle: self.pool.num_idle() }
-    }
-    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
-        let row: Option<UrlRow> = sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ?1"))
-            .bind(loc.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(Into::into))
+impl Backend for SqliteStore {
+    type Db = sqlx::Sqlite;
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
     }
 
-    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        let rows: Vec<UrlRow> =
-            sqlx::query_as(concat!("SELECT ", url_columns!(), " FROM urls WHERE id > ?1 ORDER BY id LIMIT ?2"))
-                .bind(after)
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows.into_iter().map(Into::into).collect())
-    }
-
-    async fn pages(&self) -> Result<Vec<PageState>> {
-        let rows: Vec<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(Into::into).collect())
-    }
-
-    async fn page(&self, id: i64) -> Result<Option<PageState>> {
-        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = ?1"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(Into::into))
+    fn check_file(&self) -> Result<()> {
+        SqliteStore::check_file(self)
     }
 
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         // In WAL mode a read transaction sees one snapshot from its first read to its end.
         let mut tx = self.pool.begin().await?;
-        let row: Option<PageRow> = sqlx::query_as(concat!("SELECT ", page_columns!(), " FROM pages WHERE id = ?1"))
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(page) = row.map(PageState::from).filter(|p| p.url_count > 0) else {
+        let Some(page) = sqlx::Sqlite::nonempty_page_in(&mut tx, id).await? else {
             return Ok(None);
         };
-        let stream = async_stream::try_stream! {
-            let mut tx = tx;
-            let mut rows = sqlx::query_as::<_, PageEntry>(PAGE_ENTRIES_SQL).bind(id).fetch(&mut *tx);
-            while let Some(row) = rows.try_next().await? {
-                yield row;
-            }
-        };
-        Ok(Some((page, Box::pin(stream))))
+        Ok(Some((page, sqlx::Sqlite::entries(tx, PAGE_ENTRIES_SQL, id))))
     }
 }
 
