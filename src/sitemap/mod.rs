@@ -169,11 +169,11 @@ impl Representation {
         if *method == Method::HEAD {
             return (self.headers(), Body::empty()).into_response();
         }
-        let body = match body {
-            Source::Bytes(bytes) => Body::from(bytes),
-            Source::Inflated { gzip, .. } => Body::from_stream(stream::gunzip(gzip)),
-        };
-        (self.headers(), body).into_response()
+        // `Bytes` as the body (not a `Body` made of them): axum then writes `Content-Type` first, as it always has.
+        match body {
+            Source::Bytes(bytes) => (self.headers(), bytes).into_response(),
+            Source::Inflated { gzip, .. } => (self.headers(), Body::from_stream(stream::gunzip(gzip))).into_response(),
+        }
     }
 }
 
