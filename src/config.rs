@@ -72,7 +72,7 @@ macro_rules! settings {
             fn from_raw(raw: Raw) -> anyhow::Result<Self> {
                 $(
                     let named = Named { key: stringify!($key), var: $var };
-                    let _ = named;
+                    let _ = named; // a setting may have no check
                     let $key: $ty = settings!(@parse raw.$key, named $(, $parse)?);
                     $(within(&$key, &$range, None $(.or(Some($must.to_string())))?, named)?;)?
                     $(($check)(&$key, named)?;)?
@@ -574,6 +574,132 @@ mod tests {
             assert!(DEFAULTS.contains(var), "config/default.toml does not name {var}");
             assert!(readme.contains(&format!("| `{var}` |")), "README's table lacks {var}");
             assert!(shown.contains(&format!("{key}: ")), "the logged configuration lacks {key}: {shown}");
+        }
+    }
+
+    /// Each variable is its setting's name in capitals after `SITEMAPD_`, but for `DATABASE_URL`, the usual name.
+    #[test]
+    fn each_variable_is_named_after_its_setting() {
+        for (key, var) in ENV {
+            let expected = if *key == "database_url" {
+                "DATABASE_URL".to_owned()
+            } else {
+                format!("SITEMAPD_{}", key.to_uppercase())
+            };
+            assert_eq!(*var, expected, "{key}");
+        }
+    }
+
+    /// The refusals read word for word as they did before the settings were one table.
+    #[test]
+    fn each_refused_value_is_one_sentence_naming_the_setting() {
+        let least = Limits::least_max_bytes();
+        for (var, value, message) in [
+            (
+                "SITEMAPD_PAGE_MAX_URLS",
+                "0",
+                "page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be from 1 to 50000 (the sitemaps.org maximum), not 0".to_owned(),
+            ),
+            (
+                "SITEMAPD_PAGE_MAX_BYTES",
+                "52428801",
+                format!(
+                    "page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) must be from {least} (room for one entry with the longest \
+                     allowed loc) to 52428800 (the sitemaps.org maximum), not 52428801"
+                ),
+            ),
+            ("SITEMAPD_MAX_JSON_BYTES", "1023", "max_json_bytes (SITEMAPD_MAX_JSON_BYTES) must be at least 1024, not 1023".into()),
+            ("SITEMAPD_MAX_LINE_BYTES", "4095", "max_line_bytes (SITEMAPD_MAX_LINE_BYTES) must be at least 4096, not 4095".into()),
+            (
+                "SITEMAPD_MAX_JSON_ENTRIES",
+                "1000001",
+                "max_json_entries (SITEMAPD_MAX_JSON_ENTRIES) must be from 1 to 1000000, not 1000001".into(),
+            ),
+            ("SITEMAPD_API_TIMEOUT_SECS", "86401", "api_timeout_secs (SITEMAPD_API_TIMEOUT_SECS) must be from 1 to 86400, not 86401".into()),
+            (
+                "SITEMAPD_HEADER_READ_TIMEOUT_SECS",
+                "0",
+                "header_read_timeout_secs (SITEMAPD_HEADER_READ_TIMEOUT_SECS) must be from 1 to 300, not 0".into(),
+            ),
+            ("SITEMAPD_WRITE_TIMEOUT_SECS", "3601", "write_timeout_secs (SITEMAPD_WRITE_TIMEOUT_SECS) must be from 1 to 3600, not 3601".into()),
+            (
+                "SITEMAPD_MIN_SEND_RATE",
+                "1073741825",
+                "min_send_rate (SITEMAPD_MIN_SEND_RATE) must be from 0 to 1073741824 bytes per second, not 1073741825".into(),
+            ),
+            ("SITEMAPD_NDJSON_BATCH", "100001", "ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not 100001".into()),
+            ("SITEMAPD_DB_MAX_CONNECTIONS", "0", "db_max_connections (SITEMAPD_DB_MAX_CONNECTIONS) must be at least 1".into()),
+            (
+                "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS",
+                "0",
+                "db_acquire_timeout_secs (SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS) must be from 1 to 5 (requests that need an \
+                 unreachable store must answer 503 within 5 seconds), not 0"
+                    .into(),
+            ),
+            ("SITEMAPD_GZIP_LEVEL", "10", "gzip_level (SITEMAPD_GZIP_LEVEL) must be from 1 to 9, not 10".into()),
+            ("SITEMAPD_STREAM_TIMEOUT_SECS", "0", "stream_timeout_secs (SITEMAPD_STREAM_TIMEOUT_SECS) must be from 1 to 3600, not 0".into()),
+            (
+                "SITEMAPD_CACHE_BYTES",
+                "68719476737",
+                "cache_bytes (SITEMAPD_CACHE_BYTES) must be at most 68719476736, not 68719476737".into(),
+            ),
+            ("SITEMAPD_STATE_TTL_MS", "60001", "state_ttl_ms (SITEMAPD_STATE_TTL_MS) must be from 0 to 60000, not 60001".into()),
+            (
+                "SITEMAPD_SHUTDOWN_GRACE_SECS",
+                "3601",
+                "shutdown_grace_secs (SITEMAPD_SHUTDOWN_GRACE_SECS) must be from 0 to 3600, not 3601".into(),
+            ),
+            ("SITEMAPD_LOG_FORMAT", "xml", "log_format (SITEMAPD_LOG_FORMAT) must be \"text\" or \"json\", not \"xml\"".into()),
+            ("DATABASE_URL", "mysql://x", "database_url (DATABASE_URL) must start with sqlite:// or postgres://".into()),
+            ("SITEMAPD_BIND", "localhost:8080", "bind (SITEMAPD_BIND) \"localhost:8080\" is not an IP address and port".into()),
+            (
+                "SITEMAPD_BIND",
+                "0.0.0.0:8080",
+                "refusing to listen on 0.0.0.0:8080 without api_tokens (SITEMAPD_API_TOKENS): the write API would be \
+                 open to the network. Set a token, or bind to a loopback address such as 127.0.0.1."
+                    .into(),
+            ),
+        ] {
+            assert_eq!(load(&[(var, value)]).unwrap_err().to_string(), message, "{var}={value}");
+        }
+    }
+
+    #[test]
+    fn the_logged_defaults() {
+        assert_eq!(
+            format!("{:?}", load(&[]).unwrap()),
+            "Config { database_url: \"sqlite://sitemapd.db\", public_url: \"http://localhost:8080/\", bind: \
+             127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
+             16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
+             header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
+             db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
+             cache_bytes: 33554432, state_ttl_ms: 1000, shutdown_grace_secs: 25, log_format: Text }"
+        );
+    }
+
+    /// One decision of the backend, for configuration and the store alike. A `postgres*` scheme other than
+    /// `postgres:` and `postgresql:` (which sqlx's driver accepts) never opened a store: it is refused at start.
+    #[test]
+    fn the_database_url_names_the_backend() {
+        use crate::store::Backend;
+        for (url, backend) in [
+            ("sqlite://sitemapd.db", Some(Backend::Sqlite)),
+            ("sqlite::memory:", Some(Backend::Sqlite)),
+            ("sqlite:data/s.db?mode=rwc", Some(Backend::Sqlite)),
+            ("postgres://u:p@db:5432/x", Some(Backend::Postgres)),
+            ("postgresql://u@db/x", Some(Backend::Postgres)),
+            ("postgresql:u@db/x", Some(Backend::Postgres)),
+            ("postgres:", Some(Backend::Postgres)),
+            ("postgresx://db/x", None),
+            ("postgres+tls://db/x", None),
+            ("POSTGRES://db/x", None),
+            ("mysql://db/x", None),
+            ("x:", None),
+            ("sqlite", None),
+            ("", None),
+        ] {
+            assert_eq!(Backend::from_url(url), backend, "{url}");
+            assert_eq!(load(&[("DATABASE_URL", url)]).is_ok(), backend.is_some(), "{url}");
         }
     }
 
