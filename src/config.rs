@@ -554,8 +554,9 @@ mod tests {
         assert_eq!((c.api_timeout_secs, c.max_json_entries), (7, 9));
     }
 
-    /// Every setting is in `config/default.toml` (deserializing it alone into `Raw` needs every field and refuses
-    /// unknown keys), has its variable in `ENV` and named in the file, is in the README's table, and is logged.
+    /// Every setting declared in `settings!` is in `config/default.toml` and every key of the file is declared
+    /// (deserializing the file alone into `Raw` needs every field and refuses unknown keys; its keys are `ENV`'s), has
+    /// its variable named in the file and in the README's table, and is logged.
     #[test]
     fn default_toml_documents_every_setting_with_its_variable() {
         use config::{File, FileFormat};
