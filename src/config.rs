@@ -3,14 +3,18 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::ops::{RangeFrom, RangeInclusive, RangeToInclusive};
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::domain::PublicUrl;
 use crate::page::Limits;
+use crate::store::{Backend, StoreOptions};
 
 /// The protocol's maxima for one sitemap.
 pub const PROTOCOL_MAX_URLS: u32 = 50_000;
@@ -28,57 +32,201 @@ const DEFAULTS: &str = include_str!("../config/default.toml");
 const OTHER_VARIABLES: &[&str] = &["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE"];
 const DEFAULT_FILE: &str = "config/default.toml";
 
-/// Each setting and the environment variable that overrides it.
-const ENV: &[(&str, &str)] = &[
-    ("database_url", "DATABASE_URL"),
-    ("public_url", "SITEMAPD_PUBLIC_URL"),
-    ("bind", "SITEMAPD_BIND"),
-    ("api_tokens", "SITEMAPD_API_TOKENS"),
-    ("page_max_urls", "SITEMAPD_PAGE_MAX_URLS"),
-    ("page_max_bytes", "SITEMAPD_PAGE_MAX_BYTES"),
-    ("max_json_bytes", "SITEMAPD_MAX_JSON_BYTES"),
-    ("max_line_bytes", "SITEMAPD_MAX_LINE_BYTES"),
-    ("max_json_entries", "SITEMAPD_MAX_JSON_ENTRIES"),
-    ("api_timeout_secs", "SITEMAPD_API_TIMEOUT_SECS"),
-    ("header_read_timeout_secs", "SITEMAPD_HEADER_READ_TIMEOUT_SECS"),
-    ("write_timeout_secs", "SITEMAPD_WRITE_TIMEOUT_SECS"),
-    ("min_send_rate", "SITEMAPD_MIN_SEND_RATE"),
-    ("ndjson_batch", "SITEMAPD_NDJSON_BATCH"),
-    ("db_max_connections", "SITEMAPD_DB_MAX_CONNECTIONS"),
-    ("db_acquire_timeout_secs", "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS"),
-    ("gzip_level", "SITEMAPD_GZIP_LEVEL"),
-    ("stream_timeout_secs", "SITEMAPD_STREAM_TIMEOUT_SECS"),
-    ("cache_bytes", "SITEMAPD_CACHE_BYTES"),
-    ("state_ttl_ms", "SITEMAPD_STATE_TTL_MS"),
-    ("shutdown_grace_secs", "SITEMAPD_SHUTDOWN_GRACE_SECS"),
-    ("log_format", "SITEMAPD_LOG_FORMAT"),
-];
+/// Every setting, declared once: its name (the key in `config/default.toml`, which holds its default and its
+/// documentation), its environment variable, its type, and what it accepts. From this table come `Raw` (what the
+/// file and the environment hold), [`ENV`], [`Config`] (the validated settings), the checks and the logged form.
+///
+/// `name: Type = "VARIABLE"`, then optionally, in this order:
+/// - `parse f`: the file holds a string, which `f(&str, Named) -> anyhow::Result<Type>` turns into the value;
+/// - `in RANGE` or `in RANGE => "what"`: the values allowed (`a..=b`, `a..`, `..=b`); the error says the setting
+///   "must be from a to b" (at least a, at most b), or "must be what", then ", not VALUE";
+/// - `check f`: any other check, `f(&Type, Named) -> anyhow::Result<()>`;
+/// - `show f`: how the value is logged, `f(&Type) -> impl Debug` (default: its `Debug`). Secrets are never logged.
+macro_rules! settings {
+    ($(
+        $(#[$doc:meta])*
+        $key:ident: $ty:ty = $var:literal
+            $(, parse $parse:expr)?
+            $(, in $range:expr $(=> $must:expr)?)?
+            $(, check $check:expr)?
+            $(, show $show:expr)?;
+    )*) => {
+        /// Each setting and the environment variable that overrides it.
+        const ENV: &[(&str, &str)] = &[$((stringify!($key), $var)),*];
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Raw {
-    database_url: String,
-    public_url: String,
-    bind: String,
-    api_tokens: String,
-    page_max_urls: u32,
-    page_max_bytes: u64,
-    max_json_bytes: usize,
-    max_line_bytes: usize,
-    max_json_entries: usize,
-    api_timeout_secs: u64,
-    header_read_timeout_secs: u64,
-    write_timeout_secs: u64,
-    min_send_rate: u64,
-    ndjson_batch: usize,
-    db_max_connections: u32,
-    db_acquire_timeout_secs: u64,
-    gzip_level: u32,
-    stream_timeout_secs: u64,
-    cache_bytes: u64,
-    state_ttl_ms: u64,
-    shutdown_grace_secs: u64,
-    log_format: String,
+        /// The settings as the file and the environment hold them.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            $($key: settings!(@raw $ty $(, $parse)?),)*
+        }
+
+        /// The validated configuration: each setting under its name in `config/default.toml`.
+        #[derive(Clone)]
+        pub struct Config {
+            $($(#[$doc])* pub $key: $ty,)*
+        }
+
+        impl Config {
+            /// Each setting parsed and checked, in the table's order; the first refused one is the error.
+            fn from_raw(raw: Raw) -> anyhow::Result<Self> {
+                $(
+                    let named = Named { key: stringify!($key), var: $var };
+                    let _ = named; // a setting may have no check
+                    let $key: $ty = settings!(@parse raw.$key, named $(, $parse)?);
+                    $(within(&$key, &$range, None $(.or(Some($must.to_string())))?, named)?;)?
+                    $(($check)(&$key, named)?;)?
+                )*
+                Ok(Self { $($key),* })
+            }
+        }
+
+        /// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`.
+        impl fmt::Debug for Config {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct("Config")
+                    $(.field(stringify!($key), &settings!(@show self.$key $(, $show)?)))*
+                    .finish()
+            }
+        }
+    };
+    (@raw $ty:ty) => { $ty };
+    (@raw $ty:ty, $parse:expr) => { String };
+    (@parse $raw:expr, $named:expr) => { $raw };
+    (@parse $raw:expr, $named:expr, $parse:expr) => { ($parse)(&$raw, $named)? };
+    (@show $value:expr) => { $value };
+    (@show $value:expr, $show:expr) => { ($show)(&$value) };
+}
+
+settings! {
+    database_url: String = "DATABASE_URL", check database_backend, show redact_url;
+    public_url: PublicUrl = "SITEMAPD_PUBLIC_URL", parse parse_public_url, show PublicUrl::as_str;
+    bind: SocketAddr = "SITEMAPD_BIND", parse parse_bind;
+    /// Held as digests, never in clear.
+    api_tokens: ApiTokens = "SITEMAPD_API_TOKENS", parse ApiTokens::parse;
+    page_max_urls: u32 = "SITEMAPD_PAGE_MAX_URLS",
+        in 1..=PROTOCOL_MAX_URLS => format!("from 1 to {PROTOCOL_MAX_URLS} (the sitemaps.org maximum)");
+    page_max_bytes: u64 = "SITEMAPD_PAGE_MAX_BYTES",
+        in Limits::least_max_bytes()..=PROTOCOL_MAX_BYTES => format!(
+            "from {} (room for one entry with the longest allowed loc) to {PROTOCOL_MAX_BYTES} (the sitemaps.org \
+             maximum)",
+            Limits::least_max_bytes()
+        );
+    max_json_bytes: usize = "SITEMAPD_MAX_JSON_BYTES", in 1024..;
+    max_line_bytes: usize = "SITEMAPD_MAX_LINE_BYTES", in 4096..;
+    max_json_entries: usize = "SITEMAPD_MAX_JSON_ENTRIES", in 1..=1_000_000;
+    api_timeout_secs: u64 = "SITEMAPD_API_TIMEOUT_SECS", in 1..=86_400;
+    header_read_timeout_secs: u64 = "SITEMAPD_HEADER_READ_TIMEOUT_SECS", in 1..=300;
+    /// The longest a connection may accept no bytes of a response before it is closed.
+    write_timeout_secs: u64 = "SITEMAPD_WRITE_TIMEOUT_SECS", in 1..=3600;
+    /// Bytes per second a client must take while a response waits for it, measured over `write_timeout_secs` of
+    /// waiting (0: no floor). See [`crate::send_rate`].
+    min_send_rate: u64 = "SITEMAPD_MIN_SEND_RATE",
+        in 0..=MAX_MIN_SEND_RATE => format!("from 0 to {MAX_MIN_SEND_RATE} bytes per second");
+    ndjson_batch: usize = "SITEMAPD_NDJSON_BATCH", in 1..=100_000;
+    db_max_connections: u32 = "SITEMAPD_DB_MAX_CONNECTIONS", check at_least_one;
+    db_acquire_timeout_secs: u64 = "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS",
+        in 1..=5 => "from 1 to 5 (requests that need an unreachable store must answer 503 within 5 seconds)";
+    gzip_level: u32 = "SITEMAPD_GZIP_LEVEL", in 1..=9;
+    stream_timeout_secs: u64 = "SITEMAPD_STREAM_TIMEOUT_SECS", in 1..=3600;
+    /// Bytes of rendered gzip pages kept in memory (0: none).
+    cache_bytes: u64 = "SITEMAPD_CACHE_BYTES", in ..=MAX_CACHE_BYTES;
+    /// How long a snapshot of the page table answers before it is read again.
+    state_ttl_ms: u64 = "SITEMAPD_STATE_TTL_MS", in 0..=MAX_STATE_TTL_MS;
+    /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
+    shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
+    log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
+}
+
+/// A setting as error messages name it: `page_max_urls (SITEMAPD_PAGE_MAX_URLS)`.
+#[derive(Clone, Copy)]
+struct Named {
+    key: &'static str,
+    var: &'static str,
+}
+
+impl fmt::Display for Named {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.key, self.var)
+    }
+}
+
+/// The values a numeric setting allows, and how an error message states them.
+trait Allowed<T> {
+    fn allows(&self, value: &T) -> bool;
+    fn describe(&self) -> String;
+}
+
+impl<T: PartialOrd + fmt::Display> Allowed<T> for RangeInclusive<T> {
+    fn allows(&self, value: &T) -> bool {
+        self.contains(value)
+    }
+    fn describe(&self) -> String {
+        format!("from {} to {}", self.start(), self.end())
+    }
+}
+
+impl<T: PartialOrd + fmt::Display> Allowed<T> for RangeFrom<T> {
+    fn allows(&self, value: &T) -> bool {
+        self.contains(value)
+    }
+    fn describe(&self) -> String {
+        format!("at least {}", self.start)
+    }
+}
+
+impl<T: PartialOrd + fmt::Display> Allowed<T> for RangeToInclusive<T> {
+    fn allows(&self, value: &T) -> bool {
+        self.contains(value)
+    }
+    fn describe(&self) -> String {
+        format!("at most {}", self.end)
+    }
+}
+
+/// `{named} must be {what}, not {value}` unless `allowed` allows `value`; `what` defaults to the range's words.
+fn within<T: fmt::Display>(
+    value: &T,
+    allowed: &impl Allowed<T>,
+    what: Option<String>,
+    named: Named,
+) -> anyhow::Result<()> {
+    if !allowed.allows(value) {
+        let what = what.unwrap_or_else(|| allowed.describe());
+        bail!("{named} must be {what}, not {value}");
+    }
+    Ok(())
+}
+
+fn at_least_one(value: &u32, named: Named) -> anyhow::Result<()> {
+    if *value == 0 {
+        bail!("{named} must be at least 1");
+    }
+    Ok(())
+}
+
+/// The store's own choice of backend ([`Backend::from_url`]): a URL that no store opens is refused here.
+fn database_backend(url: &str, named: Named) -> anyhow::Result<()> {
+    if Backend::from_url(url).is_none() {
+        bail!("{named} must start with sqlite:// or postgres://");
+    }
+    Ok(())
+}
+
+fn parse_public_url(raw: &str, named: Named) -> anyhow::Result<PublicUrl> {
+    PublicUrl::parse(raw).map_err(|e| anyhow::anyhow!("{named} {:?}: {e}", shown_public_url(raw)))
+}
+
+fn parse_bind(raw: &str, named: Named) -> anyhow::Result<SocketAddr> {
+    raw.parse().with_context(|| format!("{named} {raw:?} is not an IP address and port"))
+}
+
+fn parse_log_format(raw: &str, named: Named) -> anyhow::Result<LogFormat> {
+    match raw {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        other => bail!("{named} must be \"text\" or \"json\", not {other:?}"),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,36 +235,43 @@ pub enum LogFormat {
     Json,
 }
 
-/// The validated configuration.
-#[derive(Clone)]
-pub struct Config {
-    pub database_url: String,
-    pub public_url: PublicUrl,
-    pub bind: SocketAddr,
-    pub api_tokens: Vec<String>,
-    pub limits: Limits,
-    pub max_json_bytes: usize,
-    pub max_line_bytes: usize,
-    pub max_json_entries: usize,
-    pub api_timeout: Duration,
-    pub header_read_timeout: Duration,
-    /// The longest a connection may accept no bytes of a response before it is closed.
-    pub write_timeout: Duration,
-    /// Bytes per second a client must take while a response waits for it, measured over `write_timeout` of
-    /// waiting (0: no floor). See [`crate::send_rate`].
-    pub min_send_rate: u64,
-    pub ndjson_batch: usize,
-    pub db_max_connections: u32,
-    pub db_acquire_timeout: Duration,
-    pub gzip_level: u32,
-    pub stream_timeout: Duration,
-    /// Bytes of rendered gzip pages kept in memory (0: none).
-    pub cache_bytes: u64,
-    /// How long a snapshot of the page table answers before it is read again.
-    pub state_ttl: Duration,
-    /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
-    pub shutdown_grace: Duration,
-    pub log_format: LogFormat,
+/// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
+/// never kept in clear. Shown as `[N redacted]`.
+#[derive(Clone, Default)]
+pub struct ApiTokens(Vec<[u8; 32]>);
+
+impl ApiTokens {
+    fn parse(raw: &str, _: Named) -> anyhow::Result<Self> {
+        Ok(Self(raw.split(',').map(str::trim).filter(|t| !t.is_empty()).map(digest).collect()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether `token` is one of the tokens, in time independent of where or whether it matches.
+    pub fn matches(&self, token: &str) -> bool {
+        let presented = digest(token);
+        let mut ok = subtle::Choice::from(0);
+        for known in &self.0 {
+            ok |= known.ct_eq(&presented);
+        }
+        ok.into()
+    }
+}
+
+impl fmt::Debug for ApiTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{} redacted]", self.0.len())
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
 }
 
 impl Config {
@@ -146,138 +301,32 @@ impl Config {
         Self::validate(raw)
     }
 
+    /// The settings' checks, then those between settings.
     fn validate(raw: Raw) -> anyhow::Result<Self> {
-        let public_url = PublicUrl::parse(&raw.public_url).map_err(|e| {
-            anyhow::anyhow!("public_url (SITEMAPD_PUBLIC_URL) {:?}: {e}", shown_public_url(&raw.public_url))
-        })?;
-        let bind: SocketAddr = raw
-            .bind
-            .parse()
-            .with_context(|| format!("bind (SITEMAPD_BIND) {:?} is not an IP address and port", raw.bind))?;
-        let api_tokens: Vec<String> =
-            raw.api_tokens.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
-        if api_tokens.is_empty() && !bind.ip().is_loopback() {
+        let config = Self::from_raw(raw)?;
+        if config.api_tokens.is_empty() && !config.bind.ip().is_loopback() {
             bail!(
-                "refusing to listen on {bind} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \
-                 to the network. Set a token, or bind to a loopback address such as 127.0.0.1."
+                "refusing to listen on {} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \
+                 to the network. Set a token, or bind to a loopback address such as 127.0.0.1.",
+                config.bind
             );
         }
-        if !(1..=PROTOCOL_MAX_URLS).contains(&raw.page_max_urls) {
-            bail!(
-                "page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be from 1 to {PROTOCOL_MAX_URLS} (the sitemaps.org \
-                 maximum), not {}",
-                raw.page_max_urls
-            );
+        Ok(config)
+    }
+
+    /// The page limits (`page_max_urls`, `page_max_bytes`).
+    pub fn limits(&self) -> Limits {
+        Limits { max_urls: self.page_max_urls, max_bytes: self.page_max_bytes }
+    }
+
+    /// How to open the configured database.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            url: self.database_url.clone(),
+            limits: self.limits(),
+            max_connections: self.db_max_connections,
+            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
         }
-        let min_bytes = Limits::least_max_bytes();
-        if !(min_bytes..=PROTOCOL_MAX_BYTES).contains(&raw.page_max_bytes) {
-            bail!(
-                "page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) must be from {min_bytes} (room for one entry with the \
-                 longest allowed loc) to {PROTOCOL_MAX_BYTES} (the sitemaps.org maximum), not {}",
-                raw.page_max_bytes
-            );
-        }
-        if raw.max_json_bytes < 1024 {
-            bail!("max_json_bytes (SITEMAPD_MAX_JSON_BYTES) must be at least 1024, not {}", raw.max_json_bytes);
-        }
-        if raw.max_line_bytes < 4096 {
-            bail!("max_line_bytes (SITEMAPD_MAX_LINE_BYTES) must be at least 4096, not {}", raw.max_line_bytes);
-        }
-        if !(1..=1_000_000).contains(&raw.max_json_entries) {
-            bail!(
-                "max_json_entries (SITEMAPD_MAX_JSON_ENTRIES) must be from 1 to 1000000, not {}",
-                raw.max_json_entries
-            );
-        }
-        if !(1..=86_400).contains(&raw.api_timeout_secs) {
-            bail!("api_timeout_secs (SITEMAPD_API_TIMEOUT_SECS) must be from 1 to 86400, not {}", raw.api_timeout_secs);
-        }
-        if !(1..=300).contains(&raw.header_read_timeout_secs) {
-            bail!(
-                "header_read_timeout_secs (SITEMAPD_HEADER_READ_TIMEOUT_SECS) must be from 1 to 300, not {}",
-                raw.header_read_timeout_secs
-            );
-        }
-        if !(1..=3600).contains(&raw.write_timeout_secs) {
-            bail!(
-                "write_timeout_secs (SITEMAPD_WRITE_TIMEOUT_SECS) must be from 1 to 3600, not {}",
-                raw.write_timeout_secs
-            );
-        }
-        if raw.min_send_rate > MAX_MIN_SEND_RATE {
-            bail!(
-                "min_send_rate (SITEMAPD_MIN_SEND_RATE) must be from 0 to {MAX_MIN_SEND_RATE} bytes per second, not {}",
-                raw.min_send_rate
-            );
-        }
-        if !(1..=100_000).contains(&raw.ndjson_batch) {
-            bail!("ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not {}", raw.ndjson_batch);
-        }
-        if raw.db_max_connections == 0 {
-            bail!("db_max_connections (SITEMAPD_DB_MAX_CONNECTIONS) must be at least 1");
-        }
-        if !(1..=5).contains(&raw.db_acquire_timeout_secs) {
-            bail!(
-                "db_acquire_timeout_secs (SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS) must be from 1 to 5 (requests that need an \
-                 unreachable store must answer 503 within 5 seconds), not {}",
-                raw.db_acquire_timeout_secs
-            );
-        }
-        if !(1..=3600).contains(&raw.stream_timeout_secs) {
-            bail!(
-                "stream_timeout_secs (SITEMAPD_STREAM_TIMEOUT_SECS) must be from 1 to 3600, not {}",
-                raw.stream_timeout_secs
-            );
-        }
-        if raw.shutdown_grace_secs > 3600 {
-            bail!(
-                "shutdown_grace_secs (SITEMAPD_SHUTDOWN_GRACE_SECS) must be from 0 to 3600, not {}",
-                raw.shutdown_grace_secs
-            );
-        }
-        if !(1..=9).contains(&raw.gzip_level) {
-            bail!("gzip_level (SITEMAPD_GZIP_LEVEL) must be from 1 to 9, not {}", raw.gzip_level);
-        }
-        if raw.cache_bytes > MAX_CACHE_BYTES {
-            bail!("cache_bytes (SITEMAPD_CACHE_BYTES) must be at most {MAX_CACHE_BYTES}, not {}", raw.cache_bytes);
-        }
-        if raw.state_ttl_ms > MAX_STATE_TTL_MS {
-            bail!(
-                "state_ttl_ms (SITEMAPD_STATE_TTL_MS) must be from 0 to {MAX_STATE_TTL_MS}, not {}",
-                raw.state_ttl_ms
-            );
-        }
-        let log_format = match raw.log_format.as_str() {
-            "text" => LogFormat::Text,
-            "json" => LogFormat::Json,
-            other => bail!("log_format (SITEMAPD_LOG_FORMAT) must be \"text\" or \"json\", not {other:?}"),
-        };
-        if !(raw.database_url.starts_with("sqlite:") || raw.database_url.starts_with("postgres")) {
-            bail!("database_url (DATABASE_URL) must start with sqlite:// or postgres://");
-        }
-        Ok(Self {
-            database_url: raw.database_url,
-            public_url,
-            bind,
-            api_tokens,
-            limits: Limits { max_urls: raw.page_max_urls, max_bytes: raw.page_max_bytes },
-            max_json_bytes: raw.max_json_bytes,
-            max_line_bytes: raw.max_line_bytes,
-            max_json_entries: raw.max_json_entries,
-            api_timeout: Duration::from_secs(raw.api_timeout_secs),
-            header_read_timeout: Duration::from_secs(raw.header_read_timeout_secs),
-            write_timeout: Duration::from_secs(raw.write_timeout_secs),
-            min_send_rate: raw.min_send_rate,
-            ndjson_batch: raw.ndjson_batch,
-            db_max_connections: raw.db_max_connections,
-            db_acquire_timeout: Duration::from_secs(raw.db_acquire_timeout_secs),
-            gzip_level: raw.gzip_level,
-            stream_timeout: Duration::from_secs(raw.stream_timeout_secs),
-            cache_bytes: raw.cache_bytes,
-            state_ttl: Duration::from_millis(raw.state_ttl_ms),
-            shutdown_grace: Duration::from_secs(raw.shutdown_grace_secs),
-            log_format,
-        })
     }
 }
 
@@ -417,36 +466,6 @@ pub fn redact_url(raw: &str) -> String {
     u.into()
 }
 
-/// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`.
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("database_url", &redact_url(&self.database_url))
-            .field("public_url", &self.public_url.as_str())
-            .field("bind", &self.bind)
-            .field("api_tokens", &format_args!("[{} redacted]", self.api_tokens.len()))
-            .field("page_max_urls", &self.limits.max_urls)
-            .field("page_max_bytes", &self.limits.max_bytes)
-            .field("max_json_bytes", &self.max_json_bytes)
-            .field("max_line_bytes", &self.max_line_bytes)
-            .field("max_json_entries", &self.max_json_entries)
-            .field("api_timeout_secs", &self.api_timeout.as_secs())
-            .field("header_read_timeout_secs", &self.header_read_timeout.as_secs())
-            .field("write_timeout_secs", &self.write_timeout.as_secs())
-            .field("min_send_rate", &self.min_send_rate)
-            .field("ndjson_batch", &self.ndjson_batch)
-            .field("db_max_connections", &self.db_max_connections)
-            .field("db_acquire_timeout_secs", &self.db_acquire_timeout.as_secs())
-            .field("gzip_level", &self.gzip_level)
-            .field("stream_timeout_secs", &self.stream_timeout.as_secs())
-            .field("cache_bytes", &self.cache_bytes)
-            .field("state_ttl_ms", &self.state_ttl.as_millis())
-            .field("shutdown_grace_secs", &self.shutdown_grace.as_secs())
-            .field("log_format", &self.log_format)
-            .finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -465,11 +484,11 @@ mod tests {
         assert_eq!(c.public_url.as_str(), "http://localhost:8080/");
         assert_eq!(c.bind, "127.0.0.1:8080".parse().unwrap());
         assert!(c.api_tokens.is_empty());
-        assert_eq!(c.limits, Limits { max_urls: 50_000, max_bytes: 52_428_800 });
+        assert_eq!(c.limits(), Limits { max_urls: 50_000, max_bytes: 52_428_800 });
         assert_eq!(c.max_json_entries, 50_000);
-        assert_eq!(c.api_timeout, Duration::from_secs(300));
-        assert_eq!(c.header_read_timeout, Duration::from_secs(10));
-        assert_eq!(c.write_timeout, Duration::from_secs(30));
+        assert_eq!(c.api_timeout_secs, 300);
+        assert_eq!(c.header_read_timeout_secs, 10);
+        assert_eq!(c.write_timeout_secs, 30);
         assert_eq!(c.min_send_rate, 4096);
     }
 
@@ -482,8 +501,9 @@ mod tests {
             ("DATABASE_URL", "postgres://u:secret@db/x"),
         ])
         .unwrap();
-        assert_eq!(c.api_tokens, ["a", "b"]);
-        assert_eq!(c.limits.max_urls, 10);
+        assert_eq!(c.api_tokens.len(), 2);
+        assert!(c.api_tokens.matches("a") && c.api_tokens.matches("b") && !c.api_tokens.matches(""));
+        assert_eq!(c.limits().max_urls, 10);
         let shown = format!("{c:?}");
         assert!(!shown.contains("secret") && !shown.contains("\"a\""), "{shown}");
         assert!(shown.contains("[2 redacted]"));
@@ -531,11 +551,12 @@ mod tests {
             assert!(e.contains(var), "{var}={bad}: {e}");
         }
         let c = load(&[("SITEMAPD_API_TIMEOUT_SECS", "7"), ("SITEMAPD_MAX_JSON_ENTRIES", "9")]).unwrap();
-        assert_eq!((c.api_timeout, c.max_json_entries), (Duration::from_secs(7), 9));
+        assert_eq!((c.api_timeout_secs, c.max_json_entries), (7, 9));
     }
 
-    /// Every setting is in `config/default.toml` (deserializing it alone into `Raw` needs every field and refuses
-    /// unknown keys), has its variable in `ENV` and named in the file, is in the README's table, and is logged.
+    /// Every setting declared in `settings!` is in `config/default.toml` and every key of the file is declared
+    /// (deserializing the file alone into `Raw` needs every field and refuses unknown keys; its keys are `ENV`'s), has
+    /// its variable named in the file and in the README's table, and is logged.
     #[test]
     fn default_toml_documents_every_setting_with_its_variable() {
         use config::{File, FileFormat};
@@ -554,6 +575,132 @@ mod tests {
             assert!(DEFAULTS.contains(var), "config/default.toml does not name {var}");
             assert!(readme.contains(&format!("| `{var}` |")), "README's table lacks {var}");
             assert!(shown.contains(&format!("{key}: ")), "the logged configuration lacks {key}: {shown}");
+        }
+    }
+
+    /// Each variable is its setting's name in capitals after `SITEMAPD_`, but for `DATABASE_URL`, the usual name.
+    #[test]
+    fn each_variable_is_named_after_its_setting() {
+        for (key, var) in ENV {
+            let expected = if *key == "database_url" {
+                "DATABASE_URL".to_owned()
+            } else {
+                format!("SITEMAPD_{}", key.to_uppercase())
+            };
+            assert_eq!(*var, expected, "{key}");
+        }
+    }
+
+    /// The refusals read word for word as they did before the settings were one table.
+    #[test]
+    fn each_refused_value_is_one_sentence_naming_the_setting() {
+        let least = Limits::least_max_bytes();
+        for (var, value, message) in [
+            (
+                "SITEMAPD_PAGE_MAX_URLS",
+                "0",
+                "page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be from 1 to 50000 (the sitemaps.org maximum), not 0".to_owned(),
+            ),
+            (
+                "SITEMAPD_PAGE_MAX_BYTES",
+                "52428801",
+                format!(
+                    "page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) must be from {least} (room for one entry with the longest \
+                     allowed loc) to 52428800 (the sitemaps.org maximum), not 52428801"
+                ),
+            ),
+            ("SITEMAPD_MAX_JSON_BYTES", "1023", "max_json_bytes (SITEMAPD_MAX_JSON_BYTES) must be at least 1024, not 1023".into()),
+            ("SITEMAPD_MAX_LINE_BYTES", "4095", "max_line_bytes (SITEMAPD_MAX_LINE_BYTES) must be at least 4096, not 4095".into()),
+            (
+                "SITEMAPD_MAX_JSON_ENTRIES",
+                "1000001",
+                "max_json_entries (SITEMAPD_MAX_JSON_ENTRIES) must be from 1 to 1000000, not 1000001".into(),
+            ),
+            ("SITEMAPD_API_TIMEOUT_SECS", "86401", "api_timeout_secs (SITEMAPD_API_TIMEOUT_SECS) must be from 1 to 86400, not 86401".into()),
+            (
+                "SITEMAPD_HEADER_READ_TIMEOUT_SECS",
+                "0",
+                "header_read_timeout_secs (SITEMAPD_HEADER_READ_TIMEOUT_SECS) must be from 1 to 300, not 0".into(),
+            ),
+            ("SITEMAPD_WRITE_TIMEOUT_SECS", "3601", "write_timeout_secs (SITEMAPD_WRITE_TIMEOUT_SECS) must be from 1 to 3600, not 3601".into()),
+            (
+                "SITEMAPD_MIN_SEND_RATE",
+                "1073741825",
+                "min_send_rate (SITEMAPD_MIN_SEND_RATE) must be from 0 to 1073741824 bytes per second, not 1073741825".into(),
+            ),
+            ("SITEMAPD_NDJSON_BATCH", "100001", "ndjson_batch (SITEMAPD_NDJSON_BATCH) must be from 1 to 100000, not 100001".into()),
+            ("SITEMAPD_DB_MAX_CONNECTIONS", "0", "db_max_connections (SITEMAPD_DB_MAX_CONNECTIONS) must be at least 1".into()),
+            (
+                "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS",
+                "0",
+                "db_acquire_timeout_secs (SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS) must be from 1 to 5 (requests that need an \
+                 unreachable store must answer 503 within 5 seconds), not 0"
+                    .into(),
+            ),
+            ("SITEMAPD_GZIP_LEVEL", "10", "gzip_level (SITEMAPD_GZIP_LEVEL) must be from 1 to 9, not 10".into()),
+            ("SITEMAPD_STREAM_TIMEOUT_SECS", "0", "stream_timeout_secs (SITEMAPD_STREAM_TIMEOUT_SECS) must be from 1 to 3600, not 0".into()),
+            (
+                "SITEMAPD_CACHE_BYTES",
+                "68719476737",
+                "cache_bytes (SITEMAPD_CACHE_BYTES) must be at most 68719476736, not 68719476737".into(),
+            ),
+            ("SITEMAPD_STATE_TTL_MS", "60001", "state_ttl_ms (SITEMAPD_STATE_TTL_MS) must be from 0 to 60000, not 60001".into()),
+            (
+                "SITEMAPD_SHUTDOWN_GRACE_SECS",
+                "3601",
+                "shutdown_grace_secs (SITEMAPD_SHUTDOWN_GRACE_SECS) must be from 0 to 3600, not 3601".into(),
+            ),
+            ("SITEMAPD_LOG_FORMAT", "xml", "log_format (SITEMAPD_LOG_FORMAT) must be \"text\" or \"json\", not \"xml\"".into()),
+            ("DATABASE_URL", "mysql://x", "database_url (DATABASE_URL) must start with sqlite:// or postgres://".into()),
+            ("SITEMAPD_BIND", "localhost:8080", "bind (SITEMAPD_BIND) \"localhost:8080\" is not an IP address and port".into()),
+            (
+                "SITEMAPD_BIND",
+                "0.0.0.0:8080",
+                "refusing to listen on 0.0.0.0:8080 without api_tokens (SITEMAPD_API_TOKENS): the write API would be \
+                 open to the network. Set a token, or bind to a loopback address such as 127.0.0.1."
+                    .into(),
+            ),
+        ] {
+            assert_eq!(load(&[(var, value)]).unwrap_err().to_string(), message, "{var}={value}");
+        }
+    }
+
+    #[test]
+    fn the_logged_defaults() {
+        assert_eq!(
+            format!("{:?}", load(&[]).unwrap()),
+            "Config { database_url: \"sqlite://sitemapd.db\", public_url: \"http://localhost:8080/\", bind: \
+             127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
+             16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
+             header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
+             db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
+             cache_bytes: 33554432, state_ttl_ms: 1000, shutdown_grace_secs: 25, log_format: Text }"
+        );
+    }
+
+    /// One decision of the backend, for configuration and the store alike. A `postgres*` scheme other than
+    /// `postgres:` and `postgresql:` (which sqlx's driver accepts) never opened a store: it is refused at start.
+    #[test]
+    fn the_database_url_names_the_backend() {
+        use crate::store::Backend;
+        for (url, backend) in [
+            ("sqlite://sitemapd.db", Some(Backend::Sqlite)),
+            ("sqlite::memory:", Some(Backend::Sqlite)),
+            ("sqlite:data/s.db?mode=rwc", Some(Backend::Sqlite)),
+            ("postgres://u:p@db:5432/x", Some(Backend::Postgres)),
+            ("postgresql://u@db/x", Some(Backend::Postgres)),
+            ("postgresql:u@db/x", Some(Backend::Postgres)),
+            ("postgres:", Some(Backend::Postgres)),
+            ("postgresx://db/x", None),
+            ("postgres+tls://db/x", None),
+            ("POSTGRES://db/x", None),
+            ("mysql://db/x", None),
+            ("x:", None),
+            ("sqlite", None),
+            ("", None),
+        ] {
+            assert_eq!(Backend::from_url(url), backend, "{url}");
+            assert_eq!(load(&[("DATABASE_URL", url)]).is_ok(), backend.is_some(), "{url}");
         }
     }
 
@@ -591,8 +738,8 @@ mod tests {
         let e = load(&[("SITEMAPD_SHUTDOWN_GRACE_SECS", "-1")]).unwrap_err().to_string();
         assert!(e.contains("shutdown_grace_secs"), "{e}");
         let c = load(&[("SITEMAPD_SHUTDOWN_GRACE_SECS", "0")]).unwrap();
-        assert_eq!(c.shutdown_grace, Duration::ZERO);
-        assert_eq!(load(&[]).unwrap().shutdown_grace, Duration::from_secs(25));
+        assert_eq!(c.shutdown_grace_secs, 0);
+        assert_eq!(load(&[]).unwrap().shutdown_grace_secs, 25);
     }
 
     #[test]

@@ -107,9 +107,10 @@ pub async fn serve(
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
-    let (write_timeout, min_send_rate) = (state.write_timeout, state.min_send_rate);
+    let write_timeout = Duration::from_secs(state.config.write_timeout_secs);
+    let min_send_rate = state.config.min_send_rate;
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(state.header_read_timeout);
+    http.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(state.config.header_read_timeout_secs));
     // Counts a request from its arrival until its response body has been sent or dropped.
     let (in_flight, counter) = InFlightRequestsLayer::pair();
     let service = TowerToHyperService::new(app(state).layer(in_flight));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
-use sitemapd::store::{self, StoreOptions};
+use sitemapd::store;
 use sitemapd::{AppState, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -92,12 +92,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(command: Command, config: Config) -> anyhow::Result<()> {
-    let options = StoreOptions {
-        url: config.database_url.clone(),
-        limits: config.limits,
-        max_connections: config.db_max_connections,
-        acquire_timeout: config.db_acquire_timeout,
-    };
+    let options = config.store_options();
     match command {
         Command::Migrate => {
             store::open(&options).await?.close().await;
@@ -110,8 +105,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
             tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
-            let served =
-                serve(AppState::new(store.clone(), &config), listener, shutdown_signal(), config.shutdown_grace).await;
+            let served = serve(
+                AppState::new(store.clone(), &config),
+                listener,
+                shutdown_signal(),
+                Duration::from_secs(config.shutdown_grace_secs),
+            )
+            .await;
             // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
             store.close().await;
             served?;

@@ -6,12 +6,10 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
-use crate::domain::{Entry, Loc, PublicUrl};
+use crate::domain::{Entry, Loc};
 use crate::error::ApiError;
 use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::{Directories, PageCache};
@@ -23,13 +21,8 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     /// Private: reads go through [`AppState::reads`], writes through [`AppState::upsert`] and [`AppState::delete`].
     store: Arc<dyn Store>,
-    pub public_url: PublicUrl,
-    /// SHA-256 of each API token: compared in constant time and never kept in clear.
-    token_digests: Vec<[u8; 32]>,
-    pub gzip_level: u32,
-    pub max_json_bytes: usize,
-    pub max_line_bytes: usize,
-    pub ndjson_batch: usize,
+    /// The settings (the API tokens only as digests).
+    pub config: Config,
     /// The page table as last read: the index, validators and cache keys are answered from it.
     pub directories: Directories,
     /// Rendered gzip pages by page state.
@@ -37,41 +30,16 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
-    /// The longest reading and rendering a page may hold its database snapshot (it is rendered before it is sent).
-    pub stream_timeout: Duration,
-    acquire_timeout: Duration,
-    /// The longest an `/api/v1` request may take, body included (then 503).
-    pub api_timeout: Duration,
-    /// The longest a client may take to send a request's head (then the connection is closed).
-    pub header_read_timeout: Duration,
-    /// The longest a connection may accept no bytes of a response (then it is closed).
-    pub write_timeout: Duration,
-    /// The fewest bytes per second a client must take while a response waits for it (0: no floor).
-    pub min_send_rate: u64,
-    /// The most entries one JSON array may hold (413 beyond).
-    pub max_json_entries: usize,
 }
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Self {
         Self(Arc::new(Inner {
             store,
-            public_url: config.public_url.clone(),
-            token_digests: config.api_tokens.iter().map(|t| digest(t)).collect(),
-            gzip_level: config.gzip_level,
-            max_json_bytes: config.max_json_bytes,
-            max_line_bytes: config.max_line_bytes,
-            ndjson_batch: config.ndjson_batch,
-            directories: Directories::new(config.state_ttl),
+            config: config.clone(),
+            directories: Directories::new(Duration::from_millis(config.state_ttl_ms)),
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
-            stream_timeout: config.stream_timeout,
-            acquire_timeout: config.db_acquire_timeout,
-            api_timeout: config.api_timeout,
-            header_read_timeout: config.header_read_timeout,
-            write_timeout: config.write_timeout,
-            min_send_rate: config.min_send_rate,
-            max_json_entries: config.max_json_entries,
         }))
     }
 }
@@ -84,7 +52,7 @@ fn page_stream_slots(pool: u32) -> usize {
 impl Inner {
     /// False when tokens are configured (the server then may listen beyond loopback).
     pub fn open_writes(&self) -> bool {
-        self.token_digests.is_empty()
+        self.config.api_tokens.is_empty()
     }
 
     /// The store's reads.
@@ -117,7 +85,8 @@ impl Inner {
 
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
     pub async fn page_stream_slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        match tokio::time::timeout(self.acquire_timeout, self.page_streams.clone().acquire_owned()).await {
+        let acquire_timeout = Duration::from_secs(self.config.db_acquire_timeout_secs);
+        match tokio::time::timeout(acquire_timeout, self.page_streams.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => {
                 tracing::warn!("every page stream slot is busy");
@@ -128,17 +97,8 @@ impl Inner {
 
     /// Whether `token` is one of the configured tokens, in time independent of where or whether it matches.
     pub fn token_ok(&self, token: &str) -> bool {
-        let presented = digest(token);
-        let mut ok = subtle::Choice::from(0);
-        for known in &self.token_digests {
-            ok |= known.ct_eq(&presented);
-        }
-        ok.into()
+        self.config.api_tokens.matches(token)
     }
-}
-
-fn digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
 }
 
 impl Deref for AppState {

@@ -7,6 +7,8 @@ mod urls;
 
 pub use urls::{MAX_DETAILS, parse_json_entries, parse_json_locs, parse_ndjson_line};
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
@@ -72,10 +74,10 @@ where
 /// Every `/api/v1` request, body included, must finish within `api_timeout_secs`; past it, it is dropped (an open
 /// transaction rolls back) and the answer is 503.
 async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
-    match tokio::time::timeout(state.api_timeout, next.run(request)).await {
+    let secs = state.config.api_timeout_secs;
+    match tokio::time::timeout(Duration::from_secs(secs), next.run(request)).await {
         Ok(response) => Ok(response),
         Err(_) => {
-            let secs = state.api_timeout.as_secs();
             tracing::warn!(timeout_secs = secs, "an API request took too long and was abandoned");
             Err(ApiError::new(
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,

@@ -76,9 +76,9 @@ pub(crate) async fn upsert_urls(
 
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let bytes = body::read_limited(headers, body, state.max_json_bytes).await?;
+    let bytes = body::read_limited(headers, body, state.config.max_json_bytes).await?;
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
-    let (max_entries, public) = (state.max_json_entries, state.public_url.clone());
+    let (max_entries, public) = (state.config.max_json_entries, state.config.public_url.clone());
     let parse = move || parse_json_entries(&bytes, max_entries, &public);
     // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the blocking pool,
     // so that it does not hold up the crawler requests that share a runtime worker with it.
@@ -161,11 +161,11 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The limit counts a line without its terminator; the codec counts a `\r` before `\n` (it strips it after),
     // so it gets one byte more and the exact check follows.
-    let codec = LinesCodec::new_with_max_length(state.max_line_bytes.saturating_add(1));
+    let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
     let mut ingest = Ingest {
         state,
-        batch: Vec::with_capacity(state.ndjson_batch),
+        batch: Vec::with_capacity(state.config.ndjson_batch),
         committing: None,
         totals: UpsertCounts::default(),
     };
@@ -173,9 +173,9 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
     while let Some(next) = lines.next().await {
         line_no += 1;
         let line = match next {
-            Ok(line) if line.len() <= state.max_line_bytes => line,
+            Ok(line) if line.len() <= state.config.max_line_bytes => line,
             Ok(_) | Err(LinesCodecError::MaxLineLengthExceeded) => {
-                let message = format!("line {line_no} is longer than {} bytes", state.max_line_bytes);
+                let message = format!("line {line_no} is longer than {} bytes", state.config.max_line_bytes);
                 return Err(ingest.stop(ApiError::too_large(message), line_no).await);
             }
             Err(LinesCodecError::Io(e)) if e.kind() == io::ErrorKind::InvalidData => {
@@ -187,12 +187,12 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
                 return Err(ingest.stop(error, line_no).await);
             }
         };
-        match parse_ndjson_line(&line, line_no, &state.public_url) {
+        match parse_ndjson_line(&line, line_no, &state.config.public_url) {
             Ok(Some(entry)) => ingest.batch.push(entry),
             Ok(None) => continue,
             Err(error) => return Err(ingest.stop(error, line_no).await),
         }
-        if ingest.batch.len() >= state.ndjson_batch {
+        if ingest.batch.len() >= state.config.ndjson_batch {
             ingest.commit_behind().await?;
         }
     }
@@ -229,7 +229,7 @@ impl Ingest<'_> {
     /// Hands the full batch to a task that commits it, once the batch before it has committed.
     async fn commit_behind(&mut self) -> Result<(), ApiError> {
         self.settle().await?;
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.state.ndjson_batch));
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.state.config.ndjson_batch));
         let state = self.state.clone();
         self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move { state.upsert(&batch).await })));
         Ok(())
@@ -316,7 +316,7 @@ pub(crate) async fn delete_url(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<Response, ApiError> {
-    let loc = query_loc(&query.loc, &state.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
+    let loc = query_loc(&query.loc, &state.config.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
     let counts = state.delete(&[loc]).await?;
     count_deleted(&counts);
     if counts.deleted == 0 {
@@ -351,8 +351,8 @@ pub(crate) async fn delete_urls(
     body: Body,
 ) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
-    let bytes = body::read_limited(&headers, body, state.max_json_bytes).await?;
-    let locs = parse_json_locs(&bytes, state.max_json_entries, &state.public_url)?;
+    let bytes = body::read_limited(&headers, body, state.config.max_json_bytes).await?;
+    let locs = parse_json_locs(&bytes, state.config.max_json_entries, &state.config.public_url)?;
     drop(bytes);
     let counts = state.delete(&locs).await?;
     count_deleted(&counts);
@@ -409,12 +409,12 @@ pub(crate) async fn get_urls(
     ApiQuery(query): ApiQuery<UrlsQuery>,
 ) -> Result<Response, ApiError> {
     if let Some(raw) = &query.loc {
-        let loc = query_loc(raw, &state.public_url)?;
+        let loc = query_loc(raw, &state.config.public_url)?;
         if query.limit.is_some() || query.after.is_some() {
             return Err(ApiError::bad_request("loc cannot be combined with limit or after"));
         }
         let url = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
-        return Ok(Json(UrlRecord::new(url, &state.public_url)).into_response());
+        return Ok(Json(UrlRecord::new(url, &state.config.public_url)).into_response());
     }
     let limit = match query.limit.as_deref() {
         None => DEFAULT_LIMIT,
@@ -434,7 +434,7 @@ pub(crate) async fn get_urls(
     };
     let items = state.reads().list_after(after, limit).await?;
     let next = (items.len() == limit as usize).then(|| items.last().map(|u| u.id.to_string())).flatten();
-    let items = items.into_iter().map(|u| UrlRecord::new(u, &state.public_url)).collect();
+    let items = items.into_iter().map(|u| UrlRecord::new(u, &state.config.public_url)).collect();
     Ok(Json(UrlList { items, next }).into_response())
 }
 

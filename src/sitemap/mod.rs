@@ -203,9 +203,9 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
     let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
     let modified_us = directory.modified_us;
     let etag = etag(
-        &[&"index", &INDEX_VERSION, &state.public_url, &modified_us, &directory.index_state],
+        &[&"index", &INDEX_VERSION, &state.config.public_url, &modified_us, &directory.index_state],
         encoding,
-        state.gzip_level,
+        state.config.gzip_level,
     );
     // Validators first: a 304 or 412 touches no body.
     let rep = Representation { encoding, etag, modified_us, length: None };
@@ -213,12 +213,12 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Ok(answer);
     }
     let body = if encoding.gzip() {
-        directory.index_gzip(&state.public_url, state.gzip_level).await.map_err(|e| {
+        directory.index_gzip(&state.config.public_url, state.config.gzip_level).await.map_err(|e| {
             tracing::error!(error = %e, "cannot compress the index");
             ApiError::internal()
         })?
     } else {
-        directory.index(&state.public_url).await
+        directory.index(&state.config.public_url).await
     };
     let body = body.ok_or_else(|| ApiError::not_found("no URLs are stored yet"))?;
     Ok(rep.answer(&method, Source::Bytes(body)))
@@ -248,7 +248,7 @@ async fn get_page(
         let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
         encoding
     };
-    let level = state.gzip_level;
+    let level = state.config.gzip_level;
     let directory = state.directories.get(state.reads()).await?;
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(page, encoding, level);
@@ -289,7 +289,7 @@ async fn read_page(
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) =
         state.reads().page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
-    Ok((snapshot, stream::detach(stream::urlset(entries), state.stream_timeout, slot)))
+    Ok((snapshot, stream::detach(stream::urlset(entries), Duration::from_secs(state.config.stream_timeout_secs), slot)))
 }
 
 /// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
@@ -297,14 +297,14 @@ async fn read_page(
 async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
     let work = async {
         let (snapshot, rendered) = read_page(&state, id).await?;
-        let gzip = stream::gzip_collect(rendered, state.gzip_level).await.map_err(|e| {
+        let gzip = stream::gzip_collect(rendered, state.config.gzip_level).await.map_err(|e| {
             tracing::warn!(error = %e, page = id, "cannot render a sitemap page");
             ApiError::unavailable()
         })?;
         crate::telemetry::page_rendered();
         Ok(Rendered { state: snapshot, gzip })
     };
-    tokio::time::timeout(state.stream_timeout, work).await.unwrap_or_else(|_| {
+    tokio::time::timeout(Duration::from_secs(state.config.stream_timeout_secs), work).await.unwrap_or_else(|_| {
         tracing::warn!(page = id, "rendering a sitemap page took longer than the stream timeout");
         Err(ApiError::unavailable())
     })

@@ -144,16 +144,14 @@ const PING_SQL: &str = "SELECT 1 FROM pages WHERE false UNION ALL SELECT 1 FROM 
 /// existing `dest` is refused, never overwritten. Postgres: refused with a pointer to `pg_dump`, the tool that
 /// does this for a server (and knows its roles, versions and formats).
 pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
-    if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        anyhow::bail!(
+    match Backend::from_url(url) {
+        Some(Backend::Sqlite) => sqlite::backup(url, dest).await,
+        Some(Backend::Postgres) => anyhow::bail!(
             "sitemapd backup copies SQLite databases only; for PostgreSQL use pg_dump (for example \
              `pg_dump --format=custom --file=sitemapd.dump \"$DATABASE_URL\"`, restored with pg_restore)"
-        );
+        ),
+        None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
     }
-    if !url.starts_with("sqlite:") {
-        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://");
-    }
-    sqlite::backup(url, dest).await
 }
 
 /// Connections the pool holds: open, and of those, idle.
@@ -161,6 +159,28 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
 pub struct PoolStatus {
     pub size: u32,
     pub idle: usize,
+}
+
+/// The backend a database URL names: the one decision, made for configuration ([`crate::config`]), [`open`] and
+/// [`backup`] alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:…`
+    Sqlite,
+    /// `postgres:…` or `postgresql:…` (the schemes sqlx's Postgres driver accepts).
+    Postgres,
+}
+
+impl Backend {
+    /// `None` for a URL no store opens.
+    pub fn from_url(url: &str) -> Option<Self> {
+        let (scheme, _) = url.split_once(':')?;
+        match scheme {
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            _ => None,
+        }
+    }
 }
 
 /// How to open the database.
@@ -175,12 +195,12 @@ pub struct StoreOptions {
 
 /// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.
 pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
-    let store: Arc<dyn Store> = if options.url.starts_with("sqlite:") {
-        Arc::new(SqliteStore::connect(options).await.context("cannot open the SQLite database")?)
-    } else if options.url.starts_with("postgres:") || options.url.starts_with("postgresql:") {
-        Arc::new(PgStore::connect(options).await.context("cannot connect to Postgres")?)
-    } else {
-        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://");
+    let store: Arc<dyn Store> = match Backend::from_url(&options.url) {
+        Some(Backend::Sqlite) => {
+            Arc::new(SqliteStore::connect(options).await.context("cannot open the SQLite database")?)
+        }
+        Some(Backend::Postgres) => Arc::new(PgStore::connect(options).await.context("cannot connect to Postgres")?),
+        None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
     };
     store.migrate().await.context("cannot apply database migrations")?;
     check_limits(&*store, options.limits).await?;

@@ -370,7 +370,7 @@ async fn an_unreachable_postgres_answers_503_within_the_acquire_timeout() {
     // Nothing listens on port 9: every connection attempt fails.
     let connect = "postgres://postgres@127.0.0.1:9/none".parse().unwrap();
     let pool = sqlx::postgres::PgPoolOptions::new().acquire_timeout(Duration::from_secs(1)).connect_lazy_with(connect);
-    let store: Arc<dyn Store> = Arc::new(PgStore::from_pool(pool, app.config.limits));
+    let store: Arc<dyn Store> = Arc::new(PgStore::from_pool(pool, app.config.limits()));
     assert_unavailable(store, &app.config).await;
 }
 
@@ -384,7 +384,7 @@ async fn readyz_is_503_for_any_store_error_not_500() {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .acquire_timeout(Duration::from_secs(2))
         .connect_lazy_with(url.as_str().parse().unwrap());
-    let store: Arc<dyn Store> = Arc::new(PgStore::from_pool(pool, app.config.limits));
+    let store: Arc<dyn Store> = Arc::new(PgStore::from_pool(pool, app.config.limits()));
     let r = fake_app(store, &app.config).get("/readyz", &[]).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
 }

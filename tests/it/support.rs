@@ -293,12 +293,7 @@ impl TestApp {
 }
 
 pub(crate) fn options(config: &Config) -> StoreOptions {
-    StoreOptions {
-        url: config.database_url.clone(),
-        limits: config.limits,
-        max_connections: config.db_max_connections,
-        acquire_timeout: config.db_acquire_timeout,
-    }
+    config.store_options()
 }
 
 pub(crate) fn urlencode(s: &str) -> String {
