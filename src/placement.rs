@@ -30,15 +30,6 @@ pub struct NewUrl {
     pub size: i64,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct UrlUpdate {
-    pub id: i64,
-    pub loc: String,
-    pub page_id: i64,
-    pub fields: Fields,
-    pub size: i64,
-}
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct UpsertCounts {
     pub received: u64,
@@ -75,7 +66,8 @@ impl Changes {
 #[derive(Debug, Default)]
 pub struct UpsertPlan {
     pub inserts: Vec<NewUrl>,
-    pub updates: Vec<UrlUpdate>,
+    /// Stored records as the plan leaves them (their id and loc unchanged).
+    pub updates: Vec<StoredUrl>,
     /// Every page the write changes (new ones included), with its new bookkeeping.
     pub pages: Vec<PageState>,
     pub counts: UpsertCounts,
@@ -223,7 +215,7 @@ pub fn plan_upsert(
                     book.remove(old.page_id, old.size);
                     book.place(size)?
                 };
-                plan.updates.push(UrlUpdate { id: old.id, loc: old.loc, page_id, fields, size });
+                plan.updates.push(StoredUrl { id: old.id, loc: old.loc, page_id, fields, size });
             }
         }
     }

@@ -5,7 +5,7 @@
 pub mod render;
 
 use crate::domain::{ChangeFreq, Entry, Priority};
-use render::{ENVELOPE_RESERVE, UrlFields, max_url_len, url_len};
+use render::{ENVELOPE_RESERVE, max_url_len, url_len};
 
 /// The limits of one sitemap page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +75,5 @@ pub struct StoredUrl {
 
 /// The bytes of the `<url>` element a record renders to: what a page's `byte_size` counts.
 pub fn url_size(loc: &str, f: &Fields) -> i64 {
-    url_len(UrlFields { loc, lastmod: f.lastmod.as_deref(), changefreq: f.changefreq.as_deref(), priority: f.priority })
-        as i64
+    url_len(loc, f) as i64
 }

@@ -3,7 +3,8 @@
 
 use quick_xml::escape::escape;
 
-use crate::domain::{ChangeFreq, Entry, MAX_LOC_LEN, Priority};
+use super::Fields;
+use crate::domain::{MAX_LOC_LEN, Priority};
 
 pub const URLSET_HEAD: &str =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n";
@@ -23,35 +24,15 @@ pub const RENDER_VERSION: u32 = 1;
 /// ETags stay as they were. 2: `<lastmod>` in milliseconds.
 pub const INDEX_VERSION: u32 = 2;
 
-/// The fields of one `<url>` element, as stored.
-#[derive(Clone, Copy, Debug)]
-pub struct UrlFields<'a> {
-    pub loc: &'a str,
-    pub lastmod: Option<&'a str>,
-    pub changefreq: Option<&'a str>,
-    pub priority: Option<Priority>,
-}
-
-impl<'a> From<&'a Entry> for UrlFields<'a> {
-    fn from(e: &'a Entry) -> Self {
-        Self {
-            loc: e.loc.as_str(),
-            lastmod: e.lastmod.as_ref().map(|l| l.as_str()),
-            changefreq: e.changefreq.map(ChangeFreq::as_str),
-            priority: e.priority,
-        }
-    }
-}
-
 /// Appends one `<url>…</url>\n` line.
-pub fn write_url(out: &mut Vec<u8>, f: UrlFields<'_>) {
+pub fn write_url(out: &mut Vec<u8>, loc: &str, f: &Fields) {
     out.extend_from_slice(b"<url><loc>");
-    out.extend_from_slice(escape(f.loc).as_bytes());
+    out.extend_from_slice(escape(loc).as_bytes());
     out.extend_from_slice(b"</loc>");
-    if let Some(lastmod) = f.lastmod {
+    if let Some(lastmod) = &f.lastmod {
         element(out, "lastmod", lastmod);
     }
-    if let Some(changefreq) = f.changefreq {
+    if let Some(changefreq) = &f.changefreq {
         element(out, "changefreq", changefreq);
     }
     if let Some(priority) = f.priority {
@@ -61,9 +42,9 @@ pub fn write_url(out: &mut Vec<u8>, f: UrlFields<'_>) {
 }
 
 /// The number of bytes [`write_url`] writes for these fields.
-pub fn url_len(f: UrlFields<'_>) -> u64 {
+pub fn url_len(loc: &str, f: &Fields) -> u64 {
     let mut buf = Vec::with_capacity(256);
-    write_url(&mut buf, f);
+    write_url(&mut buf, loc, f);
     buf.len() as u64
 }
 
@@ -71,12 +52,12 @@ pub fn url_len(f: UrlFields<'_>) -> u64 {
 /// longest, plus the longest value of every optional field.
 pub fn max_url_len() -> u64 {
     let loc = "'".repeat(MAX_LOC_LEN - 1);
-    url_len(UrlFields {
-        loc: &loc,
-        lastmod: Some("2024-05-01T08:20:07.123456789Z"),
-        changefreq: Some("monthly"),
+    let fields = Fields {
+        lastmod: Some("2024-05-01T08:20:07.123456789Z".to_owned()),
+        changefreq: Some("monthly".to_owned()),
         priority: Priority::from_millionths(999_999),
-    })
+    };
+    url_len(&loc, &fields)
 }
 
 fn element(out: &mut Vec<u8>, name: &str, text: &str) {
@@ -102,20 +83,23 @@ pub fn write_index_entry(out: &mut Vec<u8>, loc: &str, lastmod: &str) {
 mod tests {
     use super::*;
 
-    fn render(f: UrlFields<'_>) -> String {
+    fn render(loc: &str, f: &Fields) -> String {
         let mut out = Vec::new();
-        write_url(&mut out, f);
+        write_url(&mut out, loc, f);
         String::from_utf8(out).unwrap()
+    }
+
+    fn fields(lastmod: Option<&str>, changefreq: Option<&str>, priority: Option<i64>) -> Fields {
+        Fields {
+            lastmod: lastmod.map(str::to_owned),
+            changefreq: changefreq.map(str::to_owned),
+            priority: priority.and_then(Priority::from_millionths),
+        }
     }
 
     #[test]
     fn renders_all_fields_in_schema_order() {
-        let s = render(UrlFields {
-            loc: "https://x.test/a",
-            lastmod: Some("2024-05-01"),
-            changefreq: Some("daily"),
-            priority: Priority::from_millionths(800_000),
-        });
+        let s = render("https://x.test/a", &fields(Some("2024-05-01"), Some("daily"), Some(800_000)));
         assert_eq!(
             s,
             "<url><loc>https://x.test/a</loc><lastmod>2024-05-01</lastmod><changefreq>daily</changefreq>\
@@ -125,20 +109,14 @@ mod tests {
 
     #[test]
     fn escapes_all_five_entities() {
-        let s =
-            render(UrlFields { loc: "https://x.test/?a=1&b='2'\"<>", lastmod: None, changefreq: None, priority: None });
+        let s = render("https://x.test/?a=1&b='2'\"<>", &Fields::default());
         assert_eq!(s, "<url><loc>https://x.test/?a=1&amp;b=&apos;2&apos;&quot;&lt;&gt;</loc></url>\n");
     }
 
     #[test]
     fn url_len_matches_rendered_bytes() {
-        let f = UrlFields {
-            loc: "https://x.test/&",
-            lastmod: None,
-            changefreq: Some("never"),
-            priority: Priority::from_millionths(1_000_000),
-        };
-        assert_eq!(url_len(f), render(f).len() as u64);
+        let f = fields(None, Some("never"), Some(1_000_000));
+        assert_eq!(url_len("https://x.test/&", &f), render("https://x.test/&", &f).len() as u64);
     }
 
     #[test]
@@ -149,12 +127,7 @@ mod tests {
     #[test]
     fn max_url_len_bounds_a_long_ampersand_loc() {
         let loc = format!("https://x.test/?{}", "&".repeat(MAX_LOC_LEN - 1 - 16));
-        let f = UrlFields {
-            loc: &loc,
-            lastmod: Some("2024-05-01T08:20:07Z"),
-            changefreq: Some("always"),
-            priority: Priority::from_millionths(123_456),
-        };
-        assert!(url_len(f) <= max_url_len());
+        let f = fields(Some("2024-05-01T08:20:07Z"), Some("always"), Some(123_456));
+        assert!(url_len(&loc, &f) <= max_url_len());
     }
 }

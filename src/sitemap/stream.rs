@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use crate::domain::Priority;
-use crate::page::render::{URLSET_HEAD, URLSET_TAIL, UrlFields, write_url};
+use crate::page::Fields;
+use crate::page::render::{URLSET_HEAD, URLSET_TAIL, write_url};
 use crate::store::EntryStream;
 
 const CHUNK: usize = 64 * 1024;
@@ -29,12 +30,12 @@ pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + S
         let mut buf = Vec::with_capacity(CHUNK + 4096);
         buf.extend_from_slice(URLSET_HEAD.as_bytes());
         while let Some(e) = entries.try_next().await.map_err(io::Error::other)? {
-            write_url(&mut buf, UrlFields {
-                loc: &e.loc,
-                lastmod: e.lastmod.as_deref(),
-                changefreq: e.changefreq.as_deref(),
+            let fields = Fields {
+                lastmod: e.lastmod,
+                changefreq: e.changefreq,
                 priority: e.priority.and_then(Priority::from_millionths),
-            });
+            };
+            write_url(&mut buf, &e.loc, &fields);
             if buf.len() >= CHUNK {
                 yield Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(CHUNK + 4096)));
             }

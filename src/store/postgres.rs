@@ -12,7 +12,7 @@ use super::write::{self, Writes};
 use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{NewUrl, UpsertCounts, UrlUpdate};
+use crate::placement::{NewUrl, UpsertCounts};
 
 /// A page's entries in page order. The row-value range (rather than `page_id = $1 ORDER BY id`) leaves the planner
 /// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
@@ -112,7 +112,7 @@ impl Writes for sqlx::Postgres {
         Ok(())
     }
 
-    async fn write_urls(conn: &mut PgConnection, updates: &[UrlUpdate], inserts: &[NewUrl]) -> Result<()> {
+    async fn write_urls(conn: &mut PgConnection, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
         if !updates.is_empty() {
             let u = updates;
             sqlx::query(

@@ -17,7 +17,7 @@ use super::write::{self, Writes};
 use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns};
 use crate::domain::{Entry, Loc, Priority};
 use crate::page::{Fields, Limits, PageState, StoredUrl};
-use crate::placement::{NewUrl, UpsertCounts, UrlUpdate};
+use crate::placement::{NewUrl, UpsertCounts};
 
 /// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id";
@@ -105,7 +105,7 @@ impl Writes for sqlx::Sqlite {
         Ok(())
     }
 
-    async fn write_urls(conn: &mut SqliteConnection, updates: &[UrlUpdate], inserts: &[NewUrl]) -> Result<()> {
+    async fn write_urls(conn: &mut SqliteConnection, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
         for u in updates {
             let update = sqlx::query(
                 "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6 WHERE id = ?1",

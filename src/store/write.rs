@@ -13,7 +13,7 @@ use super::shared::Sql;
 use super::{DeleteCounts, Result, Written};
 use crate::domain::Entry;
 use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{self, NewUrl, UpsertCounts, UrlUpdate};
+use crate::placement::{self, NewUrl, UpsertCounts};
 
 /// A backend's write statements.
 pub(crate) trait Writes: Sql {
@@ -27,7 +27,7 @@ pub(crate) trait Writes: Sql {
     /// Writes an upsert plan's records: updates, then inserts in plan order (ids follow it, and so page order).
     fn write_urls(
         conn: &mut Self::Connection,
-        updates: &[UrlUpdate],
+        updates: &[StoredUrl],
         inserts: &[NewUrl],
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::TryStreamExt;
 use sitemapd::domain::{Entry, LastMod, Loc, Priority, PublicUrl};
-use sitemapd::page::render::{ENVELOPE_RESERVE, UrlFields, url_len};
+use sitemapd::page::render::{ENVELOPE_RESERVE, url_len};
 use sitemapd::page::{PageState, StoredUrl};
 use sitemapd::placement::UpsertCounts;
 use sitemapd::store::{DeleteCounts, Store};
@@ -54,13 +54,7 @@ pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_byte
     let mut by_page: BTreeMap<i64, Vec<&StoredUrl>> = BTreeMap::new();
     for u in &urls {
         by_page.entry(u.page_id).or_default().push(u);
-        let fields = UrlFields {
-            loc: &u.loc,
-            lastmod: u.fields.lastmod.as_deref(),
-            changefreq: u.fields.changefreq.as_deref(),
-            priority: u.fields.priority,
-        };
-        assert_eq!(u.size as u64, url_len(fields), "size of {}", u.loc);
+        assert_eq!(u.size as u64, url_len(&u.loc, &u.fields), "size of {}", u.loc);
     }
     let ids: Vec<i64> = pages.iter().map(|p| p.id).collect();
     assert_eq!(ids, (1..=pages.len() as i64).collect::<Vec<_>>(), "pages are numbered 1..n");
@@ -263,7 +257,7 @@ async fn an_entry_that_outgrows_its_page_moves_and_the_limits_hold(b: Backend) {
     // Fill page 1 to 50 bytes under its limit, so the grown entry (about 100 bytes larger) cannot stay.
     let room = 14_000 - ENVELOPE_RESERVE as i64 - store.page(1).await.unwrap().unwrap().byte_size;
     let bare = format!("{PUBLIC_URL}/f/");
-    let base = url_len(UrlFields { loc: &bare, lastmod: None, changefreq: None, priority: None }) as i64;
+    let base = url_len(&bare, &Default::default()) as i64;
     let filler = format!("f/{}", "y".repeat((room - 50 - base) as usize));
     store.upsert(&entries([filler.clone()])).await.unwrap();
     assert_eq!(store.find(&loc(&filler)).await.unwrap().unwrap().page_id, 1);
