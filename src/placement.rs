@@ -81,11 +81,15 @@ impl UpsertPlan {
     }
 }
 
+/// A delete as planned: what to remove, and the pages it leaves behind.
 #[derive(Debug, Default)]
 pub struct DeletePlan {
+    /// The records to delete, and their locs (in the same order).
     pub ids: Vec<i64>,
     pub locs: Vec<String>,
+    /// The pages that lose a record, with their new bookkeeping (a page left empty stays, with no URLs).
     pub pages: Vec<PageState>,
+    /// Of the distinct locs asked for: how many were stored, and how many were not.
     pub deleted: u64,
     pub missing: u64,
 }
