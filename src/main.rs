@@ -61,7 +61,7 @@ async fn main() -> ExitCode {
         return match async { healthcheck(config?.bind).await }.await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("sitemapd healthcheck: {e:#}");
+                say(format_args!("sitemapd healthcheck: {e:#}"));
                 ExitCode::FAILURE
             }
         };
@@ -69,7 +69,7 @@ async fn main() -> ExitCode {
     let config = match config {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("sitemapd: {e:#}");
+            say(format_args!("sitemapd: {e:#}"));
             return ExitCode::from(2);
         }
     };
@@ -84,7 +84,7 @@ async fn main() -> ExitCode {
             if log_format == LogFormat::Json && tracing::enabled!(tracing::Level::ERROR) {
                 tracing::error!("{e:#}");
             } else {
-                eprintln!("sitemapd: {e:#}");
+                say(format_args!("sitemapd: {e:#}"));
             }
             ExitCode::FAILURE
         }
@@ -151,6 +151,12 @@ async fn healthcheck(bind: SocketAddr) -> anyhow::Result<()> {
 }
 
 /// Logs to stdout in `format`, and panics through the log too (so that they are JSON in JSON mode).
+/// One line on standard error; nothing (rather than a panic) when standard error is closed.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"))
@@ -158,7 +164,10 @@ fn init_tracing(format: LogFormat) {
         // RUST_LOG says: only its errors.
         .add_directive("sqlx_postgres::options=error".parse().expect("a valid directive"));
     // Colour only for a person at a terminal, never into a log file or a collector.
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .with_writer(sitemapd::telemetry::LogOutput);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -26,6 +26,7 @@ pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
 pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
+const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
 const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
 
 /// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
@@ -75,6 +76,7 @@ fn describe() {
     describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
     describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
     describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
+    describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
     describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
 }
 
@@ -222,6 +224,38 @@ pub fn record_response(response: &Response, latency: Duration, _span: &Span) {
 fn latency_ms(latency: Duration) -> f64 {
     // Exact below 2^53 µs (285 years); the division then rounds to the nearest double, which prints as 3 decimals.
     latency.as_micros() as f64 / 1000.0
+}
+
+/// Where the log goes: standard output, but a line that cannot be written is dropped and counted
+/// (`sitemapd_log_writes_lost_total`) instead of reported. When the reader of standard output goes away (a log
+/// collector restarting, a closed pipe), tracing-subscriber would report each failed line on standard error; with
+/// standard error closed too, that report panics, and the panic hook's own log line panics again: the process
+/// aborted. A sitemap server goes on serving without its log.
+pub struct LogOutput;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogOutput {
+    type Writer = LossyStdout;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LossyStdout(std::io::stdout())
+    }
+}
+
+/// Standard output that never fails a write (see [`LogOutput`]).
+pub struct LossyStdout(std::io::Stdout);
+
+impl std::io::Write for LossyStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.write_all(buf).is_err() {
+            counter!(LOG_WRITES_LOST).increment(1);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
 }
 
 /// Sends every panic's text through `tracing` (one `ERROR` event, JSON under `SITEMAPD_LOG_FORMAT=json`) instead

@@ -744,3 +744,43 @@ fn backup_of_postgres_points_to_pg_dump_and_of_a_missing_file_fails() {
     assert!(!dir.path().join("missing.db").exists(), "a backup never creates the source");
     assert!(!dir.path().join("b.db").exists(), "nor leaves an empty copy behind");
 }
+
+/// The log's reader goes away (a collector restarting, a closed pipe): standard output and standard error both
+/// closed. sitemapd goes on serving, requests that log at every level included, and stops cleanly; it used to
+/// abort at the first log line (the subscriber's report of the failed write panicked on the closed stderr, and
+/// the panic hook's own line panicked again).
+#[test]
+fn a_closed_log_output_does_not_stop_the_service() {
+    for format in ["text", "json"] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let bind = format!("127.0.0.1:{port}");
+        let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_LOG_FORMAT", format), ("RUST_LOG", "trace")];
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        wait_until_healthy(port, &mut child);
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        for path in ["/healthz", "/readyz", "/sitemap.xml", "/nothing-here", "/api/v1/urls?bogus=1"] {
+            for _ in 0..5 {
+                let status = get(port, path).map(|(s, _)| s);
+                assert!(status.is_some(), "{format}: {path} unanswered: sitemapd exited? {:?}", child.try_wait());
+            }
+        }
+        assert_eq!(get(port, "/healthz").map(|(s, _)| s), Some(200), "{format}");
+        assert!(child.try_wait().unwrap().is_none(), "{format}: sitemapd exited");
+        assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+        let status = wait_for_exit_status(child, Duration::from_secs(15));
+        assert!(status.success(), "{format}: {status}");
+    }
+}
+
+fn wait_for_exit_status(mut child: Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "sitemapd did not exit within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
