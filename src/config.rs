@@ -207,10 +207,21 @@ fn at_least_one(value: &u32, named: Named) -> anyhow::Result<()> {
 
 /// The store's own choice of backend ([`Backend::from_url`]): a URL that no store opens is refused here.
 fn database_backend(url: &str, named: Named) -> anyhow::Result<()> {
-    if Backend::from_url(url).is_none() {
-        bail!("{named} must start with sqlite:// or postgres://");
+    match Backend::from_url(url) {
+        None => bail!("{named} must start with sqlite:// or postgres://"),
+        // `sqlite:` or `sqlite://` alone would give each pooled connection a private temporary database.
+        Some(Backend::Sqlite) if sqlite_path(url).is_empty() => {
+            bail!("{named} must name the SQLite file: sqlite://PATH (e.g. sqlite://sitemapd.db)")
+        }
+        Some(_) => Ok(()),
     }
-    Ok(())
+}
+
+/// The file part of an SQLite URL: what follows `sqlite:` (and `//`), up to its query.
+fn sqlite_path(url: &str) -> &str {
+    let rest = url.strip_prefix("sqlite:").unwrap_or(url);
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    rest.split('?').next().unwrap_or("")
 }
 
 fn parse_public_url(raw: &str, named: Named) -> anyhow::Result<PublicUrl> {
@@ -652,6 +663,11 @@ mod tests {
             ),
             ("SITEMAPD_LOG_FORMAT", "xml", "log_format (SITEMAPD_LOG_FORMAT) must be \"text\" or \"json\", not \"xml\"".into()),
             ("DATABASE_URL", "mysql://x", "database_url (DATABASE_URL) must start with sqlite:// or postgres://".into()),
+            (
+                "DATABASE_URL",
+                "sqlite://?mode=rwc",
+                "database_url (DATABASE_URL) must name the SQLite file: sqlite://PATH (e.g. sqlite://sitemapd.db)".into(),
+            ),
             ("SITEMAPD_BIND", "localhost:8080", "bind (SITEMAPD_BIND) \"localhost:8080\" is not an IP address and port".into()),
             (
                 "SITEMAPD_BIND",
