@@ -74,10 +74,11 @@ pub struct UpsertPlan {
 }
 
 impl UpsertPlan {
-    /// What the plan changes, once written.
-    pub fn changes(&self) -> Changes {
-        let locs = self.inserts.iter().map(|n| n.loc.clone()).chain(self.updates.iter().map(|u| u.loc.clone()));
-        Changes { pages: self.pages.clone(), locs: locs.collect() }
+    /// What the plan changed, once written: its pages and locs moved out, not copied (an NDJSON batch holds
+    /// thousands).
+    pub fn into_changes(self) -> Changes {
+        let locs = self.inserts.into_iter().map(|n| n.loc).chain(self.updates.into_iter().map(|u| u.loc));
+        Changes { pages: self.pages, locs: locs.collect() }
     }
 }
 
@@ -244,9 +245,9 @@ pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState
 }
 
 impl DeletePlan {
-    /// What the plan changes, once written.
-    pub fn changes(&self) -> Changes {
-        Changes { pages: self.pages.clone(), locs: self.locs.clone() }
+    /// What the plan changed, once written.
+    pub fn into_changes(self) -> Changes {
+        Changes { pages: self.pages, locs: self.locs }
     }
 }
 

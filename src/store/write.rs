@@ -47,7 +47,7 @@ pub(crate) async fn upsert<DB: Writes>(
     DB::write_pages(&mut tx, &plan.pages).await?;
     DB::write_urls(&mut tx, &plan.updates, &plan.inserts).await?;
     tx.commit().await?;
-    Ok(Written { counts: plan.counts, changes: plan.changes() })
+    Ok(Written { counts: plan.counts, changes: plan.into_changes() })
 }
 
 /// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits.
@@ -61,7 +61,8 @@ pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str
         DB::write_pages(&mut tx, &plan.pages).await?;
     }
     tx.commit().await?;
-    Ok(Written { counts: DeleteCounts { deleted: plan.deleted, missing: plan.missing }, changes: plan.changes() })
+    let counts = DeleteCounts { deleted: plan.deleted, missing: plan.missing };
+    Ok(Written { counts, changes: plan.into_changes() })
 }
 
 /// The one-time repair that migration 0002 leaves to the application (see [`placement::plan_repair`]).
