@@ -413,6 +413,7 @@ mod tests {
             lastmod: None,
             changefreq: None,
             priority: priority.map(|p| Priority::new(p).unwrap()),
+            ext: None,
         }
     }
 

@@ -59,19 +59,7 @@ impl Priority {
     const ONE: u32 = 1_000_000;
 
     pub fn new(value: f64) -> Result<Self, String> {
-        if !(0.0..=1.0).contains(&value) {
-            return Err(format!("{value} is outside 0.0 to 1.0"));
-        }
-        // Rust's `Display` for f64 prints the shortest decimal that reads back as the same number, never with an
-        // exponent; `-0.0` (inside the range above) prints as `-0` and is zero.
-        let text = format!("{}", value.abs());
-        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
-        if fraction.len() > Self::MAX_DECIMALS {
-            return Err(format!("{text} has more than {} decimal places", Self::MAX_DECIMALS));
-        }
-        let digits = format!("{whole}{fraction:0<width$}", width = Self::MAX_DECIMALS);
-        let millionths = digits.parse::<u32>().map_err(|_| format!("{text} is outside 0.0 to 1.0"))?;
-        Self::from_millionths(i64::from(millionths)).ok_or_else(|| format!("{text} is outside 0.0 to 1.0"))
+        millionths(value, Self::ONE).map(Self)
     }
 
     /// A stored value; `None` outside 0 to 1,000,000.
@@ -90,11 +78,34 @@ impl Priority {
 
     /// The shortest decimal with the same value, always with a decimal point: `0.8`, `1.0`, `0.0`, `0.000001`.
     pub fn render(self) -> String {
-        let (whole, fraction) = (self.0 / Self::ONE, self.0 % Self::ONE);
-        let fraction = format!("{fraction:06}");
-        let fraction = fraction.trim_end_matches('0');
-        format!("{whole}.{}", if fraction.is_empty() { "0" } else { fraction })
+        render_millionths(self.0)
     }
+}
+
+/// A decimal from 0 to `max` millionths with at most six decimal places, as an integer count of millionths: the
+/// decimal it was given, exactly (`0.8` is 800,000), so that it renders as given and round-trips through storage.
+pub(super) fn millionths(value: f64, max: u32) -> Result<u32, String> {
+    let range = || format!("outside 0.0 to {}", render_millionths(max));
+    if !(0.0..=f64::from(max) / 1e6).contains(&value) {
+        return Err(format!("{value} is {}", range()));
+    }
+    // Rust's `Display` for f64 prints the shortest decimal that reads back as the same number, never with an
+    // exponent; `-0.0` (inside the range above) prints as `-0` and is zero.
+    let text = format!("{}", value.abs());
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    if fraction.len() > Priority::MAX_DECIMALS {
+        return Err(format!("{text} has more than {} decimal places", Priority::MAX_DECIMALS));
+    }
+    let digits = format!("{whole}{fraction:0<width$}", width = Priority::MAX_DECIMALS);
+    digits.parse::<u32>().ok().filter(|m| *m <= max).ok_or_else(|| format!("{text} is {}", range()))
+}
+
+/// Millionths as the shortest decimal with the same value, always with a decimal point.
+pub(super) fn render_millionths(m: u32) -> String {
+    let (whole, fraction) = (m / 1_000_000, m % 1_000_000);
+    let fraction = format!("{fraction:06}");
+    let fraction = fraction.trim_end_matches('0');
+    format!("{whole}.{}", if fraction.is_empty() { "0" } else { fraction })
 }
 
 /// A validated URL record. An omitted (or `null`) optional field is `None`: an upsert replaces the whole entry.
@@ -104,6 +115,8 @@ pub struct Entry {
     pub lastmod: Option<LastMod>,
     pub changefreq: Option<ChangeFreq>,
     pub priority: Option<Priority>,
+    /// Images, videos, news and alternates; `None` when the entry has none (never an empty `Extensions`).
+    pub ext: Option<Box<super::Extensions>>,
 }
 
 /// One problem with one field of one entry; `field` is empty when the entry as a whole is wrong.
@@ -349,7 +362,7 @@ impl Entry {
             errors.push(FieldError::new("", format!("{} more unknown fields", input.more_unknown)));
         }
         match loc {
-            Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority }),
+            Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority, ext: None }),
             _ => Err(errors),
         }
     }

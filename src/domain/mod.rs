@@ -2,9 +2,11 @@
 //! already in the normalized form that is stored and rendered.
 
 mod entry;
+pub mod ext;
 mod lastmod;
 mod loc;
 
 pub use entry::{ChangeFreq, Entry, EntryInput, FieldError, JsonScalar, Priority};
+pub use ext::Extensions;
 pub use lastmod::LastMod;
 pub use loc::{Loc, MAX_LOC_LEN, PublicUrl, rfc3986};

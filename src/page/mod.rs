@@ -4,7 +4,7 @@
 
 pub mod render;
 
-use crate::domain::{ChangeFreq, Entry, Priority};
+use crate::domain::{ChangeFreq, Entry, Extensions, Priority};
 use render::{ENVELOPE_RESERVE, max_url_len, url_len};
 
 /// The limits of one sitemap page.
@@ -50,6 +50,8 @@ pub struct Fields {
     pub lastmod: Option<String>,
     pub changefreq: Option<String>,
     pub priority: Option<Priority>,
+    /// `None` when the entry has no extension (never an empty `Extensions`).
+    pub ext: Option<Box<Extensions>>,
 }
 
 impl From<&Entry> for Fields {
@@ -58,6 +60,7 @@ impl From<&Entry> for Fields {
             lastmod: e.lastmod.as_ref().map(|l| l.as_str().to_owned()),
             changefreq: e.changefreq.map(|c| ChangeFreq::as_str(c).to_owned()),
             priority: e.priority,
+            ext: e.ext.clone(),
         }
     }
 }

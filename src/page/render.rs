@@ -56,6 +56,7 @@ pub fn max_url_len() -> u64 {
         lastmod: Some("2024-05-01T08:20:07.123456789Z".to_owned()),
         changefreq: Some("monthly".to_owned()),
         priority: Priority::from_millionths(999_999),
+        ext: None,
     };
     url_len(&loc, &fields)
 }
@@ -94,6 +95,7 @@ mod tests {
             lastmod: lastmod.map(str::to_owned),
             changefreq: changefreq.map(str::to_owned),
             priority: priority.and_then(Priority::from_millionths),
+            ext: None,
         }
     }
 

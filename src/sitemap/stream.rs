@@ -34,6 +34,7 @@ pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + S
                 lastmod: e.lastmod,
                 changefreq: e.changefreq,
                 priority: e.priority.and_then(Priority::from_millionths),
+                ext: None,
             };
             write_url(&mut buf, &e.loc, &fields);
             if buf.len() >= CHUNK {

@@ -255,6 +255,7 @@ impl From<UrlRow> for StoredUrl {
                 lastmod: r.lastmod,
                 changefreq: r.changefreq,
                 priority: r.priority.and_then(Priority::from_millionths),
+                ext: None,
             },
             size: r.size,
         }
