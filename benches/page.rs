@@ -9,6 +9,7 @@ mod dataset;
 use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::TryStreamExt;
+use sitemapd::domain::ext::Namespaces;
 use sitemapd::domain::{Entry, PublicUrl};
 use sitemapd::page::{Limits, PageState};
 use sitemapd::placement::plan_upsert;
@@ -30,6 +31,7 @@ fn page_entries() -> Vec<PageEntry> {
             ),
             changefreq: r.changefreq.map(str::to_owned),
             priority: r.priority.map(|p| p.parse().unwrap()),
+            ext: None,
         })
         .collect()
 }
@@ -39,7 +41,7 @@ fn stream_of(entries: &[PageEntry]) -> EntryStream {
 }
 
 async fn render(entries: EntryStream) -> Bytes {
-    let chunks: Vec<Bytes> = urlset(entries).try_collect().await.unwrap();
+    let chunks: Vec<Bytes> = urlset(entries, Namespaces::default()).try_collect().await.unwrap();
     Bytes::from(chunks.concat())
 }
 
@@ -62,7 +64,7 @@ fn rendering(c: &mut Criterion) {
         group.bench_function(format!("render + gzip level {level}"), |b| {
             b.to_async(&rt).iter_batched(
                 || stream_of(&entries),
-                |s| async move { gzip_collect(urlset(s), level).await.unwrap() },
+                |s| async move { gzip_collect(urlset(s, Namespaces::default()), level).await.unwrap() },
                 BatchSize::LargeInput,
             );
         });
@@ -84,6 +86,7 @@ fn planning(c: &mut Criterion) {
             byte_size: if id == 201 { 2_500_000 } else { 12_500_000 },
             version: 1,
             modified_us: 1,
+            ..PageState::default()
         })
         .collect();
     c.bench_function("plan 5,000 new URLs against 201 pages", |b| {

@@ -133,6 +133,8 @@ settings! {
     cache_bytes: u64 = "SITEMAPD_CACHE_BYTES", in ..=MAX_CACHE_BYTES;
     /// How long a snapshot of the page table answers before it is read again.
     state_ttl_ms: u64 = "SITEMAPD_STATE_TTL_MS", in 0..=MAX_STATE_TTL_MS;
+    /// The news sitemap lists articles published within this many hours (Google News: two days).
+    news_window_hours: u64 = "SITEMAPD_NEWS_WINDOW_HOURS", in 1..=720;
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;

@@ -78,6 +78,8 @@ impl From<StoreError> for ApiError {
                 "index_full",
                 format!("{full}; raise page_max_urls or page_max_bytes to fit more URLs"),
             ),
+            StoreError::TooLarge(loc, too_large) => Self::invalid(format!("{loc}: {too_large}"))
+                .with("details", [json!({"field": "", "message": too_large.to_string(), "loc": loc})]),
         }
     }
 }

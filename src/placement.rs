@@ -9,17 +9,29 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::domain::Entry;
-use crate::page::{Fields, Limits, PageState, StoredUrl, url_size};
+use crate::domain::ext::Namespaces;
+use crate::page::{EntryTooLarge, Fields, Limits, PageState, StoredUrl, url_size};
 
 /// The least a page's `modified_us` advances by on a change: the index renders it in whole milliseconds.
 pub const MIN_STEP_US: i64 = 1_000;
 
-/// The most sitemaps one index may list (sitemaps.org), and so the most pages.
-pub const MAX_PAGES: i64 = 50_000;
+/// The most pages: one index may list 50,000 sitemaps (sitemaps.org), and one of them is kept for the news
+/// sitemap.
+pub const MAX_PAGES: i64 = 49_999;
+
+/// Why an upsert cannot be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Full(#[from] IndexFull),
+    /// An entry no page can hold (`loc`, and why).
+    #[error("{0}: {1}")]
+    TooLarge(String, EntryTooLarge),
+}
 
 /// A write that would need a page beyond [`MAX_PAGES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the sitemap index is full: it lists {MAX_PAGES} pages, the protocol's maximum")]
+#[error("the sitemap index is full: it lists {MAX_PAGES} pages and the news sitemap, the protocol's maximum")]
 pub struct IndexFull;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +83,8 @@ pub struct UpsertPlan {
     /// Every page the write changes (new ones included), with its new bookkeeping.
     pub pages: Vec<PageState>,
     pub counts: UpsertCounts,
+    /// Whether an entry with news was created, or had its news changed or removed: the news sitemap changes.
+    pub news_changed: bool,
 }
 
 impl UpsertPlan {
@@ -93,6 +107,8 @@ pub struct DeletePlan {
     /// Of the distinct locs asked for: how many were stored, and how many were not.
     pub deleted: u64,
     pub missing: u64,
+    /// Whether a deleted entry had news.
+    pub news_changed: bool,
 }
 
 /// The page table while a plan is made.
@@ -115,20 +131,22 @@ impl Book {
         self.limits.fits_bytes(page.byte_size + extra)
     }
 
-    fn add(&mut self, page_id: i64, size: i64) {
+    fn add(&mut self, page_id: i64, size: i64, ns: Namespaces) {
         let page = self.pages.get_mut(&page_id).expect("page exists");
         page.url_count += 1;
         page.byte_size += size;
+        page.ns.count(ns, 1);
         if page.url_count >= i64::from(self.limits.max_urls) {
             self.open.remove(&page_id);
         }
         self.touched.insert(page_id);
     }
 
-    fn remove(&mut self, page_id: i64, size: i64) {
+    fn remove(&mut self, page_id: i64, size: i64, ns: Namespaces) {
         let page = self.pages.get_mut(&page_id).expect("a stored URL's page exists");
         page.url_count -= 1;
         page.byte_size -= size;
+        page.ns.count(ns, -1);
         if page.url_count < i64::from(self.limits.max_urls) {
             self.open.insert(page_id);
         }
@@ -136,7 +154,7 @@ impl Book {
     }
 
     /// First fit: the lowest-numbered page with room for `size` more bytes, or a new page.
-    fn place(&mut self, size: i64) -> Result<i64, IndexFull> {
+    fn place(&mut self, size: i64, ns: Namespaces) -> Result<i64, IndexFull> {
         let found = self.open.iter().copied().find(|id| self.fits_bytes(&self.pages[id], size));
         let id = match found {
             Some(id) => id,
@@ -145,7 +163,8 @@ impl Book {
                 if id > MAX_PAGES {
                     return Err(IndexFull);
                 }
-                let empty = PageState { id, url_count: 0, byte_size: 0, version: 0, modified_us: 0 };
+                let empty =
+                    PageState { id, url_count: 0, byte_size: 0, version: 0, modified_us: 0, ..PageState::default() };
                 // Config guarantees that an empty page has room for any valid entry.
                 debug_assert!(self.fits_bytes(&empty, size));
                 self.pages.insert(id, empty);
@@ -153,7 +172,7 @@ impl Book {
                 id
             }
         };
-        self.add(id, size);
+        self.add(id, size, ns);
         Ok(id)
     }
 
@@ -181,7 +200,7 @@ pub fn plan_upsert(
     pages: Vec<PageState>,
     limits: Limits,
     now_us: i64,
-) -> Result<UpsertPlan, IndexFull> {
+) -> Result<UpsertPlan, PlanError> {
     let mut counts = UpsertCounts { received: entries.len() as u64, ..Default::default() };
     let mut stored: HashMap<String, StoredUrl> = existing.into_iter().map(|u| (u.loc.clone(), u)).collect();
     // The last value of each loc, and the order in which locs first appear.
@@ -202,23 +221,33 @@ pub fn plan_upsert(
     for loc in order {
         let fields = latest.remove(loc).expect("every ordered loc has a latest value");
         let size = url_size(loc, &fields);
+        limits.check_entry(size).map_err(|e| PlanError::TooLarge(loc.to_owned(), e))?;
+        let ns = fields.namespaces();
         match stored.remove(loc) {
             None => {
                 counts.created += 1;
-                let page_id = book.place(size)?;
+                plan.news_changed |= fields.news().is_some();
+                let page_id = book.place(size, ns)?;
                 plan.inserts.push(NewUrl { loc: loc.to_owned(), page_id, fields, size });
             }
             Some(old) if old.fields == fields => counts.unchanged += 1,
+            // Only its news changed, which its page does not show: the page keeps its bytes, version and time.
+            Some(old) if old.fields.same_in_page(&fields) => {
+                counts.updated += 1;
+                plan.news_changed = true;
+                plan.updates.push(StoredUrl { fields, ..old });
+            }
             Some(old) => {
                 counts.updated += 1;
+                plan.news_changed |= old.fields.news() != fields.news();
                 let page = &book.pages[&old.page_id];
                 let page_id = if book.fits_bytes(page, size - old.size) {
-                    book.remove(old.page_id, old.size);
-                    book.add(old.page_id, size);
+                    book.remove(old.page_id, old.size, old.fields.namespaces());
+                    book.add(old.page_id, size, ns);
                     old.page_id
                 } else {
-                    book.remove(old.page_id, old.size);
-                    book.place(size)?
+                    book.remove(old.page_id, old.size, old.fields.namespaces());
+                    book.place(size, ns)?
                 };
                 plan.updates.push(StoredUrl { id: old.id, loc: old.loc, page_id, fields, size });
             }
@@ -235,13 +264,15 @@ pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState
     let mut book = Book::new(pages, limits);
     let mut ids = Vec::with_capacity(found.len());
     let mut locs = Vec::with_capacity(found.len());
+    let mut news_changed = false;
     for url in found {
-        book.remove(url.page_id, url.size);
+        news_changed |= url.fields.news().is_some();
+        book.remove(url.page_id, url.size, url.fields.namespaces());
         ids.push(url.id);
         locs.push(url.loc);
     }
     let deleted = ids.len() as u64;
-    DeletePlan { ids, locs, pages: book.finish(now_us), deleted, missing: requested as u64 - deleted }
+    DeletePlan { ids, locs, pages: book.finish(now_us), deleted, missing: requested as u64 - deleted, news_changed }
 }
 
 impl DeletePlan {
@@ -318,18 +349,19 @@ pub fn plan_repair(
         } else {
             None
         };
+        let ns = old.fields.namespaces();
         if let Some(reason) = drop {
-            book.remove(old.page_id, old.size);
+            book.remove(old.page_id, old.size, ns);
             plan.dropped.push((old, reason));
             continue;
         }
         let size = url_size(&loc, &old.fields);
-        book.remove(old.page_id, old.size);
+        book.remove(old.page_id, old.size, ns);
         let page_id = if book.fits_bytes(&book.pages[&old.page_id], size) {
-            book.add(old.page_id, size);
+            book.add(old.page_id, size, ns);
             old.page_id
         } else {
-            book.place(size)?
+            book.place(size, ns)?
         };
         plan.updates.push(RepairedUrl { id: old.id, loc, page_id, size });
     }
@@ -488,10 +520,20 @@ mod tests {
     #[test]
     fn no_page_beyond_the_index_limit() {
         let full: Vec<PageState> = (1..=MAX_PAGES)
-            .map(|id| PageState { id, url_count: 1, byte_size: 100, version: 1, modified_us: 1 })
+            .map(|id| PageState {
+                id,
+                url_count: 1,
+                byte_size: 100,
+                version: 1,
+                modified_us: 1,
+                ..PageState::default()
+            })
             .collect();
         let limits = Limits { max_urls: 1, max_bytes: 1_000_000 };
-        assert_eq!(plan_upsert(&[entry("a", None)], vec![], full.clone(), limits, 5).unwrap_err(), IndexFull);
+        assert_eq!(
+            plan_upsert(&[entry("a", None)], vec![], full.clone(), limits, 5).unwrap_err(),
+            PlanError::Full(IndexFull)
+        );
         // Room on an existing page is still used.
         let mut some_room = full;
         some_room[7].url_count = 0;
@@ -566,7 +608,14 @@ mod repair_tests {
 
     fn page(id: i64, urls: &[&StoredUrl]) -> PageState {
         let byte_size = urls.iter().map(|u| u.size).sum();
-        PageState { id, url_count: urls.len() as i64, byte_size, version: 3, modified_us: 1_000 }
+        PageState {
+            id,
+            url_count: urls.len() as i64,
+            byte_size,
+            version: 3,
+            modified_us: 1_000,
+            ..PageState::default()
+        }
     }
 
     #[test]

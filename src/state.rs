@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::domain::{Entry, Loc};
 use crate::error::ApiError;
 use crate::placement::{Changes, UpsertCounts};
+use crate::sitemap::directory::{Clock, system_clock};
 use crate::sitemap::{Directories, PageCache};
 use crate::store::{self, DeleteCounts, Store, StoreReads};
 
@@ -34,10 +35,15 @@ pub struct Inner {
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Self {
+        Self::with_clock(store, config, system_clock())
+    }
+
+    /// With `clock` as the time of day (what the news window is measured from): tests move it by hand.
+    pub fn with_clock(store: Arc<dyn Store>, config: &Config, clock: Clock) -> Self {
         Self(Arc::new(Inner {
             store,
             config: config.clone(),
-            directories: Directories::new(Duration::from_millis(config.state_ttl_ms)),
+            directories: Directories::new(Duration::from_millis(config.state_ttl_ms), clock),
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
         }))

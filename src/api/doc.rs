@@ -4,6 +4,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
+use crate::domain::ext;
 use crate::placement::UpsertCounts;
 
 #[derive(OpenApi)]
@@ -55,6 +56,19 @@ pub struct Entry {
     /// 0.0 to 1.0, at most 6 decimal places.
     #[schema(minimum = 0.0, maximum = 1.0, example = 0.8)]
     priority: Option<f64>,
+    /// Google image extension: at most 1,000, each an absolute http(s) URL (any host, e.g. a CDN). `caption`,
+    /// `title`, `geo_location` and `license` are refused: Google dropped them in 2022.
+    images: Option<Vec<ext::Image>>,
+    /// Google video extension. `thumbnail_loc`, `title` (at most 100 characters), `description` (at most 2,048)
+    /// and `content_loc` and/or `player_loc` are required; the deprecated `category`, `gallery_loc`, `price`,
+    /// `tvshow`, `autoplay` and `allow_embed` are refused. At most 100 videos.
+    videos: Option<Vec<ext::Video>>,
+    /// Google News: listed in `/sitemap-news.xml` while `publication_date` is within the news window; the
+    /// deprecated `access`, `genres`, `keywords` and `stock_tickers` are refused.
+    news: Option<ext::News>,
+    /// hreflang alternates (`<xhtml:link rel="alternate">`): one per `hreflang` (ISO 639-1 language, optional
+    /// script and region, or `x-default`); the set must include the entry's own `loc`. Stored sorted by `hreflang`.
+    alternates: Option<Vec<ext::Alternate>>,
 }
 
 /// The body of every error response (`error::ApiError`).

@@ -19,9 +19,9 @@ use super::ApiQuery;
 use super::body::{self, Format};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
-use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, Priority, PublicUrl};
+use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, Priority, PublicUrl};
 use crate::error::ApiError;
-use crate::page::StoredUrl;
+use crate::page::{Fields, Limits, StoredUrl, url_size};
 use crate::placement::UpsertCounts;
 use crate::store::DeleteCounts;
 use crate::telemetry::{count_deletes, count_upserts};
@@ -59,7 +59,7 @@ const MAX_LIMIT: u32 = 1000;
         (status = 422, description = "Invalid entries (`details`, at most 1,000): a bad, unknown or repeated field; \
                                       nothing of them was stored", body = ErrorBody),
         CommonErrors,
-        (status = 507, description = "The index would need more than 50,000 pages", body = ErrorBody),
+        (status = 507, description = "The index would need more than 49,999 pages (50,000 sitemaps with the news sitemap)", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -94,9 +94,36 @@ async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
     } else {
         parse()?
     };
+    check_sizes(&entries, state.config.limits())?;
     let counts = state.upsert(&entries).await?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
+}
+
+/// Refuses a JSON array (422, nothing stored) when an entry renders larger than any page can hold. Only entries
+/// with extensions can: configuration makes every page large enough for any entry without.
+fn check_sizes(entries: &[Entry], limits: Limits) -> Result<(), ApiError> {
+    let mut problems = Problems::default();
+    for (index, entry) in entries.iter().enumerate() {
+        if let Err(e) = entry_fits(entry, limits) {
+            problems.add(index, &[e]);
+        }
+    }
+    if problems.invalid > 0 {
+        count_upserts("rejected", problems.invalid);
+        let total = entries.len();
+        return Err(problems.into_error(|n| format!("{n} of {total} entries are too large; nothing was stored")));
+    }
+    Ok(())
+}
+
+/// Whether `entry` fits in a page; the error states its size and the limit.
+fn entry_fits(entry: &Entry, limits: Limits) -> Result<(), FieldError> {
+    if entry.ext.is_none() {
+        return Ok(());
+    }
+    let size = url_size(entry.loc.as_str(), &Fields::from(entry));
+    limits.check_entry(size).map_err(|e| FieldError { field: String::new(), message: e.to_string() })
 }
 
 /// Bodies from this size on are parsed on the blocking pool.
@@ -187,7 +214,15 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
                 return Err(ingest.stop(error, line_no).await);
             }
         };
-        match parse_ndjson_line(&line, line_no, &state.config.public_url) {
+        let parsed = parse_ndjson_line(&line, line_no, &state.config.public_url).and_then(|entry| match entry {
+            Some(entry) => match entry_fits(&entry, state.config.limits()) {
+                Ok(()) => Ok(Some(entry)),
+                Err(e) => Err(ApiError::invalid(format!("line {line_no} is too large for a page"))
+                    .with("details", [detail("line", line_no, &e)])),
+            },
+            None => Ok(None),
+        });
+        match parsed {
             Ok(Some(entry)) => ingest.batch.push(entry),
             Ok(None) => continue,
             Err(error) => return Err(ingest.stop(error, line_no).await),
@@ -441,7 +476,7 @@ pub(crate) async fn get_urls(
 /// `GET /api/v1/urls`: one record, or a page of them.
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
-#[allow(dead_code)] // names the two answers for the OpenAPI document
+#[allow(dead_code, clippy::large_enum_variant)] // names the two answers for the OpenAPI document; never built
 pub(crate) enum UrlsAnswer {
     Record(UrlRecord),
     List(UrlList),
@@ -459,6 +494,9 @@ pub(crate) struct UrlRecord {
     changefreq: Option<String>,
     #[schema(minimum = 0.0, maximum = 1.0)]
     priority: Option<f64>,
+    /// Images, videos, news and alternates, as stored (normalized); absent when the entry has none.
+    #[serde(flatten)]
+    ext: Extensions,
     /// The absolute URL of the sitemap page that lists it.
     #[schema(example = "https://www.example.com/sitemap-1.xml")]
     sitemap: String,
@@ -472,6 +510,7 @@ impl UrlRecord {
             lastmod: url.fields.lastmod,
             changefreq: url.fields.changefreq,
             priority: url.fields.priority.map(Priority::value),
+            ext: url.fields.ext.map(|e| *e).unwrap_or_default(),
         }
     }
 }

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The extensions of one entry. Empty lists and `None` are left out of its JSON.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Extensions {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -51,14 +51,14 @@ impl Namespaces {
 }
 
 /// `<image:image>`: Google reads only its `loc` (caption, title, geo_location and license were dropped in 2022).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Image {
     pub loc: String,
 }
 
 /// `<video:video>`, without the fields Google deprecated.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Video {
     pub thumbnail_loc: String,
@@ -75,6 +75,7 @@ pub struct Video {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration_date: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>, minimum = 0.0, maximum = 5.0)]
     pub rating: Option<Rating>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view_count: Option<u64>,
@@ -96,7 +97,7 @@ pub struct Video {
     pub tags: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Relationship {
     Allow,
@@ -114,7 +115,7 @@ impl Relationship {
 
 /// `<video:restriction relationship="…">DE AT</video:restriction>`: ISO 3166-1 alpha-2 codes, upper case, as given
 /// (duplicates removed).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Restriction {
     pub relationship: Relationship,
@@ -122,7 +123,7 @@ pub struct Restriction {
 }
 
 /// `<video:platform relationship="…">web tv</video:platform>`: `web`, `mobile`, `tv`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Platform {
     pub relationship: Relationship,
@@ -130,7 +131,7 @@ pub struct Platform {
 }
 
 /// `<video:uploader info="…">name</video:uploader>`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Uploader {
     pub name: String,
@@ -139,7 +140,7 @@ pub struct Uploader {
 }
 
 /// `<news:news>`, rendered in the news sitemap only.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct News {
     pub publication: Publication,
@@ -148,7 +149,7 @@ pub struct News {
     pub title: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Publication {
     pub name: String,
@@ -157,7 +158,7 @@ pub struct Publication {
 }
 
 /// `<xhtml:link rel="alternate" hreflang="…" href="…"/>`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Alternate {
     /// In BCP 47's canonical case (`de-AT`, `zh-Hant-TW`), or `x-default`.

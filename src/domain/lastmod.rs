@@ -110,6 +110,22 @@ impl LastMod {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The moment it names, in microseconds since the Unix epoch (a date: its midnight in UTC).
+    pub fn unix_micros(&self) -> i64 {
+        let date = Date::parse(&self.0[..10], format_description!("[year]-[month]-[day]")).expect("a stored date");
+        let mut t = date.midnight().assume_utc();
+        if self.0.len() > 10 {
+            let at = PrimitiveDateTime::parse(&self.0[..19], TO_SECONDS).expect("a stored date-time");
+            t = at.assume_utc();
+            if let Some(fraction) = self.0[19..].strip_prefix('.') {
+                let digits = fraction.trim_end_matches('Z');
+                let nanos = format!("{digits:0<9}").parse::<i64>().expect("fraction digits");
+                t += time::Duration::nanoseconds(nanos);
+            }
+        }
+        (t.unix_timestamp_nanos() / 1000) as i64
+    }
 }
 
 impl fmt::Display for LastMod {
@@ -155,6 +171,21 @@ impl Cursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_micros_reads_back_every_form() {
+        for (raw, us) in [
+            ("1970-01-02", 86_400_000_000),
+            ("1970-01-01T00:00:01Z", 1_000_000),
+            ("1970-01-01T01:00:01.5+01:00", 1_500_000),
+            ("2026-11-22T08:00:00.123456789Z", 1_795_334_400_123_456),
+        ] {
+            assert_eq!(LastMod::parse(raw).unwrap().unix_micros(), us, "{raw}");
+        }
+        for us in [0, 1, 1_000, 1_795_334_400_123_456] {
+            assert_eq!(LastMod::from_unix_micros(us).unix_micros(), us);
+        }
+    }
 
     fn ok(raw: &str) -> String {
         LastMod::parse(raw).unwrap_or_else(|e| panic!("{raw}: {e}")).0

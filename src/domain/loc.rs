@@ -48,6 +48,10 @@ impl PublicUrl {
         format!("{}sitemap.xml", self.base)
     }
 
+    pub fn news_url(&self) -> String {
+        format!("{}sitemap-news.xml", self.base)
+    }
+
     pub fn page_url(&self, page: i64) -> String {
         format!("{}sitemap-{page}.xml", self.base)
     }

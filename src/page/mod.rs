@@ -4,7 +4,8 @@
 
 pub mod render;
 
-use crate::domain::{ChangeFreq, Entry, Extensions, Priority};
+use crate::domain::ext::{Alternate, Image, Namespaces, News, Video};
+use crate::domain::{ChangeFreq, Entry, Extensions, LastMod, Priority};
 use render::{ENVELOPE_RESERVE, max_url_len, url_len};
 
 /// The limits of one sitemap page.
@@ -21,11 +22,37 @@ impl Limits {
         page_bytes(byte_size) <= self.max_bytes as i64
     }
 
+    /// Refuses an entry that renders to `size` bytes when no page can hold it (with extensions an entry can be
+    /// larger than the least page limit allows for: [`Limits::least_max_bytes`] covers entries without them).
+    pub fn check_entry(&self, size: i64) -> Result<(), EntryTooLarge> {
+        if self.fits_bytes(size) {
+            Ok(())
+        } else {
+            Err(EntryTooLarge {
+                size,
+                room: self.max_bytes.saturating_sub(ENVELOPE_RESERVE),
+                max_bytes: self.max_bytes,
+            })
+        }
+    }
+
     /// The least `max_bytes` that lets an empty page take any valid entry (one with the longest loc and every
     /// field): a lower limit could leave an entry no page can hold.
     pub fn least_max_bytes() -> u64 {
         ENVELOPE_RESERVE + max_url_len()
     }
+}
+
+/// An entry larger than any page can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the entry renders to {size} bytes, more than a page can hold: page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) is \
+     {max_bytes}, of which {room} are for entries; send fewer images, videos or alternates, or shorter text"
+)]
+pub struct EntryTooLarge {
+    pub size: i64,
+    pub room: u64,
+    pub max_bytes: u64,
 }
 
 /// The most bytes a page's document takes whose `<url>` elements take `byte_size`: those and the envelope reserve.
@@ -35,13 +62,38 @@ pub fn page_bytes(byte_size: i64) -> i64 {
 
 /// A page's stored bookkeeping. `version` rises by one and `modified_us` (microseconds since the Unix epoch)
 /// strictly increases with every change to the page; both feed its ETag and Last-Modified.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PageState {
     pub id: i64,
     pub url_count: i64,
     pub byte_size: i64,
     pub version: i64,
     pub modified_us: i64,
+    /// How many of its entries use each extension namespace: what its `<urlset>` declares. Not part of its
+    /// validators: it changes only with the entries, and so with `version`.
+    pub ns: NsCounts,
+}
+
+/// Per extension namespace, how many entries of a page use it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NsCounts {
+    pub image: i64,
+    pub video: i64,
+    pub xhtml: i64,
+}
+
+impl NsCounts {
+    /// Counts an entry using `ns` in (`by` = 1) or out (`by` = -1).
+    pub fn count(&mut self, ns: Namespaces, by: i64) {
+        self.image += by * i64::from(ns.image);
+        self.video += by * i64::from(ns.video);
+        self.xhtml += by * i64::from(ns.xhtml);
+    }
+
+    /// The namespaces the page's `<urlset>` declares.
+    pub fn used(&self) -> Namespaces {
+        Namespaces { image: self.image > 0, video: self.video > 0, xhtml: self.xhtml > 0 }
+    }
 }
 
 /// The optional fields of a record, as stored.
@@ -52,6 +104,38 @@ pub struct Fields {
     pub priority: Option<Priority>,
     /// `None` when the entry has no extension (never an empty `Extensions`).
     pub ext: Option<Box<Extensions>>,
+}
+
+impl Fields {
+    /// The extension namespaces this record's `<url>` uses in its page.
+    pub fn namespaces(&self) -> Namespaces {
+        self.ext.as_deref().map(Extensions::namespaces).unwrap_or_default()
+    }
+
+    /// Whether two records render the same `<url>` in a page: equal but for their news, which only the news sitemap
+    /// shows.
+    pub fn same_in_page(&self, other: &Self) -> bool {
+        fn without_news(f: &Fields) -> Option<(&[Image], &[Video], &[Alternate])> {
+            f.ext.as_deref().map(|e| (&e.images[..], &e.videos[..], &e.alternates[..]))
+        }
+        (&self.lastmod, &self.changefreq, self.priority) == (&other.lastmod, &other.changefreq, other.priority)
+            && without_news(self) == without_news(other)
+    }
+
+    /// The extensions as stored (`urls.ext`): JSON, or `None` when there are none.
+    pub fn ext_json(&self) -> Option<String> {
+        self.ext.as_deref().map(|e| serde_json::to_string(e).expect("extensions serialize"))
+    }
+
+    /// The news publication date in microseconds since the Unix epoch (`urls.news_us`, the news sitemap's index).
+    pub fn news_us(&self) -> Option<i64> {
+        self.news().and_then(|n| LastMod::parse(&n.publication_date).ok()).map(|d| d.unix_micros())
+    }
+
+    /// The record's news, if it has any.
+    pub fn news(&self) -> Option<&News> {
+        self.ext.as_deref().and_then(|e| e.news.as_ref())
+    }
 }
 
 impl From<&Entry> for Fields {

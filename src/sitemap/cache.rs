@@ -79,7 +79,7 @@ mod tests {
     use super::*;
 
     fn page(version: i64) -> PageState {
-        PageState { id: 1, url_count: 1, byte_size: 100, version, modified_us: version }
+        PageState { id: 1, url_count: 1, byte_size: 100, version, modified_us: version, ..PageState::default() }
     }
 
     #[tokio::test]

@@ -16,12 +16,25 @@ use crate::page::PageState;
 use crate::page::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
 use crate::store::{Result, StoreReads};
 
+use super::news::{self, NewsSitemap};
+
+/// The time of day as microseconds since the Unix epoch: the system clock, or a test's.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64))
+}
+
 /// One read of the page table, and the index rendered from it (once, on first use).
 pub struct Directory {
     /// By id.
     pages: Vec<PageState>,
     generation: u64,
     read_at: Instant,
+    /// The clock's time at the read: the news window ends there.
+    now_us: i64,
+    news: OnceCell<Option<Arc<NewsSitemap>>>,
     /// The newest change to any page, emptied ones included (their leaving the index changes it).
     pub modified_us: i64,
     /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date.
@@ -31,7 +44,7 @@ pub struct Directory {
 }
 
 impl Directory {
-    fn new(mut pages: Vec<PageState>, generation: u64) -> Self {
+    fn new(mut pages: Vec<PageState>, generation: u64, now_us: i64) -> Self {
         pages.sort_unstable_by_key(|p| p.id);
         let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
         let index_state = pages
@@ -43,6 +56,8 @@ impl Directory {
             pages,
             generation,
             read_at: Instant::now(),
+            now_us,
+            news: OnceCell::new(),
             modified_us,
             index_state,
             index: OnceCell::new(),
@@ -60,16 +75,30 @@ impl Directory {
         self.index_state.is_empty()
     }
 
-    /// The `<sitemapindex>` document listing every non-empty page; `None` when there is none.
-    pub async fn index(&self, public_url: &PublicUrl) -> Option<Bytes> {
-        self.index.get_or_init(|| async { self.render_index(public_url) }).await.clone()
+    /// The news sitemap as of this read (built once, on first use); `None` when no article is in the window.
+    pub async fn news(&self, store: &dyn StoreReads, hours: u64, level: u32) -> Result<Option<Arc<NewsSitemap>>> {
+        self.news
+            .get_or_try_init(|| async { Ok(news::build(store, self.now_us, hours, level).await?.map(Arc::new)) })
+            .await
+            .cloned()
+    }
+
+    /// The `<sitemapindex>` document listing every non-empty page, and the news sitemap when it has articles
+    /// (`news`: as [`Directory::news`] gave it); `None` when there is no page.
+    pub async fn index(&self, public_url: &PublicUrl, news: Option<&NewsSitemap>) -> Option<Bytes> {
+        self.index.get_or_init(|| async { self.render_index(public_url, news) }).await.clone()
     }
 
     /// The index, gzip-compressed at `level`.
-    pub async fn index_gzip(&self, public_url: &PublicUrl, level: u32) -> std::io::Result<Option<Bytes>> {
+    pub async fn index_gzip(
+        &self,
+        public_url: &PublicUrl,
+        news: Option<&NewsSitemap>,
+        level: u32,
+    ) -> std::io::Result<Option<Bytes>> {
         self.index_gzip
             .get_or_try_init(|| async {
-                match self.index(public_url).await {
+                match self.index(public_url, news).await {
                     Some(body) => super::stream::gzip_bytes(body, level).await.map(Some),
                     None => Ok(None),
                 }
@@ -78,7 +107,7 @@ impl Directory {
             .cloned()
     }
 
-    fn render_index(&self, public_url: &PublicUrl) -> Option<Bytes> {
+    fn render_index(&self, public_url: &PublicUrl, news: Option<&NewsSitemap>) -> Option<Bytes> {
         if self.is_empty() {
             return None;
         }
@@ -94,6 +123,10 @@ impl Directory {
                 LastMod::from_unix_micros(page.modified_us.div_euclid(1000) * 1000).as_str(),
             );
         }
+        if let Some(news) = news {
+            let lastmod = LastMod::from_unix_micros(news.modified_us.div_euclid(1000) * 1000);
+            write_index_entry(&mut body, &public_url.news_url(), lastmod.as_str());
+        }
         body.extend_from_slice(INDEX_TAIL.as_bytes());
         Some(Bytes::from(body))
     }
@@ -102,6 +135,7 @@ impl Directory {
 /// The current [`Directory`], read again when stale.
 pub struct Directories {
     ttl: Duration,
+    clock: Clock,
     current: RwLock<Option<Arc<Directory>>>,
     /// One reader of the page table at a time; the others wait for its result.
     refresh: Mutex<()>,
@@ -110,14 +144,14 @@ pub struct Directories {
 }
 
 impl Directories {
-    pub fn new(ttl: Duration) -> Self {
-        Self { ttl, current: RwLock::new(None), refresh: Mutex::new(()), generation: AtomicU64::new(0) }
+    pub fn new(ttl: Duration, clock: Clock) -> Self {
+        Self { ttl, clock, current: RwLock::new(None), refresh: Mutex::new(()), generation: AtomicU64::new(0) }
     }
 
     /// The page table as of at most `ttl` ago, and after every write this process has finished.
     pub async fn get(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
-            return Ok(Arc::new(Directory::new(store.pages().await?, 0)));
+            return Ok(Arc::new(Directory::new(store.pages().await?, 0, (self.clock)())));
         }
         if let Some(fresh) = self.fresh() {
             return Ok(fresh);
@@ -128,7 +162,7 @@ impl Directories {
         }
         // Read the generation before the table: a write finishing during the read leaves this copy stale.
         let generation = self.generation.load(Ordering::Acquire);
-        let directory = Arc::new(Directory::new(store.pages().await?, generation));
+        let directory = Arc::new(Directory::new(store.pages().await?, generation, (self.clock)()));
         *self.current.write().expect("not poisoned") = Some(directory.clone());
         Ok(directory)
     }
@@ -151,28 +185,28 @@ mod tests {
     use super::*;
 
     fn page(id: i64, url_count: i64, modified_us: i64) -> PageState {
-        PageState { id, url_count, byte_size: url_count * 100, version: 1, modified_us }
+        PageState { id, url_count, byte_size: url_count * 100, version: 1, modified_us, ..PageState::default() }
     }
 
     #[tokio::test]
     async fn lists_non_empty_pages_in_order_and_dates_by_all() {
-        let d = Directory::new(vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)], 0);
+        let d = Directory::new(vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)], 0, 0);
         assert_eq!(d.page(1).map(|p| p.id), Some(1));
         assert!(d.page(2).is_none(), "an emptied page is not served");
         assert!(d.page(4).is_none());
         assert_eq!(d.modified_us, 50, "an emptied page's change is a change to the index");
         let public = PublicUrl::parse("https://x.test/").unwrap();
-        let index = String::from_utf8(d.index(&public).await.unwrap().to_vec()).unwrap();
+        let index = String::from_utf8(d.index(&public, None).await.unwrap().to_vec()).unwrap();
         let one = index.find("https://x.test/sitemap-1.xml").unwrap();
         let three = index.find("https://x.test/sitemap-3.xml").unwrap();
         assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
-        assert!(Directory::new(vec![page(1, 0, 5)], 0).index(&public).await.is_none());
+        assert!(Directory::new(vec![page(1, 0, 5)], 0, 0).index(&public, None).await.is_none());
     }
 
     #[test]
     fn a_write_makes_the_copy_stale() {
-        let dirs = Directories::new(Duration::from_secs(60));
-        *dirs.current.write().unwrap() = Some(Arc::new(Directory::new(vec![page(1, 1, 1)], 0)));
+        let dirs = Directories::new(Duration::from_secs(60), system_clock());
+        *dirs.current.write().unwrap() = Some(Arc::new(Directory::new(vec![page(1, 1, 1)], 0, 0)));
         assert!(dirs.fresh().is_some());
         dirs.invalidate();
         assert!(dirs.fresh().is_none());

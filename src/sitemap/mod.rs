@@ -4,8 +4,10 @@
 pub mod cache;
 pub mod conditional;
 pub mod directory;
+pub mod news;
 pub mod stream;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -19,10 +21,11 @@ use sha2::{Digest, Sha256};
 
 pub use self::cache::{PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
+use self::news::NewsSitemap;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::page::PageState;
-use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_HEAD, URLSET_TAIL};
+use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 
 /// Names the gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag.
 /// Change it when the compression backend changes.
@@ -34,7 +37,11 @@ const CONTENT_TYPE_GZIP: &str = "application/gzip";
 const CACHE_CONTROL: &str = "no-cache";
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/sitemap.xml", get(get_index)).route("/{file}", get(get_page))
+    Router::new()
+        .route("/sitemap.xml", get(get_index))
+        .route("/sitemap-news.xml", get(get_news))
+        .route("/sitemap-news.xml.gz", get(get_news_file))
+        .route("/{file}", get(get_page))
 }
 
 /// How a response is encoded: negotiated on `.xml`, always gzip as a file on `.xml.gz`.
@@ -201,9 +208,19 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
     let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
-    let modified_us = directory.modified_us;
+    let news = news_sitemap(&state, &directory).await?;
+    let news = news.as_deref();
+    let mut modified_us = directory.modified_us;
+    // Without a news sitemap the index's bytes and ETag are what they were before news existed.
+    let index_state = match news {
+        None => directory.index_state.clone(),
+        Some(n) => {
+            modified_us = modified_us.max(n.modified_us);
+            format!("{}news:{}:{};", directory.index_state, n.digest, n.modified_us)
+        }
+    };
     let etag = etag(
-        &[&"index", &INDEX_VERSION, &state.config.public_url, &modified_us, &directory.index_state],
+        &[&"index", &INDEX_VERSION, &state.config.public_url, &modified_us, &index_state],
         encoding,
         state.config.gzip_level,
     );
@@ -213,15 +230,56 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Ok(answer);
     }
     let body = if encoding.gzip() {
-        directory.index_gzip(&state.config.public_url, state.config.gzip_level).await.map_err(|e| {
+        directory.index_gzip(&state.config.public_url, news, state.config.gzip_level).await.map_err(|e| {
             tracing::error!(error = %e, "cannot compress the index");
             ApiError::internal()
         })?
     } else {
-        directory.index(&state.config.public_url).await
+        directory.index(&state.config.public_url, news).await
     };
     let body = body.ok_or_else(|| ApiError::not_found("no URLs are stored yet"))?;
     Ok(rep.answer(&method, Source::Bytes(body)))
+}
+
+/// The news sitemap of this read of the page table.
+async fn news_sitemap(state: &AppState, directory: &Directory) -> Result<Option<Arc<NewsSitemap>>, ApiError> {
+    Ok(directory.news(state.reads(), state.config.news_window_hours, state.config.gzip_level).await?)
+}
+
+/// `GET|HEAD /sitemap-news.xml`: the news sitemap, gzip when acceptable.
+async fn get_news(State(state): State<AppState>, method: Method, request: HeaderMap) -> Result<Response, ApiError> {
+    let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
+    news_answer(&state, encoding, &method, &request).await
+}
+
+/// `GET|HEAD /sitemap-news.xml.gz`: the news sitemap as a gzip file.
+async fn get_news_file(
+    State(state): State<AppState>,
+    method: Method,
+    request: HeaderMap,
+) -> Result<Response, ApiError> {
+    news_answer(&state, Encoding::GzipFile, &method, &request).await
+}
+
+/// The news sitemap in `encoding`, with the same validators and preconditions as a page; 404 when no article is in
+/// the window.
+async fn news_answer(
+    state: &AppState,
+    encoding: Encoding,
+    method: &Method,
+    request: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let directory = state.directories.get(state.reads()).await?;
+    let news = news_sitemap(state, &directory)
+        .await?
+        .ok_or_else(|| ApiError::not_found("no news article was published within the news window"))?;
+    let etag = etag(&[&"news", &news.digest], encoding, state.config.gzip_level);
+    let rep = Representation { encoding, etag, modified_us: news.modified_us, length: None };
+    if let Some(answer) = rep.check_preconditions(request) {
+        return Ok(answer);
+    }
+    let body = if encoding.gzip() { news.gzip.clone() } else { news.identity.clone() };
+    Ok(rep.answer(method, Source::Bytes(body)))
 }
 
 /// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`. Validators come from the directory; the body from the page's
@@ -270,7 +328,8 @@ async fn get_page(
             tracing::error!(page = id, "a rendered page is not a gzip member");
             ApiError::internal()
         })?;
-        let expected = (URLSET_HEAD.len() + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
+        let head = urlset_head(rendered.state.ns.used()).len();
+        let expected = (head + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
         if len != expected {
             tracing::warn!(page = id, length = len, expected, "a page's rendered size differs from its stored size");
         }
@@ -289,7 +348,8 @@ async fn read_page(
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) =
         state.reads().page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
-    Ok((snapshot, stream::detach(stream::urlset(entries), Duration::from_secs(state.config.stream_timeout_secs), slot)))
+    let body = stream::urlset(entries, snapshot.ns.used());
+    Ok((snapshot, stream::detach(body, Duration::from_secs(state.config.stream_timeout_secs), slot)))
 }
 
 /// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
@@ -336,7 +396,14 @@ mod tests {
 
     #[test]
     fn etags_differ_by_representation_and_state_and_are_stable() {
-        let page = PageState { id: 3, url_count: 10, byte_size: 900, version: 7, modified_us: 1_700_000_000_000_000 };
+        let page = PageState {
+            id: 3,
+            url_count: 10,
+            byte_size: 900,
+            version: 7,
+            modified_us: 1_700_000_000_000_000,
+            ..PageState::default()
+        };
         let a = page_etag(&page, false, 6);
         assert_eq!(a, page_etag(&page, false, 6));
         assert_ne!(a, page_etag(&page, true, 6));

@@ -14,9 +14,11 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use crate::domain::Priority;
+use crate::domain::ext::Namespaces;
 use crate::page::Fields;
-use crate::page::render::{URLSET_HEAD, URLSET_TAIL, write_url};
+use crate::page::render::{URLSET_TAIL, urlset_head, write_url};
 use crate::store::EntryStream;
+use crate::store::read_ext;
 
 const CHUNK: usize = 64 * 1024;
 /// Chunks buffered between the database task and the client: memory per response stays at a few chunks.
@@ -24,17 +26,18 @@ const CHANNEL_CHUNKS: usize = 4;
 
 /// The `<urlset>` document for a stream of entries, in chunks of about [`CHUNK`] bytes (cut after whole entries,
 /// so chunk boundaries depend on the content alone).
-pub fn urlset(entries: EntryStream) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+/// `ns`: the extension namespaces its entries use (declared in `<urlset>`).
+pub fn urlset(entries: EntryStream, ns: Namespaces) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     async_stream::try_stream! {
         let mut entries = entries;
         let mut buf = Vec::with_capacity(CHUNK + 4096);
-        buf.extend_from_slice(URLSET_HEAD.as_bytes());
+        buf.extend_from_slice(urlset_head(ns).as_bytes());
         while let Some(e) = entries.try_next().await.map_err(io::Error::other)? {
             let fields = Fields {
                 lastmod: e.lastmod,
                 changefreq: e.changefreq,
                 priority: e.priority.and_then(Priority::from_millionths),
-                ext: None,
+                ext: e.ext.as_deref().and_then(|json| read_ext(&e.loc, json)),
             };
             write_url(&mut buf, &e.loc, &fields);
             if buf.len() >= CHUNK {
@@ -196,13 +199,14 @@ mod tests {
                     lastmod: None,
                     changefreq: None,
                     priority: None,
+                    ext: None,
                 })
             });
             Box::pin(futures_util::stream::iter(rows.collect::<Vec<_>>()))
         };
         let sizes = |chunks: Vec<Bytes>| chunks.iter().map(Bytes::len).collect::<Vec<_>>();
-        let a: Vec<Bytes> = urlset(entries(5_000)).try_collect().await.unwrap();
-        let b: Vec<Bytes> = urlset(entries(5_000)).try_collect().await.unwrap();
+        let a: Vec<Bytes> = urlset(entries(5_000), Namespaces::default()).try_collect().await.unwrap();
+        let b: Vec<Bytes> = urlset(entries(5_000), Namespaces::default()).try_collect().await.unwrap();
         assert_eq!(sizes(a.clone()), sizes(b));
         assert!(a.len() > 2 && a[..a.len() - 1].iter().all(|c| c.len() >= CHUNK && c.ends_with(b"</url>\n")));
     }

@@ -19,9 +19,12 @@ use futures_util::stream::BoxStream;
 
 pub use self::postgres::PgStore;
 pub use self::sqlite::SqliteStore;
+use crate::domain::Extensions;
+use crate::domain::ext::News;
 use crate::domain::{Entry, Loc, Priority};
-use crate::page::{Fields, Limits, PageState, StoredUrl, page_bytes};
-use crate::placement::{Changes, IndexFull, UpsertCounts};
+use crate::page::EntryTooLarge;
+use crate::page::{Fields, Limits, NsCounts, PageState, StoredUrl, page_bytes};
+use crate::placement::{Changes, IndexFull, PlanError, UpsertCounts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -33,6 +36,18 @@ pub enum StoreError {
     /// A write would need more pages than one index may list.
     #[error(transparent)]
     Full(#[from] IndexFull),
+    /// An entry larger than any page can hold (its loc, and the sizes).
+    #[error("{0}: {1}")]
+    TooLarge(String, EntryTooLarge),
+}
+
+impl From<PlanError> for StoreError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::Full(full) => Self::Full(full),
+            PlanError::TooLarge(loc, e) => Self::TooLarge(loc, e),
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -79,6 +94,8 @@ pub struct PageEntry {
     pub changefreq: Option<String>,
     /// Millionths (see [`crate::domain::Priority`]).
     pub priority: Option<i64>,
+    /// The extensions as stored: JSON (see [`crate::page::Fields::ext_json`]).
+    pub ext: Option<String>,
 }
 
 pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
@@ -87,6 +104,17 @@ pub type EntryStream = BoxStream<'static, Result<PageEntry>>;
 pub struct DeleteCounts {
     pub deleted: u64,
     pub missing: u64,
+}
+
+/// What the news sitemap is made of, read from one snapshot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NewsRead {
+    /// (loc, news), newest publication first (ties: the later stored first).
+    pub entries: Vec<(String, News)>,
+    /// The last change to any entry with news (`news_state`).
+    pub changed_us: i64,
+    /// The newest publication date before the window: the article that left it last, if any.
+    pub newest_before_us: Option<i64>,
 }
 
 /// A write's outcome: its counts, and what it changed.
@@ -109,6 +137,9 @@ pub trait StoreReads: Send + Sync + 'static {
     /// The whole page table, empty pages included, in page order: O(pages).
     async fn pages(&self) -> Result<Vec<PageState>>;
     async fn page(&self, id: i64) -> Result<Option<PageState>>;
+    /// The news sitemap's rows: at most `limit` entries with news published at or after `since_us`, newest first,
+    /// through the publication-date index (never a scan of all URLs), and what its Last-Modified is made of.
+    async fn news(&self, since_us: i64, limit: u32) -> Result<NewsRead>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
@@ -242,11 +273,13 @@ struct UrlRow {
     lastmod: Option<String>,
     changefreq: Option<String>,
     priority: Option<i64>,
+    ext: Option<String>,
     size: i64,
 }
 
 impl From<UrlRow> for StoredUrl {
     fn from(r: UrlRow) -> Self {
+        let ext = r.ext.as_deref().and_then(|json| read_ext(&r.loc, json));
         Self {
             id: r.id,
             loc: r.loc,
@@ -255,11 +288,19 @@ impl From<UrlRow> for StoredUrl {
                 lastmod: r.lastmod,
                 changefreq: r.changefreq,
                 priority: r.priority.and_then(Priority::from_millionths),
-                ext: None,
+                ext,
             },
             size: r.size,
         }
     }
+}
+
+/// A record's stored extensions. Only this version writes them, so a row that does not read back was changed by
+/// hand: it is logged and read as having none (its page then renders shorter than counted, which is logged too).
+pub fn read_ext(loc: &str, json: &str) -> Option<Box<Extensions>> {
+    serde_json::from_str(json)
+        .map_err(|e| tracing::error!(loc, error = %e, "a stored record's extensions do not read back; left out"))
+        .ok()
 }
 
 #[derive(sqlx::FromRow)]
@@ -269,6 +310,9 @@ struct PageRow {
     byte_size: i64,
     version: i64,
     modified_us: i64,
+    image_urls: i64,
+    video_urls: i64,
+    xhtml_urls: i64,
 }
 
 impl From<PageRow> for PageState {
@@ -279,6 +323,7 @@ impl From<PageRow> for PageState {
             byte_size: r.byte_size,
             version: r.version,
             modified_us: r.modified_us,
+            ns: NsCounts { image: r.image_urls, video: r.video_urls, xhtml: r.xhtml_urls },
         }
     }
 }
@@ -286,12 +331,12 @@ impl From<PageRow> for PageState {
 /// Column lists as literals, so that queries built with `concat!` stay `&'static str` (sqlx's `SqlSafeStr`).
 macro_rules! url_columns {
     () => {
-        "id, loc, page_id, lastmod, changefreq, priority, size"
+        "id, loc, page_id, lastmod, changefreq, priority, ext, size"
     };
 }
 macro_rules! page_columns {
     () => {
-        "id, url_count, byte_size, version, modified_us"
+        "id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls"
     };
 }
 use {page_columns, url_columns};

@@ -18,7 +18,7 @@ use crate::placement::{NewUrl, UpsertCounts};
 /// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
 /// [`PAGE_PLANNER_SETTINGS`] the only plan left is an ordered scan of `urls_page_id_id`, streaming from its first
 /// row: O(page) at any depth, no sort. A test pins the plan.
-pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls \
+pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority, ext FROM urls \
      WHERE (page_id, id) > ($1, 0) AND (page_id, id) < ($1 + 1, 0) ORDER BY page_id, id";
 
 /// Planner settings for the page's read-only transaction: no bitmap scan, no sort (both would collect the page
@@ -97,16 +97,21 @@ impl Writes for sqlx::Postgres {
         }
         let col = |f: fn(&PageState) -> i64| pages.iter().map(f).collect::<Vec<_>>();
         sqlx::query(
-            "INSERT INTO pages (id, url_count, byte_size, version, modified_us) \
-             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+            "INSERT INTO pages (id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+                                  $6::bigint[], $7::bigint[], $8::bigint[]) \
              ON CONFLICT (id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
-             version = excluded.version, modified_us = excluded.modified_us",
+             version = excluded.version, modified_us = excluded.modified_us, image_urls = excluded.image_urls, \
+             video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls",
         )
         .bind(col(|p| p.id))
         .bind(col(|p| p.url_count))
         .bind(col(|p| p.byte_size))
         .bind(col(|p| p.version))
         .bind(col(|p| p.modified_us))
+        .bind(col(|p| p.ns.image))
+        .bind(col(|p| p.ns.video))
+        .bind(col(|p| p.ns.xhtml))
         .execute(conn)
         .await?;
         Ok(())
@@ -117,9 +122,10 @@ impl Writes for sqlx::Postgres {
             let u = updates;
             sqlx::query(
                 "UPDATE urls SET page_id = u.page_id, lastmod = u.lastmod, changefreq = u.changefreq, \
-                 priority = u.priority, size = u.size \
-                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) \
-                 AS u (id, page_id, lastmod, changefreq, priority, size) WHERE urls.id = u.id",
+                 priority = u.priority, size = u.size, ext = u.ext, news_us = u.news_us \
+                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
+                             $7::text[], $8::bigint[]) \
+                 AS u (id, page_id, lastmod, changefreq, priority, size, ext, news_us) WHERE urls.id = u.id",
             )
             .bind(u.iter().map(|x| x.id).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.page_id).collect::<Vec<_>>())
@@ -127,6 +133,8 @@ impl Writes for sqlx::Postgres {
             .bind(u.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.size).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
             .execute(&mut *conn)
             .await?;
         }
@@ -134,10 +142,12 @@ impl Writes for sqlx::Postgres {
             let n = inserts;
             // WITH ORDINALITY + ORDER BY: ids are assigned in plan order, so page order is request order.
             sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) \
-                 SELECT loc, page_id, lastmod, changefreq, priority, size \
-                 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) \
-                 WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ord) ORDER BY ord",
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us) \
+                 SELECT loc, page_id, lastmod, changefreq, priority, size, ext, news_us \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
+                             $7::text[], $8::bigint[]) \
+                 WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, ord) \
+                 ORDER BY ord",
             )
             .bind(n.iter().map(|x| x.loc.as_str()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.page_id).collect::<Vec<_>>())
@@ -145,6 +155,8 @@ impl Writes for sqlx::Postgres {
             .bind(n.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.size).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
             .execute(&mut *conn)
             .await?;
         }

@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
-use super::{EntryStream, PageEntry, PageRow, PoolStatus, Result, StoreReads, UrlRow, page_columns, url_columns};
+use super::{
+    EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, Result, StoreReads, UrlRow, page_columns, url_columns,
+};
 use crate::domain::Loc;
 use crate::page::{PageState, StoredUrl};
 use crate::placement;
@@ -19,8 +21,16 @@ const LIST_AFTER_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHER
 const URLS_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id");
 const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id");
 const PAGE_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1");
+/// The news window, newest first, through `urls_news_us` (a backward scan).
+const NEWS_SQL: &str = "SELECT loc, ext FROM urls WHERE news_us >= $1 ORDER BY news_us DESC, id DESC LIMIT $2";
+const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE id = 1";
+/// The newest publication date before the window, through the same index.
+const NEWS_BEFORE_SQL: &str = "SELECT news_us FROM urls WHERE news_us < $1 ORDER BY news_us DESC LIMIT 1";
 const TASK_PENDING_SQL: &str = "SELECT name FROM upgrade_tasks WHERE name = $1";
 const TASK_DONE_SQL: &str = "DELETE FROM upgrade_tasks WHERE name = $1";
+/// The news sitemap's change stamp moves to `now`, and at least a millisecond on (as a page's does).
+const TOUCH_NEWS_SQL: &str = "UPDATE news_state SET modified_us = \
+     CASE WHEN $1 > modified_us + 1000 THEN $1 ELSE modified_us + 1000 END WHERE id = 1";
 const REPAIR_URL_SQL: &str = "UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1";
 
 /// A backend's database with the queries both backends share. Implemented for every sqlx database that can run
@@ -42,12 +52,16 @@ pub(crate) trait Sql: Database {
     /// The rows `sql` (a page's entries in page order, `$1` or `?1` its id) reads in `tx`, streamed; the stream
     /// holds `tx`, and with it the snapshot, until it ends.
     fn entries(tx: Transaction<'static, Self>, sql: &'static str, id: i64) -> EntryStream;
+    /// The news sitemap's rows ([`StoreReads::news`]), from one transaction.
+    fn news(pool: &Pool<Self>, since_us: i64, limit: u32) -> impl Future<Output = Result<NewsRead>> + Send;
     /// Whether the one-time upgrade task `name` is still to be done.
     fn task_pending(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<bool>> + Send;
     fn task_done(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<()>> + Send;
     /// Every stored record that is not what this version would store, with the loc it should have
     /// ([`placement::recount`]), in id order; streamed, so only those records are held.
     fn stale_urls(conn: &mut Self::Connection) -> impl Future<Output = Result<Vec<(StoredUrl, String)>>> + Send;
+    /// Records that an entry with news changed, at `now_us` ([`TOUCH_NEWS_SQL`]).
+    fn touch_news(conn: &mut Self::Connection, now_us: i64) -> impl Future<Output = Result<()>> + Send;
     /// Writes a repaired record's loc, page and size.
     fn repair_url(conn: &mut Self::Connection, url: &placement::RepairedUrl)
     -> impl Future<Output = Result<()>> + Send;
@@ -62,6 +76,8 @@ where
     PageRow: for<'r> FromRow<'r, DB::Row>,
     PageEntry: for<'r> FromRow<'r, DB::Row>,
     (String,): for<'r> FromRow<'r, DB::Row>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+    (String, Option<String>): for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
 {
@@ -112,6 +128,23 @@ where
         Box::pin(stream)
     }
 
+    async fn news(pool: &Pool<Self>, since_us: i64, limit: u32) -> Result<NewsRead> {
+        let mut tx = pool.begin().await?;
+        let rows: Vec<(String, Option<String>)> =
+            sqlx::query_as(NEWS_SQL).bind(since_us).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
+        let (changed_us,): (i64,) = sqlx::query_as(NEWS_STATE_SQL).fetch_one(&mut *tx).await?;
+        let before: Option<(i64,)> = sqlx::query_as(NEWS_BEFORE_SQL).bind(since_us).fetch_optional(&mut *tx).await?;
+        tx.commit().await?;
+        let entries = rows
+            .into_iter()
+            .filter_map(|(loc, ext)| {
+                let news = ext.as_deref().and_then(|json| super::read_ext(&loc, json)).and_then(|e| e.news)?;
+                Some((loc, news))
+            })
+            .collect();
+        Ok(NewsRead { entries, changed_us, newest_before_us: before.map(|(us,)| us) })
+    }
+
     async fn task_pending(conn: &mut Self::Connection, name: &str) -> Result<bool> {
         let pending: Option<String> = sqlx::query_scalar(TASK_PENDING_SQL).bind(name).fetch_optional(conn).await?;
         Ok(pending.is_some())
@@ -132,6 +165,11 @@ where
             }
         }
         Ok(stale)
+    }
+
+    async fn touch_news(conn: &mut Self::Connection, now_us: i64) -> Result<()> {
+        sqlx::query(TOUCH_NEWS_SQL).bind(now_us).execute(conn).await?;
+        Ok(())
     }
 
     async fn repair_url(conn: &mut Self::Connection, u: &placement::RepairedUrl) -> Result<()> {
@@ -176,5 +214,8 @@ impl<B: Backend> StoreReads for B {
     }
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         Backend::page_entries(self, id).await
+    }
+    async fn news(&self, since_us: i64, limit: u32) -> Result<NewsRead> {
+        B::Db::news(self.pool(), since_us, limit).await
     }
 }

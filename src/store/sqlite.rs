@@ -20,7 +20,8 @@ use crate::page::{Fields, Limits, PageState, StoredUrl};
 use crate::placement::{NewUrl, UpsertCounts};
 
 /// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
-pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority FROM urls WHERE page_id = ?1 ORDER BY id";
+pub const PAGE_ENTRIES_SQL: &str =
+    "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE page_id = ?1 ORDER BY id";
 
 /// The stored rows of a batch's locs, given as one JSON array.
 const LOOKUP_SQL: &str =
@@ -90,15 +91,20 @@ impl Writes for sqlx::Sqlite {
     async fn write_pages(conn: &mut SqliteConnection, pages: &[PageState]) -> Result<()> {
         for p in pages {
             sqlx::query(
-                "INSERT INTO pages (id, url_count, byte_size, version, modified_us) VALUES (?1, ?2, ?3, ?4, ?5) \
+                "INSERT INTO pages (id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
                  ON CONFLICT (id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
-                 version = excluded.version, modified_us = excluded.modified_us",
+                 version = excluded.version, modified_us = excluded.modified_us, image_urls = excluded.image_urls, \
+                 video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls",
             )
             .bind(p.id)
             .bind(p.url_count)
             .bind(p.byte_size)
             .bind(p.version)
             .bind(p.modified_us)
+            .bind(p.ns.image)
+            .bind(p.ns.video)
+            .bind(p.ns.xhtml)
             .execute(&mut *conn)
             .await?;
         }
@@ -108,13 +114,15 @@ impl Writes for sqlx::Sqlite {
     async fn write_urls(conn: &mut SqliteConnection, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
         for u in updates {
             let update = sqlx::query(
-                "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6 WHERE id = ?1",
+                "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6, ext = ?7, \
+                 news_us = ?8 WHERE id = ?1",
             );
             bind_placed(update.bind(u.id), u.page_id, &u.fields, u.size).execute(&mut *conn).await?;
         }
         for n in inserts {
             let insert = sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             );
             bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size).execute(&mut *conn).await?;
         }
@@ -131,7 +139,7 @@ impl Writes for sqlx::Sqlite {
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-/// Binds `?2` to `?6` of a record's update or insert: its page, fields and size.
+/// Binds `?2` to `?8` of a record's update or insert: its page, fields and size, extensions and news date.
 fn bind_placed<'q>(query: SqliteQuery<'q>, page_id: i64, fields: &'q Fields, size: i64) -> SqliteQuery<'q> {
     query
         .bind(page_id)
@@ -139,6 +147,8 @@ fn bind_placed<'q>(query: SqliteQuery<'q>, page_id: i64, fields: &'q Fields, siz
         .bind(fields.changefreq.as_deref())
         .bind(fields.priority.map(Priority::millionths))
         .bind(size)
+        .bind(fields.ext_json())
+        .bind(fields.news_us())
 }
 
 #[async_trait]

@@ -46,6 +46,9 @@ pub(crate) async fn upsert<DB: Writes>(
     let plan = placement::plan_upsert(entries, existing, pages, limits, now)?;
     DB::write_pages(&mut tx, &plan.pages).await?;
     DB::write_urls(&mut tx, &plan.updates, &plan.inserts).await?;
+    if plan.news_changed {
+        DB::touch_news(&mut tx, now).await?;
+    }
     tx.commit().await?;
     Ok(Written { counts: plan.counts, changes: plan.into_changes() })
 }
@@ -59,6 +62,9 @@ pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str
     if !plan.ids.is_empty() {
         DB::delete_ids(&mut tx, &plan.ids).await?;
         DB::write_pages(&mut tx, &plan.pages).await?;
+    }
+    if plan.news_changed {
+        DB::touch_news(&mut tx, now).await?;
     }
     tx.commit().await?;
     let counts = DeleteCounts { deleted: plan.deleted, missing: plan.missing };

@@ -1,0 +1,102 @@
+//! The news sitemap (`/sitemap-news.xml[.gz]`): the entries whose news was published within the window
+//! (`news_window_hours`), newest first, at most [`MAX_NEWS`] (Google News' limits).
+//!
+//! It is built from one read of the store through the publication-date index (O(its entries)), at most once per
+//! read of the page table ([`super::Directory`]), and both its validators are functions of what it was built from:
+//! the ETag is a digest of its bytes, and Last-Modified is the later of the last change to an entry with news
+//! (`news_state`, moved by every write that creates, changes or deletes one) and the moment the last article left
+//! the window (its publication date plus the window). So an identical re-send changes nothing, an article ageing
+//! out changes both, and replicas whose clocks agree to the second answer alike (the window starts on a whole
+//! second).
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use crate::page::render::{NEWS_HEAD, URLSET_TAIL, write_news_url};
+use crate::store::{NewsRead, Result, StoreReads};
+
+/// Google News reads at most 1,000 articles from a news sitemap.
+pub const MAX_NEWS: u32 = 1000;
+
+const MICROS_PER_HOUR: i64 = 3_600_000_000;
+
+/// The news sitemap as built from one read.
+#[derive(Debug)]
+pub struct NewsSitemap {
+    pub identity: Bytes,
+    pub gzip: Bytes,
+    /// A digest of `identity`: the representations' ETags are made from it.
+    pub digest: String,
+    pub modified_us: i64,
+    pub count: usize,
+}
+
+/// The window's start for a read at `now_us`: `hours` before `now_us` truncated to the second.
+pub fn window_start(now_us: i64, hours: u64) -> i64 {
+    now_us.div_euclid(1_000_000) * 1_000_000 - hours as i64 * MICROS_PER_HOUR
+}
+
+/// Reads and renders the news sitemap as of `now_us`; `None` when no article is in the window.
+pub async fn build(store: &dyn StoreReads, now_us: i64, hours: u64, level: u32) -> Result<Option<NewsSitemap>> {
+    let since = window_start(now_us, hours);
+    let read = store.news(since, MAX_NEWS).await?;
+    let Some((identity, modified_us)) = render(&read, hours) else { return Ok(None) };
+    let gzip = super::stream::gzip_bytes(identity.clone(), level)
+        .await
+        .map_err(|e| crate::store::StoreError::Other(sqlx::Error::Io(e)))?;
+    let digest: String = Sha256::digest(&identity)[..16].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Some(NewsSitemap { identity, gzip, digest, modified_us, count: read.entries.len() }))
+}
+
+/// The document and its Last-Modified (microseconds), or `None` when there are no entries.
+fn render(read: &NewsRead, hours: u64) -> Option<(Bytes, i64)> {
+    if read.entries.is_empty() {
+        return None;
+    }
+    let mut body = Vec::with_capacity(NEWS_HEAD.len() + URLSET_TAIL.len() + read.entries.len() * 512);
+    body.extend_from_slice(NEWS_HEAD.as_bytes());
+    for (loc, news) in &read.entries {
+        write_news_url(&mut body, loc, news);
+    }
+    body.extend_from_slice(URLSET_TAIL.as_bytes());
+    let left_window = read.newest_before_us.map_or(0, |us| us + hours as i64 * MICROS_PER_HOUR);
+    Some((Bytes::from(body), read.changed_us.max(left_window)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ext::{News, Publication};
+
+    fn news(title: &str) -> News {
+        News {
+            publication: Publication { name: "The Example Times".into(), language: "en".into() },
+            publication_date: "2026-11-22T08:00:00Z".into(),
+            title: title.into(),
+        }
+    }
+
+    #[test]
+    fn the_window_starts_on_a_whole_second() {
+        assert_eq!(window_start(10_999_999, 1), 10_000_000 - MICROS_PER_HOUR);
+        assert_eq!(window_start(10_000_000, 1), window_start(10_999_999, 1));
+    }
+
+    #[test]
+    fn an_empty_window_has_no_sitemap() {
+        assert!(render(&NewsRead::default(), 48).is_none());
+    }
+
+    #[test]
+    fn last_modified_is_the_later_of_a_change_and_an_article_leaving_the_window() {
+        let entries = vec![("https://x.test/a".to_owned(), news("A & B"))];
+        let read = NewsRead { entries: entries.clone(), changed_us: 5, newest_before_us: None };
+        let (body, modified) = render(&read, 1).unwrap();
+        assert_eq!(modified, 5);
+        let text = std::str::from_utf8(&body).unwrap();
+        assert!(text.starts_with(NEWS_HEAD) && text.ends_with(URLSET_TAIL), "{text}");
+        assert!(text.contains("<news:title>A &amp; B</news:title>"), "{text}");
+        let read = NewsRead { entries, changed_us: 5, newest_before_us: Some(7) };
+        assert_eq!(render(&read, 1).unwrap().1, 7 + MICROS_PER_HOUR);
+    }
+}
