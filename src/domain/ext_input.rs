@@ -359,7 +359,7 @@ impl Check {
         self.errors.len() + self.more
     }
 
-    /// `f`'s result, or the problem it found reported at `field`.
+    /// The value of `result`, or its problem reported at `field`.
     fn ok<T>(&mut self, field: &str, result: Result<T, String>) -> Option<T> {
         result.map_err(|message| self.err(field, message)).ok()
     }
@@ -662,7 +662,7 @@ fn video(c: &mut Check, path: &str, tree: &JsonTree, loc: Option<&str>) -> Optio
         description.required(c, &p("description")).and_then(|t| text(c, &p("description"), t, MAX_VIDEO_DESCRIPTION));
     let mut player = |key: &str, slot: Slot| {
         let tree = slot.optional()?;
-        if let JsonTree::Object(_) = tree {
+        if key == "player_loc" && matches!(tree, JsonTree::Object(_)) {
             c.err(
                 p(key),
                 "must be a URL string: Google deprecated player_loc's attributes (allow_embed, autoplay); give only \
@@ -1146,6 +1146,8 @@ mod tests {
         // The stored form reads back as itself.
         let stored = serde_json::to_string(&ext).unwrap();
         assert_eq!(serde_json::from_str::<Extensions>(&stored).unwrap(), expected);
+        // And, sent again as input, validates to itself: the normalized form is a fixed point.
+        assert_eq!(ok(serde_json::from_str(&stored).unwrap()), expected);
         // A serde_json::Value of the same entry gives the same.
         let value: Value = serde_json::from_str(text).unwrap();
         assert_eq!(Entry::from_json(value, &public()).unwrap().ext.map(|e| *e), Some(expected));
@@ -1368,6 +1370,7 @@ mod tests {
         }
         let player = json!({"loc": "https://player.example.net/42", "allow_embed": "yes"});
         error(video_with("player_loc", player), "videos[0].player_loc", "Google deprecated player_loc's attributes");
+        error(video_with("content_loc", json!({})), "videos[0].content_loc", "must be a string, not an object");
         error(video_with("colour", json!(1)), "videos[0].colour", "unknown field (allowed: thumbnail_loc, title,");
     }
 
