@@ -4,8 +4,9 @@
 //! It is built from one read of the store through the publication-date index (O(its entries)), at most once per
 //! read of the page table ([`super::Directory`]), and both its validators are functions of what it was built from:
 //! the ETag is a digest of its bytes, and Last-Modified is the later of the last change to an entry with news
-//! (`news_state`, moved by every write that creates, changes or deletes one) and the moment the last article left
-//! the window (its publication date plus the window). So an identical re-send changes nothing, an article ageing
+//! (`news_state`, moved by every write that creates, changes or deletes one), the moment the last article left
+//! the window (its publication date plus the window) and the moment the newest entered it (its publication date:
+//! an article dated ahead is listed only once its time has come). So an identical re-send changes nothing, an article ageing
 //! out changes both, and replicas whose clocks agree to the second answer alike (the window starts on a whole
 //! second).
 
@@ -31,15 +32,17 @@ pub struct NewsSitemap {
     pub count: usize,
 }
 
-/// The window's start for a read at `now_us`: `hours` before `now_us` truncated to the second.
-pub fn window_start(now_us: i64, hours: u64) -> i64 {
-    now_us.div_euclid(1_000_000) * 1_000_000 - hours as i64 * MICROS_PER_HOUR
+/// The window for a read at `now_us`, both ends included: from `hours` before `now_us` truncated to the second,
+/// to that second. An article dated ahead (published on a schedule) enters the window when its time comes.
+pub fn window(now_us: i64, hours: u64) -> (i64, i64) {
+    let end = now_us.div_euclid(1_000_000) * 1_000_000;
+    (end - hours as i64 * MICROS_PER_HOUR, end)
 }
 
 /// Reads and renders the news sitemap as of `now_us`; `None` when no article is in the window.
 pub async fn build(store: &dyn StoreReads, now_us: i64, hours: u64, level: u32) -> Result<Option<NewsSitemap>> {
-    let since = window_start(now_us, hours);
-    let read = store.news(since, MAX_NEWS).await?;
+    let (since, until) = window(now_us, hours);
+    let read = store.news(since, until, MAX_NEWS).await?;
     let Some((identity, modified_us)) = render(&read, hours) else { return Ok(None) };
     let gzip = super::stream::gzip_bytes(identity.clone(), level)
         .await
@@ -60,7 +63,8 @@ fn render(read: &NewsRead, hours: u64) -> Option<(Bytes, i64)> {
     }
     body.extend_from_slice(URLSET_TAIL.as_bytes());
     let left_window = read.newest_before_us.map_or(0, |us| us + hours as i64 * MICROS_PER_HOUR);
-    Some((Bytes::from(body), read.changed_us.max(left_window)))
+    let entered = read.newest_us.unwrap_or(0);
+    Some((Bytes::from(body), read.changed_us.max(left_window).max(entered)))
 }
 
 #[cfg(test)]
@@ -77,9 +81,9 @@ mod tests {
     }
 
     #[test]
-    fn the_window_starts_on_a_whole_second() {
-        assert_eq!(window_start(10_999_999, 1), 10_000_000 - MICROS_PER_HOUR);
-        assert_eq!(window_start(10_000_000, 1), window_start(10_999_999, 1));
+    fn the_window_ends_and_starts_on_a_whole_second() {
+        assert_eq!(window(10_999_999, 1), (10_000_000 - MICROS_PER_HOUR, 10_000_000));
+        assert_eq!(window(10_000_000, 1), window(10_999_999, 1));
     }
 
     #[test]
@@ -90,13 +94,16 @@ mod tests {
     #[test]
     fn last_modified_is_the_later_of_a_change_and_an_article_leaving_the_window() {
         let entries = vec![("https://x.test/a".to_owned(), news("A & B"))];
-        let read = NewsRead { entries: entries.clone(), changed_us: 5, newest_before_us: None };
+        let read = NewsRead { entries: entries.clone(), newest_us: Some(3), changed_us: 5, newest_before_us: None };
         let (body, modified) = render(&read, 1).unwrap();
         assert_eq!(modified, 5);
+        let scheduled =
+            NewsRead { entries: entries.clone(), newest_us: Some(9), changed_us: 5, newest_before_us: None };
+        assert_eq!(render(&scheduled, 1).unwrap().1, 9, "an article dated ahead entering the window");
         let text = std::str::from_utf8(&body).unwrap();
         assert!(text.starts_with(NEWS_HEAD) && text.ends_with(URLSET_TAIL), "{text}");
         assert!(text.contains("<news:title>A &amp; B</news:title>"), "{text}");
-        let read = NewsRead { entries, changed_us: 5, newest_before_us: Some(7) };
+        let read = NewsRead { entries, newest_us: Some(3), changed_us: 5, newest_before_us: Some(7) };
         assert_eq!(render(&read, 1).unwrap().1, 7 + MICROS_PER_HOUR);
     }
 }

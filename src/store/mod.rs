@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 pub use self::postgres::PgStore;
+pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL};
 pub use self::sqlite::SqliteStore;
 use crate::domain::Extensions;
 use crate::domain::ext::News;
@@ -111,6 +112,8 @@ pub struct DeleteCounts {
 pub struct NewsRead {
     /// (loc, news), newest publication first (ties: the later stored first).
     pub entries: Vec<(String, News)>,
+    /// The newest publication date listed: an article dated ahead enters the window then.
+    pub newest_us: Option<i64>,
     /// The last change to any entry with news (`news_state`).
     pub changed_us: i64,
     /// The newest publication date before the window: the article that left it last, if any.
@@ -137,9 +140,9 @@ pub trait StoreReads: Send + Sync + 'static {
     /// The whole page table, empty pages included, in page order: O(pages).
     async fn pages(&self) -> Result<Vec<PageState>>;
     async fn page(&self, id: i64) -> Result<Option<PageState>>;
-    /// The news sitemap's rows: at most `limit` entries with news published at or after `since_us`, newest first,
-    /// through the publication-date index (never a scan of all URLs), and what its Last-Modified is made of.
-    async fn news(&self, since_us: i64, limit: u32) -> Result<NewsRead>;
+    /// The news sitemap's rows: at most `limit` entries with news published from `since_us` to `until_us`, newest
+    /// first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is made of.
+    async fn news(&self, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.

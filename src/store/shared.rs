@@ -22,10 +22,11 @@ const URLS_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls ORDER BY i
 const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id");
 const PAGE_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1");
 /// The news window, newest first, through `urls_news_us` (a backward scan).
-const NEWS_SQL: &str = "SELECT loc, ext FROM urls WHERE news_us >= $1 ORDER BY news_us DESC, id DESC LIMIT $2";
+pub const NEWS_SQL: &str =
+    "SELECT loc, ext, news_us FROM urls WHERE news_us >= $1 AND news_us <= $2 ORDER BY news_us DESC, id DESC LIMIT $3";
 const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE id = 1";
 /// The newest publication date before the window, through the same index.
-const NEWS_BEFORE_SQL: &str = "SELECT news_us FROM urls WHERE news_us < $1 ORDER BY news_us DESC LIMIT 1";
+pub const NEWS_BEFORE_SQL: &str = "SELECT news_us FROM urls WHERE news_us < $1 ORDER BY news_us DESC LIMIT 1";
 const TASK_PENDING_SQL: &str = "SELECT name FROM upgrade_tasks WHERE name = $1";
 const TASK_DONE_SQL: &str = "DELETE FROM upgrade_tasks WHERE name = $1";
 /// The news sitemap's change stamp moves to `now`, and at least a millisecond on (as a page's does).
@@ -53,7 +54,12 @@ pub(crate) trait Sql: Database {
     /// holds `tx`, and with it the snapshot, until it ends.
     fn entries(tx: Transaction<'static, Self>, sql: &'static str, id: i64) -> EntryStream;
     /// The news sitemap's rows ([`StoreReads::news`]), from one transaction.
-    fn news(pool: &Pool<Self>, since_us: i64, limit: u32) -> impl Future<Output = Result<NewsRead>> + Send;
+    fn news(
+        pool: &Pool<Self>,
+        since_us: i64,
+        until_us: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<NewsRead>> + Send;
     /// Whether the one-time upgrade task `name` is still to be done.
     fn task_pending(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<bool>> + Send;
     fn task_done(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<()>> + Send;
@@ -77,7 +83,7 @@ where
     PageEntry: for<'r> FromRow<'r, DB::Row>,
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
-    (String, Option<String>): for<'r> FromRow<'r, DB::Row>,
+    (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
 {
@@ -128,21 +134,22 @@ where
         Box::pin(stream)
     }
 
-    async fn news(pool: &Pool<Self>, since_us: i64, limit: u32) -> Result<NewsRead> {
+    async fn news(pool: &Pool<Self>, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
         let mut tx = pool.begin().await?;
-        let rows: Vec<(String, Option<String>)> =
-            sqlx::query_as(NEWS_SQL).bind(since_us).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
+        let rows: Vec<(String, Option<String>, i64)> =
+            sqlx::query_as(NEWS_SQL).bind(since_us).bind(until_us).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
         let (changed_us,): (i64,) = sqlx::query_as(NEWS_STATE_SQL).fetch_one(&mut *tx).await?;
         let before: Option<(i64,)> = sqlx::query_as(NEWS_BEFORE_SQL).bind(since_us).fetch_optional(&mut *tx).await?;
         tx.commit().await?;
+        let newest_us = rows.first().map(|(_, _, us)| *us);
         let entries = rows
             .into_iter()
-            .filter_map(|(loc, ext)| {
+            .filter_map(|(loc, ext, _)| {
                 let news = ext.as_deref().and_then(|json| super::read_ext(&loc, json)).and_then(|e| e.news)?;
                 Some((loc, news))
             })
             .collect();
-        Ok(NewsRead { entries, changed_us, newest_before_us: before.map(|(us,)| us) })
+        Ok(NewsRead { entries, newest_us, changed_us, newest_before_us: before.map(|(us,)| us) })
     }
 
     async fn task_pending(conn: &mut Self::Connection, name: &str) -> Result<bool> {
@@ -215,7 +222,7 @@ impl<B: Backend> StoreReads for B {
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         Backend::page_entries(self, id).await
     }
-    async fn news(&self, since_us: i64, limit: u32) -> Result<NewsRead> {
-        B::Db::news(self.pool(), since_us, limit).await
+    async fn news(&self, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
+        B::Db::news(self.pool(), since_us, until_us, limit).await
     }
 }

@@ -417,6 +417,58 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
     }
 }
 
+/// The news sitemap reads its window, and the article that left it last, through the partial index on the
+/// publication date: O(the window's entries), never a scan of all URLs.
+async fn the_news_window_is_read_through_its_index(b: Backend) {
+    use sitemapd::domain::ext::{News, Publication};
+    use sitemapd::store::{NEWS_BEFORE_SQL, NEWS_SQL};
+    use sqlx::{AssertSqlSafe, Connection};
+    let Some((app, store)) = store(b, &[]).await else { return };
+    let mut batch: Vec<Entry> = entries((0..600).map(|i| format!("n{i}")));
+    for (i, e) in batch.iter_mut().enumerate().filter(|(i, _)| i % 50 == 0) {
+        let news = News {
+            publication: Publication { name: "N".into(), language: "en".into() },
+            publication_date: format!("2026-11-{:02}", 1 + i / 50),
+            title: "T".into(),
+        };
+        e.ext = Some(Box::new(sitemapd::domain::Extensions { news: Some(news), ..Default::default() }));
+    }
+    store.upsert(&batch).await.unwrap();
+    let (since, until) = (1_793_000_000_000_000i64, 1_795_000_000_000_000i64);
+    let mut text = String::new();
+    for (sql, binds) in [(NEWS_SQL, &[since, until, 1000][..]), (NEWS_BEFORE_SQL, &[since][..])] {
+        let plan: Vec<String> = match b {
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
+                sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
+                let mut query = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {sql}")));
+                for v in binds {
+                    query = query.bind(*v);
+                }
+                query.fetch_all(&mut conn).await.unwrap()
+            }
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
+                sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
+                let mut query = sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
+                for v in binds {
+                    query = query.bind(*v);
+                }
+                let rows: Vec<(i64, i64, i64, String)> = query.fetch_all(&mut conn).await.unwrap();
+                rows.into_iter().map(|r| r.3).collect()
+            }
+        };
+        let plan = plan.join("\n");
+        assert!(plan.contains("urls_news_us"), "{sql}:\n{plan}");
+        text.push_str(&plan);
+    }
+    // The planner may sort what the index gives for the window (Postgres: a bitmap scan of a few rows); it never
+    // reads the table itself.
+    for bad in ["Seq Scan", "SCAN urls"] {
+        assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
+    }
+}
+
 /// A write looks its locs up through the unique index on loc, even in a table the planner has no statistics for
 /// yet (a first bulk load), where it would otherwise scan the whole table for every batch.
 #[tokio::test]
@@ -440,6 +492,7 @@ async fn postgres_a_write_probes_the_loc_index_before_any_analyze() {
 
 both_backends!(
     a_page_is_read_by_an_ordered_index_scan,
+    the_news_window_is_read_through_its_index,
     upsert_then_find_returns_the_normalized_entry,
     counts_by_effect_and_later_duplicates_win,
     an_upsert_replaces_the_whole_entry,

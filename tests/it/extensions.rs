@@ -214,8 +214,10 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
     };
     let old = article("old", t - 26 * HOUR_US);
     let new = article("new", t - 2 * HOUR_US);
+    // Dated two hours ahead (published on a schedule): listed only once its time has come.
+    let scheduled = article("scheduled", t + 2 * HOUR_US);
     let plain = json!({"loc": format!("{PUBLIC_URL}/plain")});
-    assert_eq!(app.put_json(&json!([old, new, plain])).await.status, StatusCode::OK);
+    assert_eq!(app.put_json(&json!([old, new, scheduled, plain])).await.status, StatusCode::OK);
 
     let first = app.get("/sitemap-news.xml", &[]).await;
     assert_eq!(first.status, StatusCode::OK);
@@ -246,17 +248,18 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
         (Some(etag.as_str()), first.header("last-modified"))
     );
 
-    // 30 hours on, the old article (26 h old then) has left the 48-hour window: both validators move.
+    // 30 hours on, the old article (56 h old then) has left the 48-hour window and the scheduled one has entered:
+    // both validators move.
     now.store(t + 30 * HOUR_US, Ordering::SeqCst);
     let later = app.get("/sitemap-news.xml", &[]).await;
-    assert_eq!(xml_texts(&later.text(), "loc"), [format!("{PUBLIC_URL}/new")]);
+    assert_eq!(xml_texts(&later.text(), "loc"), [format!("{PUBLIC_URL}/scheduled"), format!("{PUBLIC_URL}/new")]);
     assert_ne!(later.header("etag"), Some(etag.as_str()));
     assert_ne!(later.header("last-modified"), first.header("last-modified"), "ageing out changes Last-Modified");
     assert_eq!(app.get("/sitemap-news.xml", &[("if-none-match", &etag)]).await.status, StatusCode::OK);
     assert_ne!(app.get("/sitemap.xml", &[]).await.header("etag"), index.header("etag"));
 
     // Once the last one has left, it is gone, and so is its line in the index.
-    now.store(t + 47 * HOUR_US, Ordering::SeqCst);
+    now.store(t + 51 * HOUR_US, Ordering::SeqCst);
     assert_eq!(app.get("/sitemap-news.xml", &[]).await.status, StatusCode::NOT_FOUND);
     let paths = app.index_paths().await;
     assert!(!paths.iter().any(|p| p.contains("news")), "{paths:?}");
