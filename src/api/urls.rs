@@ -19,7 +19,7 @@ use super::ApiQuery;
 use super::body::{self, Format};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
-use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, Priority, PublicUrl};
+use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, Priority, PublicUrl, ext};
 use crate::error::ApiError;
 use crate::page::{Fields, Limits, StoredUrl, url_size};
 use crate::placement::UpsertCounts;
@@ -494,9 +494,18 @@ pub(crate) struct UrlRecord {
     changefreq: Option<String>,
     #[schema(minimum = 0.0, maximum = 1.0)]
     priority: Option<f64>,
-    /// Images, videos, news and alternates, as stored (normalized); absent when the entry has none.
-    #[serde(flatten)]
-    ext: Extensions,
+    /// Images, as stored (normalized); absent when the entry has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<ext::Image>,
+    /// Videos, as stored (normalized); absent when the entry has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    videos: Vec<ext::Video>,
+    /// News, as stored (normalized); absent when the entry has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    news: Option<ext::News>,
+    /// hreflang alternates, sorted by `hreflang`; absent when the entry has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    alternates: Vec<ext::Alternate>,
     /// The absolute URL of the sitemap page that lists it.
     #[schema(example = "https://www.example.com/sitemap-1.xml")]
     sitemap: String,
@@ -504,13 +513,17 @@ pub(crate) struct UrlRecord {
 
 impl UrlRecord {
     fn new(url: StoredUrl, public: &PublicUrl) -> Self {
+        let Extensions { images, videos, news, alternates } = url.fields.ext.map(|e| *e).unwrap_or_default();
         Self {
             sitemap: public.page_url(url.page_id),
             loc: url.loc,
             lastmod: url.fields.lastmod,
             changefreq: url.fields.changefreq,
             priority: url.fields.priority.map(Priority::value),
-            ext: url.fields.ext.map(|e| *e).unwrap_or_default(),
+            images,
+            videos,
+            news,
+            alternates,
         }
     }
 }
