@@ -619,7 +619,26 @@ mod tests {
                             Entry { ext: extensions(kind, k), ..entry(&path(k), p.map(|p| f64::from(p) / 10.0)) }
                         }).collect();
                         let before = m.pages.clone();
+                        let before_urls = m.urls.clone();
                         let (_, touched) = m.upsert(&entries, limits);
+                        // A page whose entries changed in their news alone (or not at all) is not touched.
+                        for id in &touched {
+                            let rendered = |urls: &BTreeMap<i64, StoredUrl>| -> Vec<(String, i64)> {
+                                let mut on_page: Vec<_> = urls.values().filter(|u| u.page_id == *id).map(|u| {
+                                    let mut page_form = u.fields.clone();
+                                    if let Some(e) = page_form.ext.as_deref_mut() { e.news = None; }
+                                    let mut out = Vec::new();
+                                    crate::page::render::write_url(&mut out, &u.loc, &page_form);
+                                    (String::from_utf8(out).unwrap(), u.id)
+                                }).collect();
+                                on_page.sort();
+                                on_page
+                            };
+                            prop_assert!(
+                                rendered(&before_urls) != rendered(&m.urls) || !before.contains_key(id),
+                                "page {} was touched though it renders the same", id
+                            );
+                        }
                         // Pages that were not touched are byte-for-byte the same state as before.
                         for (id, page) in &before {
                             if !touched.contains(id) { prop_assert_eq!(page, &m.pages[id]); }

@@ -1,8 +1,10 @@
 -- Extensions: images, videos, news and hreflang alternates. Nothing already stored changes: every existing row
 -- gets NULL and zeros, which render exactly as before (a page with no extension keeps its bytes and ETag).
--- `ext` holds an entry's extensions as JSON in their rendered form (NULL when it has none); `size` already counts
--- the elements they render to in its page.
+-- `ext` holds what an entry's page renders of its extensions (images, videos, alternates) as JSON in their rendered
+-- form (NULL when it has none); `size` already counts the elements they render to. `news` holds its news the same
+-- way, apart, so that the news sitemap reads nothing else.
 ALTER TABLE urls ADD COLUMN ext TEXT;
+ALTER TABLE urls ADD COLUMN news TEXT;
 -- The news publication date (microseconds since the Unix epoch) of an entry with news: the news sitemap reads the
 -- window through this index, never a scan of all URLs.
 ALTER TABLE urls ADD COLUMN news_us BIGINT;

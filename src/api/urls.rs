@@ -468,7 +468,9 @@ pub(crate) async fn get_urls(
             .ok_or_else(|| ApiError::bad_request("after must be a cursor returned as next by this API"))?,
     };
     let items = state.reads().list_after(after, limit).await?;
-    let next = (items.len() == limit as usize).then(|| items.last().map(|u| u.id.to_string())).flatten();
+    // More may follow when the page is full, or when the listing was cut by size (see `LIST_MAX_BYTES`).
+    let cut = items.iter().map(|u| u.size).sum::<i64>() > crate::store::LIST_MAX_BYTES;
+    let next = (items.len() == limit as usize || cut).then(|| items.last().map(|u| u.id.to_string())).flatten();
     let items = items.into_iter().map(|u| UrlRecord::new(u, &state.config.public_url)).collect();
     Ok(Json(UrlList { items, next }).into_response())
 }

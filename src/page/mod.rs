@@ -115,16 +115,37 @@ impl Fields {
     /// Whether two records render the same `<url>` in a page: equal but for their news, which only the news sitemap
     /// shows.
     pub fn same_in_page(&self, other: &Self) -> bool {
-        fn without_news(f: &Fields) -> Option<(&[Image], &[Video], &[Alternate])> {
-            f.ext.as_deref().map(|e| (&e.images[..], &e.videos[..], &e.alternates[..]))
+        // No extensions and news alone render alike: the same empty lists.
+        fn without_news(f: &Fields) -> (&[Image], &[Video], &[Alternate]) {
+            f.ext.as_deref().map_or((&[], &[], &[]), |e| (&e.images[..], &e.videos[..], &e.alternates[..]))
         }
         (&self.lastmod, &self.changefreq, self.priority) == (&other.lastmod, &other.changefreq, other.priority)
             && without_news(self) == without_news(other)
     }
 
-    /// The extensions as stored (`urls.ext`): JSON, or `None` when there are none.
+    /// What the page renders of the extensions, as stored (`urls.ext`): JSON of the images, videos and alternates,
+    /// or `None` when there are none. The news is stored apart ([`Fields::news_json`]).
     pub fn ext_json(&self) -> Option<String> {
-        self.ext.as_deref().map(|e| serde_json::to_string(e).expect("extensions serialize"))
+        let e = self.ext.as_deref().filter(|e| e.namespaces().any())?;
+        let page_part = Extensions { news: None, ..e.clone() };
+        Some(serde_json::to_string(&page_part).expect("extensions serialize"))
+    }
+
+    /// The news as stored (`urls.news`): JSON, or `None`.
+    pub fn news_json(&self) -> Option<String> {
+        self.news().map(|n| serde_json::to_string(n).expect("news serializes"))
+    }
+
+    /// The optional fields' extensions from their stored parts: `None` when both are.
+    pub fn ext_from_parts(page_part: Option<Box<Extensions>>, news: Option<News>) -> Option<Box<Extensions>> {
+        match (page_part, news) {
+            (None, None) => None,
+            (Some(mut e), news) => {
+                e.news = news;
+                Some(e)
+            }
+            (None, news) => Some(Box::new(Extensions { news, ..Extensions::default() })),
+        }
     }
 
     /// The news publication date in microseconds since the Unix epoch (`urls.news_us`, the news sitemap's index).

@@ -16,7 +16,7 @@ use crate::page::PageState;
 use crate::page::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
 use crate::store::{Result, StoreReads};
 
-use super::news::{self, NewsSitemap};
+use super::news::{self, NewsSitemap, NewsState};
 
 /// The time of day as microseconds since the Unix epoch: the system clock, or a test's.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -34,7 +34,7 @@ pub struct Directory {
     read_at: Instant,
     /// The clock's time at the read: the news window ends there.
     now_us: i64,
-    news: OnceCell<Option<Arc<NewsSitemap>>>,
+    news: OnceCell<Arc<NewsState>>,
     /// The newest change to any page, emptied ones included (their leaving the index changes it).
     pub modified_us: i64,
     /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date.
@@ -75,10 +75,10 @@ impl Directory {
         self.index_state.is_empty()
     }
 
-    /// The news sitemap as of this read (built once, on first use); `None` when no article is in the window.
-    pub async fn news(&self, store: &dyn StoreReads, hours: u64, level: u32) -> Result<Option<Arc<NewsSitemap>>> {
+    /// The news sitemap as of this read (built once, on first use).
+    pub async fn news(&self, store: &dyn StoreReads, hours: u64, level: u32) -> Result<Arc<NewsState>> {
         self.news
-            .get_or_try_init(|| async { Ok(news::build(store, self.now_us, hours, level).await?.map(Arc::new)) })
+            .get_or_try_init(|| async { Ok(Arc::new(news::build(store, self.now_us, hours, level).await?)) })
             .await
             .cloned()
     }

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 pub use self::cache::{PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
-use self::news::NewsSitemap;
+use self::news::NewsState;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::page::PageState;
@@ -208,16 +208,14 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
     let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
-    let news = news_sitemap(&state, &directory).await?;
-    let news = news.as_deref();
-    let mut modified_us = directory.modified_us;
-    // Without a news sitemap the index's bytes and ETag are what they were before news existed.
+    let news_state = news_sitemap(&state, &directory).await?;
+    let news = news_state.sitemap.as_ref();
+    // The news dates count whether or not the news sitemap is listed, so the index's date never goes back when its
+    // last article leaves. Where there never was news they are 0: the index is what it was before news existed.
+    let modified_us = directory.modified_us.max(news_state.modified_us);
     let index_state = match news {
         None => directory.index_state.clone(),
-        Some(n) => {
-            modified_us = modified_us.max(n.modified_us);
-            format!("{}news:{}:{};", directory.index_state, n.digest, n.modified_us)
-        }
+        Some(n) => format!("{}news:{}:{};", directory.index_state, n.digest, n.modified_us),
     };
     let etag = etag(
         &[&"index", &INDEX_VERSION, &state.config.public_url, &modified_us, &index_state],
@@ -242,7 +240,7 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
 }
 
 /// The news sitemap of this read of the page table.
-async fn news_sitemap(state: &AppState, directory: &Directory) -> Result<Option<Arc<NewsSitemap>>, ApiError> {
+async fn news_sitemap(state: &AppState, directory: &Directory) -> Result<Arc<NewsState>, ApiError> {
     Ok(directory.news(state.reads(), state.config.news_window_hours, state.config.gzip_level).await?)
 }
 
@@ -270,8 +268,10 @@ async fn news_answer(
     request: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let directory = state.directories.get(state.reads()).await?;
-    let news = news_sitemap(state, &directory)
-        .await?
+    let news_state = news_sitemap(state, &directory).await?;
+    let news = news_state
+        .sitemap
+        .as_ref()
         .ok_or_else(|| ApiError::not_found("no news article was published within the news window"))?;
     let etag = etag(&[&"news", &news.digest], encoding, state.config.gzip_level);
     let rep = Representation { encoding, etag, modified_us: news.modified_us, length: None };

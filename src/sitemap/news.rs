@@ -32,6 +32,17 @@ pub struct NewsSitemap {
     pub count: usize,
 }
 
+/// The news sitemap of one read, and its Last-Modified, which the index folds into its own whether or not the
+/// sitemap has articles (so that the index's Last-Modified never goes back when the last one leaves).
+#[derive(Debug)]
+pub struct NewsState {
+    /// `None` when no article is in the window.
+    pub sitemap: Option<NewsSitemap>,
+    /// The latest of the last change to an entry with news, the last article leaving the window and the newest
+    /// entering it (0 when there never was news).
+    pub modified_us: i64,
+}
+
 /// The window for a read at `now_us`, both ends included: from `hours` before `now_us` truncated to the second,
 /// to that second. An article dated ahead (published on a schedule) enters the window when its time comes.
 pub fn window(now_us: i64, hours: u64) -> (i64, i64) {
@@ -39,20 +50,29 @@ pub fn window(now_us: i64, hours: u64) -> (i64, i64) {
     (end - hours as i64 * MICROS_PER_HOUR, end)
 }
 
-/// Reads and renders the news sitemap as of `now_us`; `None` when no article is in the window.
-pub async fn build(store: &dyn StoreReads, now_us: i64, hours: u64, level: u32) -> Result<Option<NewsSitemap>> {
+/// Reads and renders the news sitemap as of `now_us`.
+pub async fn build(store: &dyn StoreReads, now_us: i64, hours: u64, level: u32) -> Result<NewsState> {
     let (since, until) = window(now_us, hours);
     let read = store.news(since, until, MAX_NEWS).await?;
-    let Some((identity, modified_us)) = render(&read, hours) else { return Ok(None) };
+    let modified_us = modified(&read, hours);
+    let Some(identity) = render(&read) else { return Ok(NewsState { sitemap: None, modified_us }) };
     let gzip = super::stream::gzip_bytes(identity.clone(), level)
         .await
         .map_err(|e| crate::store::StoreError::Other(sqlx::Error::Io(e)))?;
     let digest: String = Sha256::digest(&identity)[..16].iter().map(|b| format!("{b:02x}")).collect();
-    Ok(Some(NewsSitemap { identity, gzip, digest, modified_us, count: read.entries.len() }))
+    let sitemap = NewsSitemap { identity, gzip, digest, modified_us, count: read.entries.len() };
+    Ok(NewsState { sitemap: Some(sitemap), modified_us })
 }
 
-/// The document and its Last-Modified (microseconds), or `None` when there are no entries.
-fn render(read: &NewsRead, hours: u64) -> Option<(Bytes, i64)> {
+/// The Last-Modified of a read: the latest of the last change to an entry with news, the moment the last article
+/// left the window (its date plus the window) and the moment the newest entered it (its date).
+fn modified(read: &NewsRead, hours: u64) -> i64 {
+    let left_window = read.newest_before_us.map_or(0, |us| us + hours as i64 * MICROS_PER_HOUR);
+    read.changed_us.max(left_window).max(read.newest_us.unwrap_or(0))
+}
+
+/// The document, or `None` when there are no entries.
+fn render(read: &NewsRead) -> Option<Bytes> {
     if read.entries.is_empty() {
         return None;
     }
@@ -62,9 +82,7 @@ fn render(read: &NewsRead, hours: u64) -> Option<(Bytes, i64)> {
         write_news_url(&mut body, loc, news);
     }
     body.extend_from_slice(URLSET_TAIL.as_bytes());
-    let left_window = read.newest_before_us.map_or(0, |us| us + hours as i64 * MICROS_PER_HOUR);
-    let entered = read.newest_us.unwrap_or(0);
-    Some((Bytes::from(body), read.changed_us.max(left_window).max(entered)))
+    Some(Bytes::from(body))
 }
 
 #[cfg(test)]
@@ -87,23 +105,27 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_window_has_no_sitemap() {
-        assert!(render(&NewsRead::default(), 48).is_none());
+    fn an_empty_window_has_no_sitemap_but_keeps_its_date() {
+        assert!(render(&NewsRead::default()).is_none());
+        assert_eq!(modified(&NewsRead::default(), 48), 0, "never any news: nothing moves the index");
+        let emptied = NewsRead { changed_us: 5, newest_before_us: Some(7), ..NewsRead::default() };
+        assert!(render(&emptied).is_none());
+        assert_eq!(modified(&emptied, 1), 7 + MICROS_PER_HOUR, "the last article left then");
     }
 
     #[test]
     fn last_modified_is_the_later_of_a_change_and_an_article_leaving_the_window() {
         let entries = vec![("https://x.test/a".to_owned(), news("A & B"))];
         let read = NewsRead { entries: entries.clone(), newest_us: Some(3), changed_us: 5, newest_before_us: None };
-        let (body, modified) = render(&read, 1).unwrap();
-        assert_eq!(modified, 5);
+        let body = render(&read).unwrap();
+        assert_eq!(modified(&read, 1), 5);
         let scheduled =
             NewsRead { entries: entries.clone(), newest_us: Some(9), changed_us: 5, newest_before_us: None };
-        assert_eq!(render(&scheduled, 1).unwrap().1, 9, "an article dated ahead entering the window");
+        assert_eq!(modified(&scheduled, 1), 9, "an article dated ahead entering the window");
         let text = std::str::from_utf8(&body).unwrap();
         assert!(text.starts_with(NEWS_HEAD) && text.ends_with(URLSET_TAIL), "{text}");
         assert!(text.contains("<news:title>A &amp; B</news:title>"), "{text}");
         let read = NewsRead { entries, newest_us: Some(3), changed_us: 5, newest_before_us: Some(7) };
-        assert_eq!(render(&read, 1).unwrap().1, 7 + MICROS_PER_HOUR);
+        assert_eq!(modified(&read, 1), 7 + MICROS_PER_HOUR);
     }
 }

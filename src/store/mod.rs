@@ -135,7 +135,8 @@ pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
     async fn ping(&self) -> Result<()>;
     async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>>;
-    /// Records in id order after the record with id `after` (keyset paging).
+    /// Records in id order after the record with id `after` (keyset paging): at most `limit`, and fewer once their
+    /// rendered sizes pass [`LIST_MAX_BYTES`].
     async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
     /// The whole page table, empty pages included, in page order: O(pages).
     async fn pages(&self) -> Result<Vec<PageState>>;
@@ -164,6 +165,10 @@ pub trait Store: StoreReads {
     /// the store being unavailable.
     async fn close(&self);
 }
+
+/// A listing stops after the record whose rendered size takes the sizes of those listed past this (8 MiB): a page
+/// of records with many extensions stays bounded in memory.
+pub const LIST_MAX_BYTES: i64 = 8 << 20;
 
 /// The longest [`Store::close`] waits for the pool's connections to come back.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -277,12 +282,14 @@ struct UrlRow {
     changefreq: Option<String>,
     priority: Option<i64>,
     ext: Option<String>,
+    news: Option<String>,
     size: i64,
 }
 
 impl From<UrlRow> for StoredUrl {
     fn from(r: UrlRow) -> Self {
-        let ext = r.ext.as_deref().and_then(|json| read_ext(&r.loc, json));
+        let news = r.news.as_deref().and_then(|json| read_news(&r.loc, json));
+        let ext = Fields::ext_from_parts(r.ext.as_deref().and_then(|json| read_ext(&r.loc, json)), news);
         Self {
             id: r.id,
             loc: r.loc,
@@ -298,11 +305,19 @@ impl From<UrlRow> for StoredUrl {
     }
 }
 
-/// A record's stored extensions. Only this version writes them, so a row that does not read back was changed by
-/// hand: it is logged and read as having none (its page then renders shorter than counted, which is logged too).
+/// A record's stored extensions (`urls.ext`). Only this version writes them, so a row that does not read back was
+/// changed by hand: it is logged and read as having none (its page then renders shorter than counted, which is
+/// logged too).
 pub fn read_ext(loc: &str, json: &str) -> Option<Box<Extensions>> {
     serde_json::from_str(json)
         .map_err(|e| tracing::error!(loc, error = %e, "a stored record's extensions do not read back; left out"))
+        .ok()
+}
+
+/// A record's stored news (`urls.news`), as [`read_ext`].
+pub fn read_news(loc: &str, json: &str) -> Option<News> {
+    serde_json::from_str(json)
+        .map_err(|e| tracing::error!(loc, error = %e, "a stored record's news does not read back; left out"))
         .ok()
 }
 
@@ -334,7 +349,7 @@ impl From<PageRow> for PageState {
 /// Column lists as literals, so that queries built with `concat!` stay `&'static str` (sqlx's `SqlSafeStr`).
 macro_rules! url_columns {
     () => {
-        "id, loc, page_id, lastmod, changefreq, priority, ext, size"
+        "id, loc, page_id, lastmod, changefreq, priority, ext, news, size"
     };
 }
 macro_rules! page_columns {

@@ -122,10 +122,10 @@ impl Writes for sqlx::Postgres {
             let u = updates;
             sqlx::query(
                 "UPDATE urls SET page_id = u.page_id, lastmod = u.lastmod, changefreq = u.changefreq, \
-                 priority = u.priority, size = u.size, ext = u.ext, news_us = u.news_us \
+                 priority = u.priority, size = u.size, ext = u.ext, news_us = u.news_us, news = u.news \
                  FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
-                             $7::text[], $8::bigint[]) \
-                 AS u (id, page_id, lastmod, changefreq, priority, size, ext, news_us) WHERE urls.id = u.id",
+                             $7::text[], $8::bigint[], $9::text[]) \
+                 AS u (id, page_id, lastmod, changefreq, priority, size, ext, news_us, news) WHERE urls.id = u.id",
             )
             .bind(u.iter().map(|x| x.id).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.page_id).collect::<Vec<_>>())
@@ -135,6 +135,7 @@ impl Writes for sqlx::Postgres {
             .bind(u.iter().map(|x| x.size).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| x.fields.news_json()).collect::<Vec<_>>())
             .execute(&mut *conn)
             .await?;
         }
@@ -142,11 +143,11 @@ impl Writes for sqlx::Postgres {
             let n = inserts;
             // WITH ORDINALITY + ORDER BY: ids are assigned in plan order, so page order is request order.
             sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us) \
-                 SELECT loc, page_id, lastmod, changefreq, priority, size, ext, news_us \
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
+                 SELECT loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news \
                  FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
-                             $7::text[], $8::bigint[]) \
-                 WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, ord) \
+                             $7::text[], $8::bigint[], $9::text[]) \
+                 WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, ord) \
                  ORDER BY ord",
             )
             .bind(n.iter().map(|x| x.loc.as_str()).collect::<Vec<_>>())
@@ -157,6 +158,7 @@ impl Writes for sqlx::Postgres {
             .bind(n.iter().map(|x| x.size).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.news_json()).collect::<Vec<_>>())
             .execute(&mut *conn)
             .await?;
         }
@@ -208,9 +210,13 @@ impl Backend for PgStore {
         &self.pool
     }
 
+    async fn snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
+        Ok(self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+    }
+
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
-        let mut tx = self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let mut tx = self.snapshot().await?;
         let Some(page) = sqlx::Postgres::nonempty_page_in(&mut tx, id).await? else {
             return Ok(None);
         };

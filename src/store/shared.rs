@@ -23,7 +23,7 @@ const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages ORDER B
 const PAGE_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1");
 /// The news window, newest first, through `urls_news_us` (a backward scan).
 pub const NEWS_SQL: &str =
-    "SELECT loc, ext, news_us FROM urls WHERE news_us >= $1 AND news_us <= $2 ORDER BY news_us DESC, id DESC LIMIT $3";
+    "SELECT loc, news, news_us FROM urls WHERE news_us >= $1 AND news_us <= $2 ORDER BY news_us DESC, id DESC LIMIT $3";
 const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE id = 1";
 /// The newest publication date before the window, through the same index.
 pub const NEWS_BEFORE_SQL: &str = "SELECT news_us FROM urls WHERE news_us < $1 ORDER BY news_us DESC LIMIT 1";
@@ -53,9 +53,9 @@ pub(crate) trait Sql: Database {
     /// The rows `sql` (a page's entries in page order, `$1` or `?1` its id) reads in `tx`, streamed; the stream
     /// holds `tx`, and with it the snapshot, until it ends.
     fn entries(tx: Transaction<'static, Self>, sql: &'static str, id: i64) -> EntryStream;
-    /// The news sitemap's rows ([`StoreReads::news`]), from one transaction.
-    fn news(
-        pool: &Pool<Self>,
+    /// The news sitemap's rows ([`StoreReads::news`]), read in `tx` (one snapshot).
+    fn news_in(
+        tx: Transaction<'static, Self>,
         since_us: i64,
         until_us: i64,
         limit: u32,
@@ -98,9 +98,18 @@ where
     }
 
     async fn list_after(pool: &Pool<Self>, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        let rows: Vec<UrlRow> =
-            sqlx::query_as(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)).fetch_all(pool).await?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        // Streamed and cut at LIST_MAX_BYTES: with extensions a record can render to megabytes.
+        let mut rows = sqlx::query_as::<_, UrlRow>(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)).fetch(pool);
+        let (mut out, mut bytes) = (Vec::new(), 0);
+        while let Some(row) = rows.try_next().await? {
+            let url = StoredUrl::from(row);
+            bytes += url.size;
+            out.push(url);
+            if bytes > super::LIST_MAX_BYTES {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     async fn pages(pool: &Pool<Self>) -> Result<Vec<PageState>> {
@@ -134,8 +143,7 @@ where
         Box::pin(stream)
     }
 
-    async fn news(pool: &Pool<Self>, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
-        let mut tx = pool.begin().await?;
+    async fn news_in(mut tx: Transaction<'static, Self>, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
         let rows: Vec<(String, Option<String>, i64)> =
             sqlx::query_as(NEWS_SQL).bind(since_us).bind(until_us).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
         let (changed_us,): (i64,) = sqlx::query_as(NEWS_STATE_SQL).fetch_one(&mut *tx).await?;
@@ -144,8 +152,8 @@ where
         let newest_us = rows.first().map(|(_, _, us)| *us);
         let entries = rows
             .into_iter()
-            .filter_map(|(loc, ext, _)| {
-                let news = ext.as_deref().and_then(|json| super::read_ext(&loc, json)).and_then(|e| e.news)?;
+            .filter_map(|(loc, news, _)| {
+                let news = news.as_deref().and_then(|json| super::read_news(&loc, json))?;
                 Some((loc, news))
             })
             .collect();
@@ -196,6 +204,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    /// A read-only transaction whose reads all see one snapshot (SQLite's read transactions do; Postgres needs
+    /// `REPEATABLE READ`).
+    async fn snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
+        Ok(self.pool().begin().await?)
+    }
 }
 
 #[async_trait]
@@ -223,6 +236,6 @@ impl<B: Backend> StoreReads for B {
         Backend::page_entries(self, id).await
     }
     async fn news(&self, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
-        B::Db::news(self.pool(), since_us, until_us, limit).await
+        B::Db::news_in(self.snapshot().await?, since_us, until_us, limit).await
     }
 }

@@ -115,14 +115,14 @@ impl Writes for sqlx::Sqlite {
         for u in updates {
             let update = sqlx::query(
                 "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6, ext = ?7, \
-                 news_us = ?8 WHERE id = ?1",
+                 news_us = ?8, news = ?9 WHERE id = ?1",
             );
             bind_placed(update.bind(u.id), u.page_id, &u.fields, u.size).execute(&mut *conn).await?;
         }
         for n in inserts {
             let insert = sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             );
             bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size).execute(&mut *conn).await?;
         }
@@ -139,7 +139,7 @@ impl Writes for sqlx::Sqlite {
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-/// Binds `?2` to `?8` of a record's update or insert: its page, fields and size, extensions and news date.
+/// Binds `?2` to `?9` of a record's update or insert: its page, fields and size, extensions, news date and news.
 fn bind_placed<'q>(query: SqliteQuery<'q>, page_id: i64, fields: &'q Fields, size: i64) -> SqliteQuery<'q> {
     query
         .bind(page_id)
@@ -149,6 +149,7 @@ fn bind_placed<'q>(query: SqliteQuery<'q>, page_id: i64, fields: &'q Fields, siz
         .bind(size)
         .bind(fields.ext_json())
         .bind(fields.news_us())
+        .bind(fields.news_json())
 }
 
 #[async_trait]

@@ -152,7 +152,15 @@ async fn a_mixed_data_set_renders_valid_pages_of_exact_size(b: Backend) {
     let files: Vec<(&str, &[u8])> = bodies.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
     validate_xsd(&files);
 
-    // Each page's stored byte count is what it renders to (the envelope aside).
+    // Each page's body is exactly its head (with the namespaces its entries use), its stored byte count and the
+    // tail: the bytes counted at write time are the bytes rendered.
+    for page in app.store.pages().await.unwrap() {
+        let body = app.get(&format!("/sitemap-{}.xml", page.id), &[("accept-encoding", "identity")]).await.body;
+        let head = sitemapd::page::render::urlset_head(page.ns.used());
+        assert!(body.starts_with(head.as_bytes()), "page {}", page.id);
+        let expected = head.len() + sitemapd::page::render::URLSET_TAIL.len() + page.byte_size as usize;
+        assert_eq!(body.len(), expected, "page {}", page.id);
+    }
     for url in app.store.list_after(0, 1000).await.unwrap() {
         let f = &url.fields;
         assert_eq!(url.size, sitemapd::page::url_size(&url.loc, f), "{}", url.loc);
@@ -265,6 +273,71 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
     assert!(!paths.iter().any(|p| p.contains("news")), "{paths:?}");
 }
 
+/// News added to or removed from an entry without other extensions leaves its page as it was; when the last article
+/// leaves the window the index's Last-Modified moves on, never back.
+async fn news_alone_never_touches_a_page_and_the_index_date_never_goes_back(b: Backend) {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let (clock, now) = clock_at(t);
+    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL_MS", "0")], clock).await else { return };
+    let loc = format!("{PUBLIC_URL}/story");
+    assert_eq!(app.put_json(&json!([{"loc": loc}])).await.status, StatusCode::OK);
+    let page = app.get("/sitemap-1.xml", &[]).await;
+    let published = sitemapd::domain::LastMod::from_unix_micros((t - 47 * HOUR_US).div_euclid(1_000_000) * 1_000_000);
+    let with_news = json!([{"loc": loc, "news": {"publication": {"name": "N", "language": "en"},
+                                                  "publication_date": published.as_str(), "title": "T"}}]);
+    assert_eq!(app.put_json(&with_news).await.json()["updated"], 1);
+    let after = app.get("/sitemap-1.xml", &[]).await;
+    assert_eq!((after.header("etag"), &after.body), (page.header("etag"), &page.body), "news added alone");
+    assert_eq!(app.get("/sitemap-news.xml", &[]).await.status, StatusCode::OK);
+
+    // Two hours on, the article (47 h old at first) has left the 48-hour window, an hour ago.
+    let index_with_news = app.get("/sitemap.xml", &[]).await;
+    now.store(t + 2 * HOUR_US, Ordering::SeqCst);
+    assert_eq!(app.get("/sitemap-news.xml", &[]).await.status, StatusCode::NOT_FOUND);
+    let index = app.get("/sitemap.xml", &[]).await;
+    assert!(!index.text().contains("sitemap-news.xml"));
+    let date =
+        |r: &crate::support::TestResponse| httpdate::parse_http_date(r.header("last-modified").unwrap()).unwrap();
+    assert!(date(&index) > date(&index_with_news), "the index's Last-Modified went back or stayed");
+    let left = std::time::UNIX_EPOCH + std::time::Duration::from_secs(((t + HOUR_US) / 1_000_000) as u64);
+    assert!(date(&index) >= left, "it is the moment the article left the window");
+
+    assert_eq!(app.put_json(&json!([{"loc": loc}])).await.json()["updated"], 1);
+    let after = app.get("/sitemap-1.xml", &[]).await;
+    assert_eq!((after.header("etag"), &after.body), (page.header("etag"), &page.body), "news removed alone");
+}
+
+/// A listing of records with many extensions stops after about 8 MiB of them, with a cursor to the rest: memory
+/// stays bounded whatever `limit` asks for, and every record is listed once.
+async fn a_listing_of_large_records_is_cut_by_size(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let long = "x".repeat(1000);
+    let entries: Vec<Value> = (0..10)
+        .map(|i| {
+            let images: Vec<Value> =
+                (0..1000).map(|j| json!({"loc": format!("https://cdn.example.net/{i}/{j}/{long}.jpg")})).collect();
+            json!({"loc": format!("{PUBLIC_URL}/big/{i}"), "images": images})
+        })
+        .collect();
+    let r = app.put_json(&Value::Array(entries)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let (mut seen, mut after, mut pages) = (Vec::new(), String::new(), 0);
+    loop {
+        let r = app.get(&format!("/api/v1/urls?limit=1000{after}"), &[]).await.json();
+        let items = r["items"].as_array().unwrap();
+        assert!(items.len() < 10 || pages > 0, "the first page holds fewer than all ten (~1 MB each)");
+        seen.extend(items.iter().map(|i| i["loc"].as_str().unwrap().to_owned()));
+        pages += 1;
+        match r["next"].as_str() {
+            Some(next) => after = format!("&after={next}"),
+            None => break,
+        }
+    }
+    assert!(pages >= 2, "{pages}");
+    let expected: Vec<String> = (0..10).map(|i| format!("{PUBLIC_URL}/big/{i}")).collect();
+    assert_eq!(seen, expected);
+}
+
 /// Deleting an article changes the news sitemap's Last-Modified even though no article left by age.
 async fn deleting_an_article_moves_the_news_validators(b: Backend) {
     let (clock, _) = clock_at(PUBLISHED_US + HOUR_US);
@@ -292,4 +365,6 @@ both_backends!(
     changing_only_the_news_leaves_the_page_as_it_was,
     the_news_window_follows_the_clock_and_replicas_agree,
     deleting_an_article_moves_the_news_validators,
+    news_alone_never_touches_a_page_and_the_index_date_never_goes_back,
+    a_listing_of_large_records_is_cut_by_size,
 );
