@@ -108,7 +108,7 @@ done
 # --- 4. uncached page time per MB, plain and mix in alternation (both instances up, one request at a time) ---
 log "uncached pages: plain and mix in alternation, gzip and identity"
 python3 bench/ext_pages.py --plain http://127.0.0.1:18100 --mix http://127.0.0.1:18101 \
-  --pages "${BENCH_EXT_PAGES:-5}" --rounds "${BENCH_EXT_ROUNDS:-3}" >"$OUT/ext-pages.json"
+  --pages "${BENCH_EXT_PAGES:-8}" --rounds "${BENCH_EXT_ROUNDS:-5}" >"$OUT/ext-pages.json"
 
 # --- 5. validation of the mix's rendered XML -----------------------------------------------------------------
 log "validating a page and the news sitemap of the mix"

@@ -58,7 +58,8 @@ def main():
     c = http.client.HTTPConnection(u.hostname, u.port)
     c.request("GET", "/sitemap.xml")
     index = c.getresponse().read().decode()
-    pages = [urllib.parse.urlsplit(x).path for x in re.findall(r"<loc>([^<]+)</loc>", index)][: a.conc]
+    pages = [urllib.parse.urlsplit(x).path for x in re.findall(r"<loc>([^<]+)</loc>", index)]
+    pages = [p for p in pages if "sitemap-news" not in p][: a.conc]  # pages only, not the news sitemap
     out = {"pages": len(pages), "hwm_start_MB": kb(a.pid, "VmHWM") / 1024}
     out["gzip_bytes"] = all_at_once(a.base, pages, {"Accept-Encoding": "gzip"})
     out["hwm_after_gzip_MB"] = kb(a.pid, "VmHWM") / 1024
