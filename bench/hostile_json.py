@@ -10,6 +10,8 @@ sends `conc` such bodies at once to `PUT /api/v1/urls` (application/json), and r
     deep    elements nested 120 deep, [[[…0…]]], as many as fit (413)
     wide    one object with as many distinct keys as fit (422: unknown fields)
     string  one entry whose loc is a 16 MiB string (422: too long)
+    images  one entry whose images are [0,0,…] (422: too large; built only up to the per-entry node budget)
+    extdeep 50,000 entries whose images nest 100 deep, [[[…0…]]] (422: each built, refused and dropped in turn)
     valid   50,000 valid entries (max_json_entries) with ~320-byte locs, all stored (200); run it last
 
 Prints one line per kind: statuses, VmHWM before and after, VmRSS after (MB). Standard library only; not run in CI.
@@ -47,6 +49,15 @@ def body(kind):
     if kind == "string":
         head = b'[{"loc":"http://localhost:8080/'
         return head + b"a" * (LIMIT - len(head) - 3) + b'"}]'
+    if kind == "images":
+        head = b'[{"loc":"http://localhost:8080/","images":['
+        n = (LIMIT - len(head) - 3) // 2
+        return head + b"0," * (n - 1) + b"0]}]"
+    if kind == "extdeep":
+        n = 50_000
+        head = b'{"loc":"http://localhost:8080/","images":'
+        one = head + b"[" * 100 + b"0" + b"]" * 100 + b"}"
+        return b"[" + b",".join([one] * n) + b"]"
     if kind == "valid":
         n = 50_000
         pad = (LIMIT - 2) // n - len('{"loc":"http://localhost:8080/00000-"},')

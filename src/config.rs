@@ -692,7 +692,7 @@ mod tests {
              16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
-             cache_bytes: 33554432, state_ttl_ms: 1000, shutdown_grace_secs: 25, log_format: Text }"
+             cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, shutdown_grace_secs: 25, log_format: Text }"
         );
     }
 

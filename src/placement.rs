@@ -391,8 +391,17 @@ mod tests {
             let locs: BTreeSet<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
             let existing = self.urls.values().filter(|u| locs.contains(u.loc.as_str())).cloned().collect();
             self.now += 1000;
-            let plan =
-                plan_upsert(entries, existing, self.pages.values().cloned().collect(), limits, self.now).unwrap();
+            let plan = match plan_upsert(entries, existing, self.pages.values().cloned().collect(), limits, self.now) {
+                Ok(plan) => plan,
+                Err(PlanError::TooLarge(loc, e)) => {
+                    // Refused as a whole: the entry really is larger than any page, and nothing changes.
+                    let entry = entries.iter().rfind(|x| x.loc.as_str() == loc).unwrap(); // the last one wins
+                    let size = url_size(&loc, &Fields::from(entry));
+                    assert!(!limits.fits_bytes(size) && e.size == size, "{loc}: {e}");
+                    return (UpsertCounts::default(), BTreeSet::new());
+                }
+                Err(e) => panic!("{e}"),
+            };
             for u in plan.updates {
                 let row = self.urls.get_mut(&u.id).unwrap();
                 (row.page_id, row.fields, row.size) = (u.page_id, u.fields, u.size);
@@ -430,6 +439,14 @@ mod tests {
                 assert_eq!(page.byte_size, urls.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
                 assert!(page.url_count <= i64::from(limits.max_urls));
                 assert!(limits.fits_bytes(page.byte_size));
+                let mut ns = crate::page::NsCounts::default();
+                for u in &urls {
+                    ns.count(u.fields.namespaces(), 1);
+                }
+                assert_eq!(page.ns, ns, "namespace counts of page {}", page.id);
+                // What the page renders to is within the byte limit, its head included.
+                let head = crate::page::render::urlset_head(ns.used()).len() + crate::page::render::URLSET_TAIL.len();
+                assert!(head as i64 + page.byte_size <= limits.max_bytes as i64);
             }
             for u in self.urls.values() {
                 assert!(self.pages.contains_key(&u.page_id));
@@ -549,7 +566,7 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            prop::collection::vec((any::<u8>(), Just(0u8), prop::option::of(0u8..=10)), 1..12).prop_map(Op::Upsert),
+            prop::collection::vec((any::<u8>(), 0u8..16, prop::option::of(0u8..=10)), 1..12).prop_map(Op::Upsert),
             prop::collection::vec(any::<u8>(), 1..6).prop_map(Op::Delete),
         ]
     }
@@ -561,21 +578,45 @@ mod tests {
         format!("{key}/{}", "x".repeat(usize::from(key % 40)))
     }
 
+    /// Extensions chosen by the bits of `kind`: images (1 to 3), alternates, news (bit 3 changes only its title,
+    /// which its page does not show), none for 0.
+    fn extensions(kind: u8, key: u8) -> Option<Box<crate::domain::Extensions>> {
+        use crate::domain::ext::{Alternate, Image, News, Publication};
+        if kind & 7 == 0 {
+            return None;
+        }
+        let loc = format!("https://x.test/{}", path(key));
+        let images = (0..=key % 3).map(|i| Image { loc: format!("https://cdn.test/{key}/{i}.jpg") });
+        let alternates =
+            [("en", loc.clone()), ("x-default", loc)].map(|(h, href)| Alternate { hreflang: h.into(), href });
+        Some(Box::new(crate::domain::Extensions {
+            images: if kind & 1 != 0 { images.collect() } else { Vec::new() },
+            videos: Vec::new(),
+            news: (kind & 4 != 0).then(|| News {
+                publication: Publication { name: "N".into(), language: "en".into() },
+                publication_date: "2026-11-22".into(),
+                title: format!("title {}", kind >> 3),
+            }),
+            alternates: if kind & 2 != 0 { alternates.to_vec() } else { Vec::new() },
+        }))
+    }
+
     proptest! {
         #[test]
         fn invariants_hold_under_any_sequence_of_writes(
             ops in prop::collection::vec(op(), 1..40),
             max_urls in 1u32..6,
-            extra in 0u64..400,
+            extra in 0u64..600,
         ) {
-            // As Config guarantees, an empty page has room for the largest entry (here ~120 bytes).
+            // As Config guarantees, an empty page has room for the largest entry without extensions (here ~120
+            // bytes); an entry with extensions may be larger than any page, and is then refused.
             let limits = Limits { max_urls, max_bytes: ENVELOPE_RESERVE + 150 + extra };
             let mut m = Model::default();
             for op in ops {
                 match op {
                     Op::Upsert(items) => {
-                        let entries: Vec<_> = items.iter().map(|&(k, _, p)| {
-                            entry(&path(k), p.map(|p| f64::from(p) / 10.0))
+                        let entries: Vec<_> = items.iter().map(|&(k, kind, p)| {
+                            Entry { ext: extensions(kind, k), ..entry(&path(k), p.map(|p| f64::from(p) / 10.0)) }
                         }).collect();
                         let before = m.pages.clone();
                         let (_, touched) = m.upsert(&entries, limits);

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use super::ext_input::{Budget, ExtInput, MAX_TREE_NODES};
 use super::{LastMod, Loc, PublicUrl};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -132,7 +133,7 @@ impl FieldError {
     }
 }
 
-/// The four fields, in the order their errors are reported.
+/// The four scalar fields, in the order their errors are reported (the extension fields, [`super::ext_input::EXT_FIELDS`], follow).
 const FIELDS: [&str; 4] = ["loc", "lastmod", "changefreq", "priority"];
 
 /// Unknown fields of one entry named in its errors; any beyond are counted in one more error.
@@ -225,7 +226,8 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 
 /// One entry as read from JSON, before validation: what [`Entry::from_input`] needs and nothing more. A field
 /// given twice is remembered as such (never "the last one wins": a proxy or validator in front may have checked
-/// the first); the values of unknown fields are skipped unread.
+/// the first); the values of unknown fields are skipped unread. The extension fields (`images`, `videos`, `news`,
+/// `alternates`) are read as small trees within one budget per entry ([`ExtInput`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EntryInput {
     /// `Some(kind)` when the entry is not a JSON object.
@@ -233,6 +235,7 @@ pub struct EntryInput {
     /// By [`FIELDS`] position; `Some(JsonScalar::Null)` for an explicit `null`.
     fields: [Option<JsonScalar>; 4],
     repeated: [bool; 4],
+    ext: ExtInput,
     unknown: Vec<String>,
     more_unknown: u64,
 }
@@ -259,7 +262,12 @@ impl<'de> Visitor<'de> for EntryVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EntryInput, A::Error> {
         let mut input = EntryInput::default();
+        let mut budget = Budget::new(MAX_TREE_NODES);
         while let Some(key) = map.next_key::<String>()? {
+            if let Some(i) = ExtInput::position(&key) {
+                input.ext.read_value(i, &mut map, &mut budget)?;
+                continue;
+            }
             match FIELDS.iter().position(|f| *f == key) {
                 Some(i) if input.fields[i].is_some() => {
                     input.repeated[i] = true;
@@ -355,14 +363,21 @@ impl Entry {
             };
             check(&mut errors, "priority", value)
         });
+        let ext = input.ext.validate(loc.as_ref()).unwrap_or_else(|ext_errors| {
+            errors.extend(ext_errors);
+            None
+        });
         for key in &input.unknown {
-            errors.push(FieldError::new(key, "unknown field (allowed: loc, lastmod, changefreq, priority)"));
+            errors.push(FieldError::new(
+                key,
+                "unknown field (allowed: loc, lastmod, changefreq, priority, images, videos, news, alternates)",
+            ));
         }
         if input.more_unknown > 0 {
             errors.push(FieldError::new("", format!("{} more unknown fields", input.more_unknown)));
         }
         match loc {
-            Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority, ext: None }),
+            Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority, ext }),
             _ => Err(errors),
         }
     }

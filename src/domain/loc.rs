@@ -70,23 +70,7 @@ pub struct Loc(String);
 
 impl Loc {
     pub fn parse(raw: &str, public: &PublicUrl) -> Result<Self, String> {
-        let url = Url::parse(raw).map_err(|e| format!("not an absolute URL ({e})"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!("scheme must be http or https, not {:?}", url.scheme()));
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err("must not contain user information".into());
-        }
-        if url.fragment().is_some() {
-            return Err("must not contain a fragment (#...)".into());
-        }
-        let normalized = rfc3986(url.as_str()).into_owned();
-        if normalized.len() >= MAX_LOC_LEN {
-            return Err(format!(
-                "normalized URL is {} characters long; it must be shorter than {MAX_LOC_LEN}",
-                normalized.len()
-            ));
-        }
+        let normalized = absolute_url(raw)?;
         if !public.contains(&normalized) {
             return Err(format!("must lie under the public URL {public} (the sitemaps.org location rule)"));
         }
@@ -96,6 +80,30 @@ impl Loc {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// A URL in the normalized form of a [`Loc`] (absolute http(s), WHATWG-normalized, RFC 3986 characters only, no user
+/// information or fragment, shorter than [`MAX_LOC_LEN`]), on any host: the form of the URLs an entry's extensions
+/// point to (images on a CDN, alternates on another domain).
+pub fn absolute_url(raw: &str) -> Result<String, String> {
+    let url = Url::parse(raw).map_err(|e| format!("not an absolute URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("scheme must be http or https, not {:?}", url.scheme()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not contain user information".into());
+    }
+    if url.fragment().is_some() {
+        return Err("must not contain a fragment (#...)".into());
+    }
+    let normalized = rfc3986(url.as_str()).into_owned();
+    if normalized.len() >= MAX_LOC_LEN {
+        return Err(format!(
+            "normalized URL is {} characters long; it must be shorter than {MAX_LOC_LEN}",
+            normalized.len()
+        ));
+    }
+    Ok(normalized)
 }
 
 /// Percent-encodes what WHATWG normalization leaves in a path or query but RFC 3986 (which sitemaps.org asks for)

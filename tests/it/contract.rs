@@ -64,6 +64,9 @@ pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_byte
         assert_eq!(page.byte_size, members.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
         assert!(page.url_count <= max_urls, "page {} has {} URLs", page.id, page.url_count);
         assert!(ENVELOPE_RESERVE as i64 + page.byte_size <= max_bytes, "page {} is too large", page.id);
+        let mut ns = sitemapd::page::NsCounts::default();
+        members.iter().for_each(|u| ns.count(u.fields.namespaces(), 1));
+        assert_eq!(page.ns, ns, "namespace counts of page {}", page.id);
         match store.page_entries(page.id).await.unwrap() {
             None => assert_eq!(page.url_count, 0),
             Some((snapshot, stream)) => {

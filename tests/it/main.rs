@@ -6,6 +6,7 @@
 
 mod api;
 mod contract;
+mod extensions;
 mod json_body;
 mod limits;
 mod observability;

@@ -168,7 +168,15 @@ async fn openapi_document_describes_every_write_route() {
     assert_eq!(doc["components"]["securitySchemes"]["bearer"], json!({"type": "http", "scheme": "bearer"}));
     let entry_fields: BTreeSet<&str> =
         schemas["Entry"]["properties"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
-    assert_eq!(entry_fields, BTreeSet::from(["loc", "lastmod", "changefreq", "priority"]));
+    assert_eq!(
+        entry_fields,
+        BTreeSet::from(["loc", "lastmod", "changefreq", "priority", "images", "videos", "news", "alternates"])
+    );
+    for name in ["Image", "Video", "News", "Publication", "Alternate", "Restriction", "Platform", "Uploader"] {
+        assert!(schemas.contains_key(name), "schema {name} missing");
+    }
+    let record_fields = &schemas["UrlRecord"];
+    assert!(record_fields.to_string().contains("Extensions"), "a record gives its extensions back: {record_fields}");
     assert_eq!(schemas["Entry"]["additionalProperties"], false);
     assert_eq!(schemas["Entry"]["required"], json!(["loc"]));
     // Every reference resolves.

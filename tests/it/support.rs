@@ -13,6 +13,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sitemapd::config::Config;
+use sitemapd::sitemap::directory::Clock;
 use sitemapd::store::{Store, StoreOptions};
 use sitemapd::{AppState, app};
 use sqlx::Connection;
@@ -179,10 +180,25 @@ impl TestApp {
     }
 
     async fn open(db: Arc<TestDb>, vars: HashMap<String, String>) -> Self {
+        Self::open_with_clock(db, vars, sitemapd::sitemap::directory::system_clock()).await
+    }
+
+    async fn open_with_clock(db: Arc<TestDb>, vars: HashMap<String, String>, clock: Clock) -> Self {
         let config = Config::load_from(None, |k| vars.get(k).cloned()).expect("valid test configuration");
         let store = sitemapd::store::open(&options(&config)).await.expect("store opens");
-        let router = app(AppState::new(store.clone(), &config));
+        let router = app(AppState::with_clock(store.clone(), &config, clock));
         Self { router, store, config, vars, db }
+    }
+
+    /// Like [`TestApp::spawn`], with `clock` as the time of day (the news window is measured from it).
+    pub(crate) async fn spawn_with_clock(backend: Backend, vars: &[(&str, &str)], clock: Clock) -> Option<Self> {
+        let app = Self::spawn(backend, vars).await?;
+        Some(Self::open_with_clock(app.db.clone(), app.vars.clone(), clock).await)
+    }
+
+    /// Another process on the same database with its own `clock` (a replica whose clock differs).
+    pub(crate) async fn another_process_with_clock(&self, clock: Clock) -> Self {
+        Self::open_with_clock(self.db.clone(), self.vars.clone(), clock).await
     }
 
     /// A router over a store built by the test itself (no database of its own).
