@@ -46,11 +46,19 @@ start() {
   log "sitemapd $name did not start"; cat "$OUT/ext-$name.log" >&2; exit 1
 }
 
+# Stops sitemapd `name`. A process that ended before it was told to is reported, with its exit status, in
+# ext-exits.txt (and in the summary).
 stop() {
-  local pid
+  local pid status=0
   pid=$(cat "$OUT/ext-$1.pid")
-  kill "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    wait "$pid" || true
+  else
+    wait "$pid" || status=$?
+    log "sitemapd $1 (pid $pid) had already exited, status $status"
+    echo "$(date -u +%FT%TZ) $1 pid $pid exited on its own, status $status" >>"$OUT/ext-exits.txt"
+  fi
   rm -f "$OUT/ext-$1.pid"
 }
 
@@ -108,7 +116,8 @@ for set in plain mix; do
   for try in $(seq 1 "$MEM_TRIES"); do
     start "$set" 18100 "sitemapd_ext_$set"
     log "memory ($set, try $try of $MEM_TRIES): 16 uncached pages at once"
-    python3 bench/memprobe.py --base http://127.0.0.1:18100 --pid "$(cat "$OUT/ext-$set.pid")" >>"$OUT/ext-memory-$set.json"
+    python3 bench/memprobe.py --base http://127.0.0.1:18100 --pid "$(cat "$OUT/ext-$set.pid")" \
+      >>"$OUT/ext-memory-$set.json" 2>>"$OUT/ext-memory-errors.txt" || log "memory ($set, try $try): fetches failed"
     stop "$set"
   done
 done
@@ -158,9 +167,12 @@ pages, out = j("ext-pages.json"), {"mix": j("ext-mix.json")}
 for s in ("plain", "mix"):
     ing = j(f"ext-ingest-{s}.json")
     mem = [json.loads(l) for l in open(os.path.join(d, f"ext-memory-{s}.json")) if l.strip()]
+    failed = [m for m in mem if m.get("errors")]
+    mem = [m for m in mem if not m.get("errors")]  # a try whose fetches failed measures nothing
     peaks = [m["hwm_after_identity_MB"] for m in mem]
     out[s] = {"ingest_rows_per_s": ing["rows_per_s"], "ingest_s": ing["seconds"], "created": ing["created"],
-              "peak_rss_MB": max(peaks), "peak_rss_tries_MB": peaks,
+              "peak_rss_MB": max(peaks) if peaks else None, "peak_rss_tries_MB": peaks,
+              "memory_tries_failed": [m["errors"][:3] for m in failed],
               "hwm_after_gzip_tries_MB": [m["hwm_after_gzip_MB"] for m in mem], "page_MB": pages[s]["identity_MB"],
               "gzip_ms": pages[s]["gzip_ms"], "identity_ms": pages[s]["identity_ms"],
               "gzip_ms_per_MB": pages[s]["gzip_ms_per_MB"], "identity_ms_per_MB": pages[s]["identity_ms_per_MB"]}
@@ -174,6 +186,8 @@ for s in ("plain", "mix"):
     lines = open(os.path.join(d, f"ext-{s}.log"), errors="replace").read().splitlines()
     logs[s] = [l for l in lines if "WARN" in l or "ERROR" in l or "panic" in l][:20]
 out["log_warnings"] = logs
+exits = os.path.join(d, "ext-exits.txt")
+out["exited_on_their_own"] = open(exits).read().splitlines() if os.path.exists(exits) else []
 print(json.dumps(out, indent=1))
 PYEOF
 cat "$OUT/ext-summary.json"

@@ -130,8 +130,9 @@ def main():
         rows.append(("7", f"NDJSON ingest of {pl['created']:,} new URLs, mix / plain", fmt(mx["ingest_rows_per_s"], " rows/s"),
                      f"plain {fmt(pl['ingest_rows_per_s'], ' rows/s')}", f"{fmt(r)}x", "", "-"))
         peak = mx["peak_rss_MB"]
-        rows.append(("7", "peak RSS, 16 uncached pages at once, gzip then identity (mix, cache off)", fmt(peak, " MB"),
-                     f"plain {fmt(pl['peak_rss_MB'], ' MB')}", "", "≤ 64 MB", verdict(peak <= 64)))
+        rows.append(("7", "peak RSS, 16 uncached pages at once, gzip then identity (mix, cache off, highest of tries)",
+                     fmt(peak, " MB"), f"plain {fmt(pl['peak_rss_MB'], ' MB')}", "", "≤ 64 MB",
+                     verdict(None if peak is None else peak <= 64)))
 
     print(f"Machine and run: {machine}\n")
     print("| # | measure | sitemapd | compared with | ratio | target | |")
