@@ -4,8 +4,8 @@
     bench/memprobe.py --base http://127.0.0.1:18080 --pid PID [--conc 16]
 
 Fetches the first `conc` pages the index lists, all at once, gzip-encoded (each compressed on the spot), then
-the same pages at once without compression (streamed from the database), and reports the process's VmHWM (peak
-resident set) before and after, in MB. A fetch that fails (not 200, connection refused or reset) is listed in
+the same pages at once without compression (inflated per response from the page's gzip since a8a73dd;
+streamed from the database before), and reports the process's VmHWM (peak resident set) before and after, in MB. A fetch that fails (not 200, connection refused or reset) is listed in
 `errors` and makes the exit status 1. Standard library only.
 """
 import argparse
