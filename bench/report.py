@@ -97,7 +97,7 @@ def main():
     # 4. ingest
     a, b = first.get("rows_per_s"), copy.get("copy_indexed_rows_per_s")
     r = ratio(a, b)
-    rows.append(("4", f"NDJSON ingest of {first.get('rows', '?'):,} new URLs", fmt(a, " rows/s"),
+    rows.append(("4", f"NDJSON ingest of {first['rows']:,} new URLs" if first.get("rows") else "NDJSON ingest", fmt(a, " rows/s"),
                  f"COPY {fmt(b, ' rows/s')}", f"{fmt(r)}x COPY", "≥ 0.5x", verdict(r and r >= 0.5)))
     a, b = resend.get("rows_per_s"), first.get("rows_per_s")
     r = ratio(a, b)
@@ -116,6 +116,23 @@ def main():
     r = ratio(a, b)
     rows.append(("6", f"large scale: uncached {deep_large} / page 1 (c=1, p50)", fmt(a, " ms"), fmt(b, " ms"),
                  f"{fmt(r)}x", "≤ 1.2x", verdict(r and r <= 1.2)))
+
+    # 7. extensions (bench/ext.sh): the mix against the plain data set, cache off
+    ext = load(d, "ext-summary.json")
+    if ext:
+        pl, mx = ext["plain"], ext["mix"]
+        for enc in ("gzip", "identity"):
+            r = ext[f"ratio_{enc}_ms_per_MB"]
+            rows.append(("7", f"uncached page per uncompressed MB, {enc}, mix / plain (c=1, median of pages)",
+                         fmt(mx[f"{enc}_ms_per_MB"], " ms/MB"), f"plain {fmt(pl[f'{enc}_ms_per_MB'], ' ms/MB')}",
+                         f"{fmt(r)}x", "≤ 1.2x", verdict(r and r <= 1.2)))
+        r = ext["ratio_ingest"]
+        rows.append(("7", f"NDJSON ingest of {pl['created']:,} new URLs, mix / plain", fmt(mx["ingest_rows_per_s"], " rows/s"),
+                     f"plain {fmt(pl['ingest_rows_per_s'], ' rows/s')}", f"{fmt(r)}x", "", "-"))
+        peak = mx["peak_rss_MB"]
+        rows.append(("7", "peak RSS, 16 uncached pages at once, gzip then identity (mix, cache off, highest of tries)",
+                     fmt(peak, " MB"), f"plain {fmt(pl['peak_rss_MB'], ' MB')}", "", "≤ 64 MB",
+                     verdict(None if peak is None else peak <= 64)))
 
     print(f"Machine and run: {machine}\n")
     print("| # | measure | sitemapd | compared with | ratio | target | |")

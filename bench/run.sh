@@ -6,9 +6,11 @@
 #   bench/run.sh                                  # 1M rows beside the peers, then 100k and 10M rows alone (~45 min)
 #   BENCH_SCALE_LARGE=1000000 bench/run.sh        # a smaller large scale (quicker)
 #   BENCH_PEERS=nginx bench/run.sh                # skip Django (its runs take most of the time)
+#   BENCH_EXT=0 bench/run.sh                      # skip the extension-mix stage (5.); alone: bench/ext.sh
 #
 # Needs PostgreSQL on 127.0.0.1:5432 with trust auth (as in CI). It creates the databases sitemapd_bench,
-# sitemapd_scale_small and sitemapd_scale_large (dropped and made anew), and the harness's peerbench.
+# sitemapd_scale_small and sitemapd_scale_large (dropped and made anew), and the harness's peerbench; the
+# extension stage (bench/ext.sh) sitemapd_ext_plain and sitemapd_ext_mix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -143,6 +145,12 @@ for scale in small large; do
   TARGET_SITEMAPD=http://127.0.0.1:18090 BENCH_OUT="$PWD/$OUT/scale-$scale.json" "$PY" "$PEERS_DIR/bench.py" >/dev/null 2>"$OUT/scale-$scale.log"
   stop "$scale"
 done
+
+# --- 5. the extension mix beside the plain data set, BENCH_ROWS rows each (bench/ext.sh) ----------------------
+if [ "${BENCH_EXT:-1}" != 0 ]; then
+  log "extensions: plain and mixed data set, ingest, memory, uncached page time per MB, XSD validation"
+  BENCH_OUT="$OUT" BENCH_EXT_ROWS="$ROWS" bench/ext.sh >/dev/null
+fi
 
 python3 bench/report.py "$OUT" | tee "$OUT/summary.md"
 log "done: $OUT"
