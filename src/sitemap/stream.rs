@@ -49,36 +49,29 @@ pub fn urlset(entries: EntryStream, ns: Namespaces) -> impl Stream<Item = io::Re
     }
 }
 
-/// gzip of a byte stream. The write-side encoder compresses on write and finishes on shutdown, and never flushes
-/// in between, so the output is a function of the input chunks and the level alone, not of when the database
-/// delivers rows; [`urlset`] cuts its chunks by content. That is what makes the gzip ETag strong. (zlib-rs, the
-/// backend, picks its match-finding code by CPU but each variant gives the same result, so the bytes are the same
-/// on every machine; they do depend on where the input is cut, which is why the cuts are fixed.)
-pub fn gzip<S>(input: S, level: u32) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
-where
-    S: Stream<Item = io::Result<Bytes>> + Send + 'static,
-{
-    async_stream::try_stream! {
-        let mut input = Box::pin(input);
-        let mut encoder = GzipEncoder::with_quality(Vec::with_capacity(CHUNK), Level::Precise(level as i32));
-        while let Some(chunk) = input.try_next().await? {
-            encoder.write_all(&chunk).await?;
-            if encoder.get_ref().len() >= CHUNK / 4 {
-                yield Bytes::from(std::mem::replace(encoder.get_mut(), Vec::with_capacity(CHUNK)));
-            }
-        }
-        encoder.shutdown().await?;
-        yield Bytes::from(encoder.into_inner());
-    }
-}
-
-/// The gzip of a whole byte stream, as one buffer: the same bytes as [`gzip`] streams.
+/// The gzip of a whole byte stream, as one buffer. The write-side encoder compresses on write and finishes on
+/// shutdown, and never flushes in between, so the output is a function of the input chunks and the level alone, not
+/// of when the database delivers rows; [`urlset`] cuts its chunks by content. That is what makes the gzip ETag
+/// strong. (zlib-rs, the backend, picks its match-finding code by CPU but each variant gives the same result, so
+/// the bytes are the same on every machine; they do depend on where the input is cut, which is why the cuts are
+/// fixed.)
+///
+/// The output goes into one buffer, trimmed to its length at the end: a page's gzip is held while it is sent, by
+/// every request sending it, so its size is what memory is counted in (a list of chunks of a larger capacity, or a
+/// copy made to join them, would hold several times as much while it is built).
 pub async fn gzip_collect<S>(input: S, level: u32) -> io::Result<Bytes>
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
 {
-    let chunks: Vec<Bytes> = gzip(input, level).try_collect().await?;
-    Ok(Bytes::from(chunks.concat()))
+    let mut input = std::pin::pin!(input);
+    let mut encoder = GzipEncoder::with_quality(Vec::with_capacity(CHUNK), Level::Precise(level as i32));
+    while let Some(chunk) = input.try_next().await? {
+        encoder.write_all(&chunk).await?;
+    }
+    encoder.shutdown().await?;
+    let mut out = encoder.into_inner();
+    out.shrink_to_fit();
+    Ok(Bytes::from(out))
 }
 
 /// The gzip of `body`.
@@ -171,8 +164,7 @@ mod tests {
             }
             Ok(c)
         });
-        let out: Vec<Bytes> = gzip(input, 6).try_collect().await.unwrap();
-        out.concat()
+        gzip_collect(input, 6).await.unwrap().to_vec()
     }
 
     #[tokio::test]
