@@ -63,8 +63,17 @@ pub async fn gzip_collect<S>(input: S, level: u32) -> io::Result<Bytes>
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
 {
+    gzip_collect_sized(input, level, CHUNK).await
+}
+
+/// [`gzip_collect`] into a buffer of `capacity` bytes to begin with: with a good estimate of the output, the
+/// buffer is never moved to a larger one while other renders hold theirs (pages not written to are not resident).
+pub async fn gzip_collect_sized<S>(input: S, level: u32, capacity: usize) -> io::Result<Bytes>
+where
+    S: Stream<Item = io::Result<Bytes>> + Send + 'static,
+{
     let mut input = std::pin::pin!(input);
-    let mut encoder = GzipEncoder::with_quality(Vec::with_capacity(CHUNK), Level::Precise(level as i32));
+    let mut encoder = GzipEncoder::with_quality(Vec::with_capacity(capacity), Level::Precise(level as i32));
     while let Some(chunk) = input.try_next().await? {
         encoder.write_all(&chunk).await?;
     }
