@@ -7,7 +7,7 @@
 //! nest, but never beyond [`MAX_TREE_NODES`] values per entry: past that the rest is skipped unread and the field
 //! is refused as too large, so a hostile body costs about its size whatever it holds.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -740,72 +740,77 @@ fn video(c: &mut Check, path: &str, tree: &JsonTree, loc: Option<&str>) -> Optio
 }
 
 fn video_restriction(c: &mut Check, path: &str, tree: &JsonTree) -> Option<Restriction> {
-    let before = c.count();
-    let [relationship_slot, countries_slot] = object(
-        c,
-        path,
-        tree,
-        "{\"relationship\": \"allow\" or \"deny\", \"countries\": [...]}",
-        ["relationship", "countries"],
-        &[],
-    )?;
-    let rel_path = join(path, "relationship");
-    let relationship = relationship_slot.required(c, &rel_path).and_then(|t| relationship(c, &rel_path, t));
-    let countries_path = join(path, "countries");
-    let mut countries = Vec::new();
-    if let Some(t) = countries_slot.required(c, &countries_path) {
-        let items = array(c, &countries_path, t, ("ISO 3166-1 alpha-2 country codes", ""), usize::MAX, "");
-        if items.is_empty() && matches!(t, JsonTree::Array(_) | JsonTree::Null) {
-            c.err(&countries_path, "must list at least one ISO 3166-1 alpha-2 country code (such as DE or US)");
-        }
-        let mut seen = HashSet::new();
-        for (i, item) in items.iter().enumerate() {
-            let item_path = format!("{countries_path}[{i}]");
-            let Some(code) = string(c, &item_path, item).and_then(|s| c.ok(&item_path, country(s))) else { continue };
-            if seen.insert(code.clone()) {
-                countries.push(code);
-            }
-        }
-    }
-    if c.count() > before {
-        return None;
-    }
-    Some(Restriction { relationship: relationship?, countries })
+    let (relationship, countries) = relationship_list(c, path, tree, &RESTRICTION, country)?;
+    Some(Restriction { relationship, countries })
 }
 
 fn video_platform(c: &mut Check, path: &str, tree: &JsonTree) -> Option<Platform> {
+    let platform = |s: &str| {
+        let found = ["web", "mobile", "tv"].into_iter().find(|p| p.eq_ignore_ascii_case(s));
+        found.map(str::to_owned).ok_or_else(|| format!("{:?} is not one of web, mobile, tv", shown(s)))
+    };
+    let (relationship, platforms) = relationship_list(c, path, tree, &PLATFORM, platform)?;
+    Some(Platform { relationship, platforms })
+}
+
+/// What a `{"relationship", LIST}` object (a video's restriction or platform) names and lists, for its messages.
+struct ListShape {
+    /// The key of the list.
+    key: &'static str,
+    /// The object's form.
+    form: &'static str,
+    /// What the list holds: `(plural, examples)`.
+    items: (&'static str, &'static str),
+    /// The message for an empty list.
+    empty: &'static str,
+}
+
+const RESTRICTION: ListShape = ListShape {
+    key: "countries",
+    form: "{\"relationship\": \"allow\" or \"deny\", \"countries\": [...]}",
+    items: ("ISO 3166-1 alpha-2 country codes", ""),
+    empty: "must list at least one ISO 3166-1 alpha-2 country code (such as DE or US)",
+};
+
+const PLATFORM: ListShape = ListShape {
+    key: "platforms",
+    form: "{\"relationship\": \"allow\" or \"deny\", \"platforms\": [...]}",
+    items: ("platforms", "web, mobile, tv"),
+    empty: "must list at least one of web, mobile, tv",
+};
+
+/// `{"relationship": allow|deny, KEY: [...]}`: the relationship and the list, each item read by `item` (its
+/// normalized form, or what is wrong), duplicates dropped in first order; `None` when anything is wrong.
+fn relationship_list(
+    c: &mut Check,
+    path: &str,
+    tree: &JsonTree,
+    shape: &ListShape,
+    item: impl Fn(&str) -> Result<String, String>,
+) -> Option<(Relationship, Vec<String>)> {
     let before = c.count();
-    let [relationship_slot, platforms_slot] = object(
-        c,
-        path,
-        tree,
-        "{\"relationship\": \"allow\" or \"deny\", \"platforms\": [...]}",
-        ["relationship", "platforms"],
-        &[],
-    )?;
+    let [relationship_slot, list_slot] = object(c, path, tree, shape.form, ["relationship", shape.key], &[])?;
     let rel_path = join(path, "relationship");
     let relationship = relationship_slot.required(c, &rel_path).and_then(|t| relationship(c, &rel_path, t));
-    let platforms_path = join(path, "platforms");
-    let mut platforms: Vec<String> = Vec::new();
-    if let Some(t) = platforms_slot.required(c, &platforms_path) {
-        let items = array(c, &platforms_path, t, ("platforms", "web, mobile, tv"), usize::MAX, "");
+    let list_path = join(path, shape.key);
+    let mut list: Vec<String> = Vec::new();
+    if let Some(t) = list_slot.required(c, &list_path) {
+        let items = array(c, &list_path, t, shape.items, usize::MAX, "");
         if items.is_empty() && matches!(t, JsonTree::Array(_) | JsonTree::Null) {
-            c.err(&platforms_path, "must list at least one of web, mobile, tv");
+            c.err(&list_path, shape.empty);
         }
-        for (i, item) in items.iter().enumerate() {
-            let item_path = format!("{platforms_path}[{i}]");
-            let Some(s) = string(c, &item_path, item) else { continue };
-            match ["web", "mobile", "tv"].into_iter().find(|p| p.eq_ignore_ascii_case(s)) {
-                Some(p) if !platforms.iter().any(|q| q == p) => platforms.push(p.to_owned()),
-                Some(_) => {}
-                None => c.err(item_path, format!("{:?} is not one of web, mobile, tv", shown(s))),
+        for (i, tree) in items.iter().enumerate() {
+            let item_path = format!("{list_path}[{i}]");
+            let Some(value) = string(c, &item_path, tree).and_then(|s| c.ok(&item_path, item(s))) else { continue };
+            if !list.contains(&value) {
+                list.push(value);
             }
         }
     }
     if c.count() > before {
         return None;
     }
-    Some(Platform { relationship: relationship?, platforms })
+    Some((relationship?, list))
 }
 
 fn video_uploader(c: &mut Check, path: &str, tree: &JsonTree) -> Option<Uploader> {
