@@ -126,8 +126,18 @@ impl Fields {
     /// What the page renders of the extensions, as stored (`urls.ext`): JSON of the images, videos and alternates,
     /// or `None` when there are none. The news is stored apart ([`Fields::news_json`]).
     pub fn ext_json(&self) -> Option<String> {
+        /// `Extensions` without its news, borrowed: the same JSON as `Extensions { news: None, .. }`, no copy.
+        #[derive(serde::Serialize)]
+        struct PagePart<'a> {
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            images: &'a [Image],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            videos: &'a [Video],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            alternates: &'a [Alternate],
+        }
         let e = self.ext.as_deref().filter(|e| e.namespaces().any())?;
-        let page_part = Extensions { news: None, ..e.clone() };
+        let page_part = PagePart { images: &e.images, videos: &e.videos, alternates: &e.alternates };
         Some(serde_json::to_string(&page_part).expect("extensions serialize"))
     }
 
