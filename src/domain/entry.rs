@@ -7,7 +7,7 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Vis
 use serde_json::Value;
 
 use super::ext_input::{Budget, ExtInput, MAX_TREE_NODES};
-use super::{LastMod, Loc, PublicUrl};
+use super::{LastMod, Loc, LocScope};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChangeFreq {
@@ -318,7 +318,7 @@ impl<'de> Visitor<'de> for EntryVisitor {
 
 impl Entry {
     /// Validates one JSON entry, reporting every invalid, repeated or unknown field.
-    pub fn from_json(value: Value, public: &PublicUrl) -> Result<Self, Vec<FieldError>> {
+    pub fn from_json(value: Value, public: &(impl LocScope + ?Sized)) -> Result<Self, Vec<FieldError>> {
         match EntryInput::deserialize(value) {
             Ok(input) => Self::from_input(input, public),
             Err(e) => Err(vec![FieldError::new("", e.to_string())]),
@@ -327,7 +327,7 @@ impl Entry {
 
     /// Validates one entry as read by [`EntryInput`]'s `Deserialize`, reporting every invalid, repeated or unknown
     /// field (at most [`MAX_UNKNOWN_NAMED`] unknown ones by name).
-    pub fn from_input(input: EntryInput, public: &PublicUrl) -> Result<Self, Vec<FieldError>> {
+    pub fn from_input(input: EntryInput, public: &(impl LocScope + ?Sized)) -> Result<Self, Vec<FieldError>> {
         if let Some(kind) = input.not_object {
             return Err(vec![FieldError::new("", format!("an entry must be a JSON object, not {kind}"))]);
         }
@@ -388,6 +388,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::domain::PublicUrl;
 
     fn public() -> PublicUrl {
         PublicUrl::parse("https://www.example.com").unwrap()

@@ -5,6 +5,8 @@ use std::fmt;
 
 use url::Url;
 
+use super::site::LocScope;
+
 /// A normalized `loc` must be shorter than this many characters (sitemaps.org: "less than 2,048 characters").
 pub const MAX_LOC_LEN: usize = 2048;
 
@@ -64,16 +66,14 @@ impl fmt::Display for PublicUrl {
 }
 
 /// A URL that may be listed in a sitemap: absolute http(s), WHATWG-normalized by the `url` crate, without user
-/// information or fragment, shorter than [`MAX_LOC_LEN`], and under the public URL.
+/// information or fragment, shorter than [`MAX_LOC_LEN`], and under the public URL (of a configured site).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Loc(String);
 
 impl Loc {
-    pub fn parse(raw: &str, public: &PublicUrl) -> Result<Self, String> {
+    pub fn parse(raw: &str, scope: &(impl LocScope + ?Sized)) -> Result<Self, String> {
         let normalized = absolute_url(raw)?;
-        if !public.contains(&normalized) {
-            return Err(format!("must lie under the public URL {public} (the sitemaps.org location rule)"));
-        }
+        scope.admits(&normalized)?;
         Ok(Self(normalized))
     }
 

@@ -6,9 +6,11 @@ pub mod ext;
 pub mod ext_input;
 mod lastmod;
 mod loc;
+pub mod site;
 
 pub use entry::{ChangeFreq, Entry, EntryInput, FieldError, JsonScalar, Priority};
 pub use ext::Extensions;
 pub use ext_input::{ExtInput, JsonTree};
 pub use lastmod::LastMod;
 pub use loc::{Loc, MAX_LOC_LEN, PublicUrl, absolute_url, rfc3986};
+pub use site::{DEFAULT_SITE, LocScope, Site, SiteSpec, Sites};
