@@ -12,7 +12,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::domain::PublicUrl;
+use crate::domain::site::check_site_name;
+use crate::domain::{DEFAULT_SITE, PublicUrl, Site, SiteSpec};
 use crate::page::Limits;
 use crate::store::{Backend, StoreOptions};
 
@@ -101,8 +102,12 @@ macro_rules! settings {
 settings! {
     database_url: String = "DATABASE_URL", check database_backend, show redact_url;
     public_url: PublicUrl = "SITEMAPD_PUBLIC_URL", parse parse_public_url, show PublicUrl::as_str;
+    /// Several sites (`name=URL, …`); empty: one site, named `default`, at `public_url`. See [`Config::site_specs`].
+    sites: Vec<SiteSpec> = "SITEMAPD_SITES", parse parse_sites, show show_sites;
+    /// Peers whose `Forwarded` / `X-Forwarded-Host` headers name the host a request was for.
+    trusted_proxies: TrustedProxies = "SITEMAPD_TRUSTED_PROXIES", parse TrustedProxies::parse, show TrustedProxies::shown;
     bind: SocketAddr = "SITEMAPD_BIND", parse parse_bind;
-    /// Held as digests, never in clear.
+    /// Held as digests, never in clear; each for every site or scoped to some.
     api_tokens: ApiTokens = "SITEMAPD_API_TOKENS", parse ApiTokens::parse;
     page_max_urls: u32 = "SITEMAPD_PAGE_MAX_URLS",
         in 1..=PROTOCOL_MAX_URLS => format!("from 1 to {PROTOCOL_MAX_URLS} (the sitemaps.org maximum)");
@@ -135,6 +140,11 @@ settings! {
     state_ttl_ms: u64 = "SITEMAPD_STATE_TTL_MS", in 0..=MAX_STATE_TTL_MS;
     /// The news sitemap lists articles published within this many hours (Google News: two days).
     news_window_hours: u64 = "SITEMAPD_NEWS_WINDOW_HOURS", in 1..=720;
+    /// `X-Robots-Tag` on every sitemap answer (empty: none), so that sitemap files stay out of search results.
+    robots_tag: String = "SITEMAPD_ROBOTS_TAG", check header_text;
+    /// Whether `GET /robots.txt` is answered: `robots_txt_body`, then the site's `Sitemap:` line.
+    robots_txt: bool = "SITEMAPD_ROBOTS_TXT";
+    robots_txt_body: String = "SITEMAPD_ROBOTS_TXT_BODY", check robots_body;
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
@@ -230,6 +240,55 @@ fn parse_public_url(raw: &str, named: Named) -> anyhow::Result<PublicUrl> {
     PublicUrl::parse(raw).map_err(|e| anyhow::anyhow!("{named} {:?}: {e}", shown_public_url(raw)))
 }
 
+/// `name=URL, name=URL, …` (blanks ignored): distinct names, and distinct hosts (requests are routed by host).
+fn parse_sites(raw: &str, named: Named) -> anyhow::Result<Vec<SiteSpec>> {
+    let mut sites: Vec<SiteSpec> = Vec::new();
+    for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((name, url)) = item.split_once('=') else {
+            bail!("{named}: {item:?} must be NAME=PUBLIC_URL, e.g. www=https://www.example.com/");
+        };
+        let name = name.trim();
+        check_site_name(name).map_err(|e| anyhow::anyhow!("{named}: {e}"))?;
+        let public_url = PublicUrl::parse(url)
+            .map_err(|e| anyhow::anyhow!("{named}: site {name} {:?}: {e}", shown_public_url(url)))?;
+        if sites.iter().any(|s| s.name == name) {
+            bail!("{named}: the site name {name} is given twice");
+        }
+        let spec = SiteSpec { name: name.to_owned(), public_url };
+        let authority = Site::new(0, spec.clone()).authority().to_owned();
+        if let Some(other) = sites.iter().find(|s| Site::new(0, (*s).clone()).authority() == authority) {
+            bail!(
+                "{named}: sites {} and {name} are both on {authority}; requests are routed to a site by host, so each \
+                 site needs a host of its own",
+                other.name
+            );
+        }
+        sites.push(spec);
+    }
+    Ok(sites)
+}
+
+/// A header value of visible ASCII and spaces (or empty).
+fn header_text(value: &str, named: Named) -> anyhow::Result<()> {
+    if value.bytes().any(|b| !(b == b' ' || b.is_ascii_graphic())) {
+        bail!("{named} must be printable ASCII (a header value such as \"noindex\"), or empty for none");
+    }
+    Ok(())
+}
+
+/// At most 64 KiB of text: a robots.txt body (Google reads the first 500 KiB).
+fn robots_body(value: &impl AsRef<str>, named: Named) -> anyhow::Result<()> {
+    let value = value.as_ref();
+    if value.len() > 64 * 1024 {
+        bail!("{named} must be at most 65536 bytes, not {}", value.len());
+    }
+    Ok(())
+}
+
+fn show_sites(sites: &[SiteSpec]) -> Vec<String> {
+    sites.iter().map(|s| format!("{}={}", s.name, s.public_url)).collect()
+}
+
 fn parse_bind(raw: &str, named: Named) -> anyhow::Result<SocketAddr> {
     raw.parse().with_context(|| format!("{named} {raw:?} is not an IP address and port"))
 }
@@ -249,13 +308,58 @@ pub enum LogFormat {
 }
 
 /// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
-/// never kept in clear. Shown as `[N redacted]`.
+/// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE:TOKEN` for that site only
+/// (the same token given for several sites is good for each of them).
 #[derive(Clone, Default)]
-pub struct ApiTokens(Vec<[u8; 32]>);
+pub struct ApiTokens(Vec<([u8; 32], Access)>);
+
+/// What a token may read and write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Every site (a token without scope, or no tokens configured on a loopback address).
+    All,
+    /// These sites, by name.
+    Sites(Vec<String>),
+}
+
+impl Access {
+    pub fn may(&self, site: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Sites(names) => names.iter().any(|n| n == site),
+        }
+    }
+}
 
 impl ApiTokens {
-    fn parse(raw: &str, _: Named) -> anyhow::Result<Self> {
-        Ok(Self(raw.split(',').map(str::trim).filter(|t| !t.is_empty()).map(digest).collect()))
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut tokens: Vec<([u8; 32], Access)> = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (access, token) = match item.split_once(':') {
+                Some((site, token)) => {
+                    check_site_name(site.trim()).map_err(|e| {
+                        anyhow::anyhow!("{named}: a token with a ':' is SITE:TOKEN, and its SITE is wrong: {e}")
+                    })?;
+                    (Access::Sites(vec![site.trim().to_owned()]), token.trim())
+                }
+                None => (Access::All, item),
+            };
+            if token.is_empty() {
+                bail!("{named}: an empty token");
+            }
+            let digest = digest(token);
+            match tokens.iter_mut().find(|(d, _)| *d == digest) {
+                Some((_, Access::All)) => {}
+                Some((_, scope)) if access == Access::All => *scope = Access::All,
+                Some((_, Access::Sites(names))) => {
+                    if let Access::Sites(more) = access {
+                        names.extend(more);
+                    }
+                }
+                None => tokens.push((digest, access)),
+            }
+        }
+        Ok(Self(tokens))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -266,14 +370,71 @@ impl ApiTokens {
         self.0.len()
     }
 
-    /// Whether `token` is one of the tokens, in time independent of where or whether it matches.
-    pub fn matches(&self, token: &str) -> bool {
+    /// The sites named in token scopes.
+    fn scoped_sites(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .flat_map(|(_, access)| match access {
+                Access::All => &[][..],
+                Access::Sites(names) => names.as_slice(),
+            })
+            .map(String::as_str)
+    }
+
+    /// What `token` may do, if it is one of the tokens. Every known digest is compared, each in constant time, so
+    /// the time taken does not depend on the presented token's bytes.
+    pub fn access(&self, token: &str) -> Option<&Access> {
         let presented = digest(token);
-        let mut ok = subtle::Choice::from(0);
-        for known in &self.0 {
-            ok |= known.ct_eq(&presented);
+        let mut found = None;
+        for (known, access) in &self.0 {
+            if bool::from(known.ct_eq(&presented)) {
+                found = Some(access);
+            }
         }
-        ok.into()
+        found
+    }
+
+    /// Whether `token` is one of the tokens (any scope).
+    pub fn matches(&self, token: &str) -> bool {
+        self.access(token).is_some()
+    }
+}
+
+/// The peers whose forwarding headers are believed (`trusted_proxies`: comma-separated IP addresses or CIDR
+/// networks). Empty: none; the `Host` header alone picks the site.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        raw.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.parse::<ipnet::IpNet>()
+                    .or_else(|_| p.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| anyhow::anyhow!("{named}: {p:?} is not an IP address or a CIDR network"))
+            })
+            .collect::<anyhow::Result<_>>()
+            .map(Self)
+    }
+
+    /// Whether a request from `peer` may name its host in `Forwarded` / `X-Forwarded-Host`. An IPv4 peer seen as
+    /// an IPv4-mapped IPv6 address (a dual-stack listener) is compared as IPv4.
+    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+        let peer = match peer {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        self.0.iter().any(|net| net.contains(&peer))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn shown(&self) -> Vec<String> {
+        self.0.iter().map(ToString::to_string).collect()
     }
 }
 
@@ -317,6 +478,15 @@ impl Config {
     /// The settings' checks, then those between settings.
     fn validate(raw: Raw) -> anyhow::Result<Self> {
         let config = Self::from_raw(raw)?;
+        let specs = config.site_specs();
+        if let Some(name) = config.api_tokens.scoped_sites().find(|n| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "api_tokens (SITEMAPD_API_TOKENS): a token is scoped to the site {name:?}, which is not configured \
+                 (sites: {})",
+                names.join(", ")
+            );
+        }
         if config.api_tokens.is_empty() && !config.bind.ip().is_loopback() {
             bail!(
                 "refusing to listen on {} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \
@@ -332,10 +502,20 @@ impl Config {
         Limits { max_urls: self.page_max_urls, max_bytes: self.page_max_bytes }
     }
 
+    /// The sites served: `sites`, or without it one site named `default` at `public_url`.
+    pub fn site_specs(&self) -> Vec<SiteSpec> {
+        if self.sites.is_empty() {
+            vec![SiteSpec { name: DEFAULT_SITE.to_owned(), public_url: self.public_url.clone() }]
+        } else {
+            self.sites.clone()
+        }
+    }
+
     /// How to open the configured database.
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions {
             url: self.database_url.clone(),
+            sites: self.site_specs(),
             limits: self.limits(),
             max_connections: self.db_max_connections,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
@@ -687,12 +867,14 @@ mod tests {
     fn the_logged_defaults() {
         assert_eq!(
             format!("{:?}", load(&[]).unwrap()),
-            "Config { database_url: \"sqlite://sitemapd.db\", public_url: \"http://localhost:8080/\", bind: \
+            "Config { database_url: \"sqlite://sitemapd.db\", public_url: \"http://localhost:8080/\", sites: [], \
+             trusted_proxies: [], bind: \
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
              16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
-             cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, shutdown_grace_secs: 25, log_format: Text }"
+             cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
+             robots_txt_body: \"\", shutdown_grace_secs: 25, log_format: Text }"
         );
     }
 
@@ -848,5 +1030,58 @@ mod tests {
         assert!(!e.contains("S3cret") && e.contains("SITEMAPD_PUBLIC_URL"), "{e}");
         let e = load(&[("SITEMAPD_PUBLIC_URL", "example.com")]).unwrap_err().to_string();
         assert!(e.contains("\"example.com\""), "an ordinary mistake is shown: {e}");
+    }
+
+    #[test]
+    fn sites_are_named_urls_on_hosts_of_their_own() {
+        let c =
+            load(&[("SITEMAPD_SITES", " www=https://www.example.com , shop=https://shop.example.com/s/ ,")]).unwrap();
+        let names: Vec<(&str, &str)> = c.sites.iter().map(|s| (s.name.as_str(), s.public_url.as_str())).collect();
+        assert_eq!(names, [("www", "https://www.example.com/"), ("shop", "https://shop.example.com/s/")]);
+        assert_eq!(c.site_specs().len(), 2);
+        let one = load(&[]).unwrap().site_specs();
+        assert_eq!((one[0].name.as_str(), one[0].public_url.as_str()), (DEFAULT_SITE, "http://localhost:8080/"));
+        for (bad, says) in [
+            ("www", "NAME=PUBLIC_URL"),
+            ("WWW=https://a.test", "site name"),
+            ("a=https://a.test, a=https://b.test", "given twice"),
+            ("a=https://a.test/x/, b=https://A.test:443/y/", "both on a.test"),
+            ("a=ftp://a.test", "http or https"),
+        ] {
+            let e = load(&[("SITEMAPD_SITES", bad)]).unwrap_err().to_string();
+            assert!(e.contains("SITEMAPD_SITES") && e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn tokens_may_be_scoped_to_configured_sites() {
+        let sites = ("SITEMAPD_SITES", "www=https://www.example.com, shop=https://shop.example.com");
+        let c = load(&[sites, ("SITEMAPD_API_TOKENS", "all, shop:s, www:both, shop:both, www:all")]).unwrap();
+        let t = &c.api_tokens;
+        assert_eq!(t.access("all"), Some(&Access::All), "a scope given to a global token does not narrow it");
+        assert_eq!(t.access("s"), Some(&Access::Sites(vec!["shop".into()])));
+        assert!(t.access("both").is_some_and(|a| a.may("www") && a.may("shop")));
+        assert_eq!(t.access("shop:s"), None, "the scope is not part of the token");
+        assert_eq!(t.access("x"), None);
+        let e = load(&[sites, ("SITEMAPD_API_TOKENS", "blog:t")]).unwrap_err().to_string();
+        assert!(e.contains("\"blog\", which is not configured") && e.contains("www, shop"), "{e}");
+        let e = load(&[("SITEMAPD_API_TOKENS", "shop:t")]).unwrap_err().to_string();
+        assert!(e.contains("(sites: default)"), "one site is named default: {e}");
+        let e = load(&[("SITEMAPD_API_TOKENS", "Shop Site:t")]).unwrap_err().to_string();
+        assert!(e.contains("SITE:TOKEN"), "{e}");
+        assert!(load(&[("SITEMAPD_API_TOKENS", "default:t")]).is_ok());
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks() {
+        let c = load(&[("SITEMAPD_TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.5, ::1")]).unwrap();
+        let p = &c.trusted_proxies;
+        assert!(p.trusts("10.200.0.1".parse().unwrap()) && p.trusts("192.168.1.5".parse().unwrap()));
+        assert!(p.trusts("::ffff:10.0.0.1".parse().unwrap()), "IPv4-mapped");
+        assert!(p.trusts("::1".parse().unwrap()));
+        assert!(!p.trusts("192.168.1.6".parse().unwrap()) && !p.trusts("11.0.0.1".parse().unwrap()));
+        assert!(!load(&[]).unwrap().trusted_proxies.trusts("127.0.0.1".parse().unwrap()), "none by default");
+        let e = load(&[("SITEMAPD_TRUSTED_PROXIES", "10.0.0.0/33")]).unwrap_err().to_string();
+        assert!(e.contains("SITEMAPD_TRUSTED_PROXIES") && e.contains("10.0.0.0/33"), "{e}");
     }
 }
