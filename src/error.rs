@@ -37,6 +37,10 @@ impl ApiError {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required")
     }
 
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
@@ -78,6 +82,8 @@ impl From<StoreError> for ApiError {
                 "index_full",
                 format!("{full}; raise page_max_urls or page_max_bytes to fit more URLs"),
             ),
+            StoreError::NoSite(loc, message) => Self::invalid(format!("loc {loc} {message}"))
+                .with("details", [json!({"field": "loc", "message": message, "loc": loc})]),
             StoreError::TooLarge(loc, too_large) => Self::invalid(format!("{loc}: {too_large}"))
                 .with("details", [json!({"field": "", "message": too_large.to_string(), "loc": loc})]),
         }

@@ -10,6 +10,7 @@ mod shared;
 pub mod sqlite;
 mod write;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,7 +23,7 @@ pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL};
 pub use self::sqlite::SqliteStore;
 use crate::domain::Extensions;
 use crate::domain::ext::News;
-use crate::domain::{Entry, Loc, Priority};
+use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use crate::page::EntryTooLarge;
 use crate::page::{Fields, Limits, NsCounts, PageState, StoredUrl, page_bytes};
 use crate::placement::{Changes, IndexFull, PlanError, UpsertCounts};
@@ -40,6 +41,9 @@ pub enum StoreError {
     /// An entry larger than any page can hold (its loc, and the sizes).
     #[error("{0}: {1}")]
     TooLarge(String, EntryTooLarge),
+    /// A loc under no configured site (the API refuses it first; this is the store's own check).
+    #[error("{0} {1}")]
+    NoSite(String, String),
 }
 
 impl From<PlanError> for StoreError {
@@ -120,11 +124,25 @@ pub struct NewsRead {
     pub newest_before_us: Option<i64>,
 }
 
-/// A write's outcome: its counts, and what it changed.
+/// A write's outcome: its counts, and what it changed in each site (by site id; only sites it changed).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Written<C> {
     pub counts: C,
-    pub changes: Changes,
+    pub changes: BTreeMap<i64, Changes>,
+}
+
+impl<C> Written<C> {
+    /// What it changed in `site` (nothing when it changed nothing there).
+    pub fn changes_in(&self, site: i64) -> Changes {
+        self.changes.get(&site).cloned().unwrap_or_default()
+    }
+}
+
+/// A stored record and the site it belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteUrl {
+    pub site: i64,
+    pub url: StoredUrl,
 }
 
 /// What a store reads. Handlers reach the store through [`crate::AppState::reads`] (this) and
@@ -134,18 +152,21 @@ pub struct Written<C> {
 pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
     async fn ping(&self) -> Result<()>;
-    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>>;
-    /// Records in id order after the record with id `after` (keyset paging): at most `limit`, and fewer once their
-    /// rendered sizes pass [`LIST_MAX_BYTES`].
-    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
-    /// The whole page table, empty pages included, in page order: O(pages).
-    async fn pages(&self) -> Result<Vec<PageState>>;
-    async fn page(&self, id: i64) -> Result<Option<PageState>>;
-    /// The news sitemap's rows: at most `limit` entries with news published from `since_us` to `until_us`, newest
-    /// first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is made of.
-    async fn news(&self, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead>;
+    /// The sites served, with their stored ids (matched by name when the store was opened).
+    fn sites(&self) -> Arc<Sites>;
+    async fn find(&self, loc: &Loc) -> Result<Option<SiteUrl>>;
+    /// Records in id order after the record with id `after` (keyset paging), of one site or of all: at most
+    /// `limit`, and fewer once their rendered sizes pass [`LIST_MAX_BYTES`].
+    async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>>;
+    /// A site's whole page table, empty pages included, in page order: O(pages).
+    async fn pages(&self, site: i64) -> Result<Vec<PageState>>;
+    async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>>;
+    /// A site's news sitemap rows: at most `limit` entries with news published from `since_us` to `until_us`,
+    /// newest first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is
+    /// made of.
+    async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
-    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
 }
@@ -153,9 +174,10 @@ pub trait StoreReads: Send + Sync + 'static {
 /// A store: its reads, its writes (each returns what it changed), and its life cycle.
 #[async_trait]
 pub trait Store: StoreReads {
-    /// Applies the embedded migrations; idempotent.
+    /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
+    /// idempotent. Reads need it first.
     async fn migrate(&self) -> anyhow::Result<()>;
-    /// Upserts `entries` in one transaction (a later duplicate of a loc wins).
+    /// Upserts `entries` in one transaction (a later duplicate of a loc wins), each in the site its loc lies under.
     async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>>;
     /// Deletes the records of `locs` in one transaction.
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
@@ -226,6 +248,8 @@ impl Backend {
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     pub url: String,
+    /// The configured sites: never empty.
+    pub sites: Vec<SiteSpec>,
     pub limits: Limits,
     pub max_connections: u32,
     /// The longest a request waits for a connection before it is answered 503.
@@ -249,11 +273,18 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
 /// Refuses limits lower than what stored pages already hold: they would break the limits and nothing rebalances
 /// pages (yet). O(pages).
 async fn check_limits(store: &dyn StoreReads, limits: Limits) -> anyhow::Result<()> {
-    let pages = store.pages().await.context("cannot read the page table")?;
+    for site in store.sites().iter() {
+        let pages = store.pages(site.id).await.context("cannot read the page table")?;
+        check_site_limits(&site.name, &pages, limits)?;
+    }
+    Ok(())
+}
+
+fn check_site_limits(site: &str, pages: &[PageState], limits: Limits) -> anyhow::Result<()> {
     if let Some(p) = pages.iter().find(|p| p.url_count > i64::from(limits.max_urls)) {
         anyhow::bail!(
-            "page {} already holds {} URLs, more than page_max_urls (SITEMAPD_PAGE_MAX_URLS) = {}: stored pages are \
-             not rebalanced, so keep the setting at {} or more",
+            "page {} of site {site} already holds {} URLs, more than page_max_urls (SITEMAPD_PAGE_MAX_URLS) = {}: \
+             stored pages are not rebalanced, so keep the setting at {} or more",
             p.id,
             p.url_count,
             limits.max_urls,
@@ -262,8 +293,8 @@ async fn check_limits(store: &dyn StoreReads, limits: Limits) -> anyhow::Result<
     }
     if let Some(p) = pages.iter().find(|p| !limits.fits_bytes(p.byte_size)) {
         anyhow::bail!(
-            "page {} already needs {} bytes, more than page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) = {}: stored pages \
-             are not rebalanced, so keep the setting at {} or more",
+            "page {} of site {site} already needs {} bytes, more than page_max_bytes (SITEMAPD_PAGE_MAX_BYTES) = {}: \
+             stored pages are not rebalanced, so keep the setting at {} or more",
             p.id,
             page_bytes(p.byte_size),
             limits.max_bytes,
@@ -273,8 +304,30 @@ async fn check_limits(store: &dyn StoreReads, limits: Limits) -> anyhow::Result<
     Ok(())
 }
 
+/// The sites of a store that was not migrated (`store::open` always migrates, which registers them): numbered in
+/// configuration order, the first as the default site. Such a store can only fail (its schema is not known to be
+/// there); this lets it do so with the store's own errors.
+fn unregistered(specs: &[SiteSpec]) -> Arc<Sites> {
+    Arc::new(Sites::new(specs.iter().zip(1..).map(|(spec, id)| crate::domain::Site::new(id, spec.clone())).collect()))
+}
+
+/// Warns about stored URLs of sites that are not configured: they are kept, and served by no host.
+fn warn_unserved(stored: Vec<(String, i64)>, sites: &Sites) {
+    for (name, urls) in stored.into_iter().filter(|(name, _)| sites.by_name(name).is_none()) {
+        tracing::warn!(
+            site = %name,
+            urls,
+            configured = %sites,
+            "the database holds URLs of a site that is not configured: no host serves them. Configure it (sites, \
+             SITEMAPD_SITES), or rename its row (UPDATE sites SET name = '...' WHERE name = '...') to the name of \
+             the site they belong to; see README, Several sites"
+        );
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct UrlRow {
+    site_id: i64,
     id: i64,
     loc: String,
     page_id: i64,
@@ -284,6 +337,12 @@ struct UrlRow {
     ext: Option<String>,
     news: Option<String>,
     size: i64,
+}
+
+impl From<UrlRow> for SiteUrl {
+    fn from(r: UrlRow) -> Self {
+        Self { site: r.site_id, url: r.into() }
+    }
 }
 
 impl From<UrlRow> for StoredUrl {
@@ -349,7 +408,7 @@ impl From<PageRow> for PageState {
 /// Column lists as literals, so that queries built with `concat!` stay `&'static str` (sqlx's `SqlSafeStr`).
 macro_rules! url_columns {
     () => {
-        "id, loc, page_id, lastmod, changefreq, priority, ext, news, size"
+        "site_id, id, loc, page_id, lastmod, changefreq, priority, ext, news, size"
     };
 }
 macro_rules! page_columns {

@@ -2,6 +2,7 @@
 //! clock is the database's, so every replica stamps changes from one clock.
 
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -9,17 +10,18 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use super::shared::{Backend, Sql};
 use super::write::{self, Writes};
-use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
-use crate::domain::{Entry, Loc, Priority};
+use super::{DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
+use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use crate::page::{Limits, PageState, StoredUrl};
 use crate::placement::{NewUrl, UpsertCounts};
 
-/// A page's entries in page order. The row-value range (rather than `page_id = $1 ORDER BY id`) leaves the planner
+/// A page's entries in page order. The row-value range (rather than `site_id = $1 AND page_id = $2 ORDER BY id`) leaves the planner
 /// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
-/// [`PAGE_PLANNER_SETTINGS`] the only plan left is an ordered scan of `urls_page_id_id`, streaming from its first
+/// [`PAGE_PLANNER_SETTINGS`] the only plan left is an ordered scan of `urls_site_page_id`, streaming from its first
 /// row: O(page) at any depth, no sort. A test pins the plan.
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority, ext FROM urls \
-     WHERE (page_id, id) > ($1, 0) AND (page_id, id) < ($1 + 1, 0) ORDER BY page_id, id";
+     WHERE (site_id, page_id, id) > ($1, $2, 0) AND (site_id, page_id, id) < ($1, $2 + 1, 0) \
+     ORDER BY site_id, page_id, id";
 
 /// Planner settings for the page's read-only transaction: no bitmap scan, no sort (both would collect the page
 /// before the first row goes out).
@@ -39,12 +41,15 @@ pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHER
 const LOCK_TIMEOUT: &str = "5s";
 const STATEMENT_TIMEOUT: &str = "5min";
 
-/// The advisory lock key that serializes writers (any constant; "sitemapd" in ASCII, truncated).
+/// The advisory lock key that serializes writers (any constant; "sitemapd" in ASCII, truncated). One for all
+/// sites: a write may span sites, and a replica of the version before sites takes the same key.
 const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
 
 pub struct PgStore {
     pool: PgPool,
     limits: Limits,
+    specs: Vec<SiteSpec>,
+    sites: OnceLock<Arc<Sites>>,
 }
 
 impl PgStore {
@@ -64,11 +69,13 @@ impl PgStore {
             .idle_timeout(std::time::Duration::from_secs(300))
             .connect_with(connect)
             .await?;
-        Ok(Self::from_pool(pool, options.limits))
+        Ok(Self { pool, limits: options.limits, specs: options.sites.clone(), sites: OnceLock::new() })
     }
 
-    pub fn from_pool(pool: PgPool, limits: Limits) -> Self {
-        Self { pool, limits }
+    /// A store on `pool` serving `sites` as they are given, without `migrate` (which would register them).
+    pub fn from_pool(pool: PgPool, limits: Limits, sites: Sites) -> Self {
+        let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
+        Self { pool, limits, specs, sites: OnceLock::from(Arc::new(sites)) }
     }
 
     /// A write transaction holding the write lock (transaction-scoped: released at its end).
@@ -86,21 +93,22 @@ impl Writes for sqlx::Postgres {
         Ok(now)
     }
 
-    async fn lookup(conn: &mut PgConnection, locs: &[&str]) -> Result<Vec<StoredUrl>> {
+    async fn lookup(conn: &mut PgConnection, locs: &[&str]) -> Result<Vec<SiteUrl>> {
         let rows: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(locs).fetch_all(conn).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    async fn write_pages(conn: &mut PgConnection, pages: &[PageState]) -> Result<()> {
+    async fn write_pages(conn: &mut PgConnection, site: i64, pages: &[PageState]) -> Result<()> {
         if pages.is_empty() {
             return Ok(());
         }
         let col = |f: fn(&PageState) -> i64| pages.iter().map(f).collect::<Vec<_>>();
         sqlx::query(
-            "INSERT INTO pages (id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls) \
-             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
-                                  $6::bigint[], $7::bigint[], $8::bigint[]) \
-             ON CONFLICT (id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
+            "INSERT INTO pages (site_id, id, url_count, byte_size, version, modified_us, image_urls, video_urls, \
+                                xhtml_urls) \
+             SELECT $9, * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+                                      $6::bigint[], $7::bigint[], $8::bigint[]) \
+             ON CONFLICT (site_id, id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
              version = excluded.version, modified_us = excluded.modified_us, image_urls = excluded.image_urls, \
              video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls",
         )
@@ -112,12 +120,13 @@ impl Writes for sqlx::Postgres {
         .bind(col(|p| p.ns.image))
         .bind(col(|p| p.ns.video))
         .bind(col(|p| p.ns.xhtml))
+        .bind(site)
         .execute(conn)
         .await?;
         Ok(())
     }
 
-    async fn write_urls(conn: &mut PgConnection, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
+    async fn write_urls(conn: &mut PgConnection, site: i64, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
         if !updates.is_empty() {
             let u = updates;
             sqlx::query(
@@ -143,8 +152,8 @@ impl Writes for sqlx::Postgres {
             let n = inserts;
             // WITH ORDINALITY + ORDER BY: ids are assigned in plan order, so page order is request order.
             sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
-                 SELECT loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news \
+                "INSERT INTO urls (site_id, loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
+                 SELECT $10, loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news \
                  FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
                              $7::text[], $8::bigint[], $9::text[]) \
                  WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, ord) \
@@ -159,6 +168,7 @@ impl Writes for sqlx::Postgres {
             .bind(n.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.news_json()).collect::<Vec<_>>())
+            .bind(site)
             .execute(&mut *conn)
             .await?;
         }
@@ -177,6 +187,9 @@ impl Store for PgStore {
         sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
         // Under the write lock, so that replicas starting together repair once.
         write::repair(self.begin_write().await?, self.limits).await?;
+        let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
+        super::warn_unserved(sqlx::Postgres::stored_sites(&self.pool).await?, &sites);
+        let _ = self.sites.set(Arc::new(sites));
         Ok(())
     }
 
@@ -190,7 +203,7 @@ impl Store for PgStore {
         if entries.is_empty() {
             return Ok(Written::default());
         }
-        write::upsert(self.begin_write().await?, entries, self.limits).await
+        write::upsert(self.begin_write().await?, &Backend::sites(self), entries, self.limits).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -210,17 +223,21 @@ impl Backend for PgStore {
         &self.pool
     }
 
+    fn sites(&self) -> Arc<Sites> {
+        self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
+    }
+
     async fn snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
         Ok(self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
     }
 
-    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
         let mut tx = self.snapshot().await?;
-        let Some(page) = sqlx::Postgres::nonempty_page_in(&mut tx, id).await? else {
+        let Some(page) = sqlx::Postgres::nonempty_page_in(&mut tx, site, id).await? else {
             return Ok(None);
         };
         sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
-        Ok(Some((page, sqlx::Postgres::entries(tx, PAGE_ENTRIES_SQL, id))))
+        Ok(Some((page, sqlx::Postgres::entries(tx, PAGE_ENTRIES_SQL, site, id))))
     }
 }

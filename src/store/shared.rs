@@ -8,30 +8,44 @@ use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
+use std::sync::Arc;
+
 use super::{
-    EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, Result, StoreReads, UrlRow, page_columns, url_columns,
+    EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, Result, SiteUrl, StoreReads, UrlRow, page_columns,
+    url_columns,
 };
-use crate::domain::Loc;
+use crate::domain::{Loc, Site, SiteSpec, Sites};
 use crate::page::{PageState, StoredUrl};
 use crate::placement;
 
 const FIND_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1");
 const LIST_AFTER_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2");
-/// Every record in id order (the repair's scan).
-const URLS_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id");
-const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id");
-const PAGE_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE id = $1");
-/// The news window, newest first, through `urls_news_us` (a backward scan).
-pub const NEWS_SQL: &str =
-    "SELECT loc, news, news_us FROM urls WHERE news_us >= $1 AND news_us <= $2 ORDER BY news_us DESC, id DESC LIMIT $3";
-const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE id = 1";
+/// One site's records in id order (the primary key's order, filtered).
+const LIST_SITE_AFTER_SQL: &str =
+    concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 AND site_id = $3 ORDER BY id LIMIT $2");
+/// Every record of a site in id order (the repair's scan).
+const URLS_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE site_id = $1 ORDER BY id");
+const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE site_id = $1 ORDER BY id");
+const PAGE_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE site_id = $1 AND id = $2");
+/// A site's news window, newest first, through `urls_news_us` (a backward scan).
+pub const NEWS_SQL: &str = "SELECT loc, news, news_us FROM urls \
+     WHERE site_id = $4 AND news_us >= $1 AND news_us <= $2 ORDER BY site_id DESC, news_us DESC, id DESC LIMIT $3";
+const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE site_id = $1";
 /// The newest publication date before the window, through the same index.
-pub const NEWS_BEFORE_SQL: &str = "SELECT news_us FROM urls WHERE news_us < $1 ORDER BY news_us DESC LIMIT 1";
+pub const NEWS_BEFORE_SQL: &str =
+    "SELECT news_us FROM urls WHERE site_id = $2 AND news_us < $1 ORDER BY site_id DESC, news_us DESC LIMIT 1";
+/// A configured site's row: added the first time its name is configured, found by name after that.
+const ADD_SITE_SQL: &str = "INSERT INTO sites (name) VALUES ($1) ON CONFLICT (name) DO NOTHING";
+const SITE_ID_SQL: &str = "SELECT id FROM sites WHERE name = $1";
+const ADD_NEWS_STATE_SQL: &str = "INSERT INTO news_state (site_id, modified_us) VALUES ($1, 0) ON CONFLICT DO NOTHING";
+/// URLs stored per site, by name: O(pages).
+const STORED_SITES_SQL: &str = "SELECT s.name, CAST(sum(p.url_count) AS BIGINT) FROM pages p \
+     JOIN sites s ON s.id = p.site_id GROUP BY s.name HAVING sum(p.url_count) > 0 ORDER BY s.name";
 const TASK_PENDING_SQL: &str = "SELECT name FROM upgrade_tasks WHERE name = $1";
 const TASK_DONE_SQL: &str = "DELETE FROM upgrade_tasks WHERE name = $1";
 /// The news sitemap's change stamp moves to `now`, and at least a millisecond on (as a page's does).
 const TOUCH_NEWS_SQL: &str = "UPDATE news_state SET modified_us = \
-     CASE WHEN $1 > modified_us + 1000 THEN $1 ELSE modified_us + 1000 END WHERE id = 1";
+     CASE WHEN $1 > modified_us + 1000 THEN $1 ELSE modified_us + 1000 END WHERE site_id = $2";
 const REPAIR_URL_SQL: &str = "UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1";
 
 /// A backend's database with the queries both backends share. Implemented for every sqlx database that can run
@@ -39,23 +53,36 @@ const REPAIR_URL_SQL: &str = "UPDATE urls SET loc = $2, page_id = $3, size = $4 
 pub(crate) trait Sql: Database {
     /// The readiness probe's query ([`super::PING_SQL`]).
     fn ping(pool: &Pool<Self>) -> impl Future<Output = Result<()>> + Send;
-    fn find(pool: &Pool<Self>, loc: &str) -> impl Future<Output = Result<Option<StoredUrl>>> + Send;
-    /// Records in id order after the record with id `after` (keyset paging).
-    fn list_after(pool: &Pool<Self>, after: i64, limit: u32) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
-    /// The whole page table, in page order.
-    fn pages(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<PageState>>> + Send;
-    fn page(pool: &Pool<Self>, id: i64) -> impl Future<Output = Result<Option<PageState>>> + Send;
-    /// The whole page table, in page order, inside a transaction.
-    fn pages_in(conn: &mut Self::Connection) -> impl Future<Output = Result<Vec<PageState>>> + Send;
+    fn find(pool: &Pool<Self>, loc: &str) -> impl Future<Output = Result<Option<SiteUrl>>> + Send;
+    /// Records in id order after the record with id `after` (keyset paging), of one site or all.
+    fn list_after(
+        pool: &Pool<Self>,
+        site: Option<i64>,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send;
+    /// A site's whole page table, in page order.
+    fn pages(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<Vec<PageState>>> + Send;
+    fn page(pool: &Pool<Self>, site: i64, id: i64) -> impl Future<Output = Result<Option<PageState>>> + Send;
+    /// A site's whole page table, in page order, inside a transaction.
+    fn pages_in(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Vec<PageState>>> + Send;
     /// A non-empty page's state, inside a transaction (the snapshot its entries are then read from).
-    fn nonempty_page_in(conn: &mut Self::Connection, id: i64)
-    -> impl Future<Output = Result<Option<PageState>>> + Send;
-    /// The rows `sql` (a page's entries in page order, `$1` or `?1` its id) reads in `tx`, streamed; the stream
-    /// holds `tx`, and with it the snapshot, until it ends.
-    fn entries(tx: Transaction<'static, Self>, sql: &'static str, id: i64) -> EntryStream;
+    fn nonempty_page_in(
+        conn: &mut Self::Connection,
+        site: i64,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<PageState>>> + Send;
+    /// The rows `sql` (a page's entries in page order, `$1` its site and `$2` its id) reads in `tx`, streamed;
+    /// the stream holds `tx`, and with it the snapshot, until it ends.
+    fn entries(tx: Transaction<'static, Self>, sql: &'static str, site: i64, id: i64) -> EntryStream;
+    /// Matches `specs` to their stored ids by name, adding the new ones.
+    fn register_sites(pool: &Pool<Self>, specs: &[SiteSpec]) -> impl Future<Output = Result<Sites>> + Send;
+    /// The name and URL count of every site with stored URLs.
+    fn stored_sites(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
     /// The news sitemap's rows ([`StoreReads::news`]), read in `tx` (one snapshot).
     fn news_in(
         tx: Transaction<'static, Self>,
+        site: i64,
         since_us: i64,
         until_us: i64,
         limit: u32,
@@ -63,11 +90,14 @@ pub(crate) trait Sql: Database {
     /// Whether the one-time upgrade task `name` is still to be done.
     fn task_pending(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<bool>> + Send;
     fn task_done(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<()>> + Send;
-    /// Every stored record that is not what this version would store, with the loc it should have
+    /// Every stored record of `site` that is not what this version would store, with the loc it should have
     /// ([`placement::recount`]), in id order; streamed, so only those records are held.
-    fn stale_urls(conn: &mut Self::Connection) -> impl Future<Output = Result<Vec<(StoredUrl, String)>>> + Send;
-    /// Records that an entry with news changed, at `now_us` ([`TOUCH_NEWS_SQL`]).
-    fn touch_news(conn: &mut Self::Connection, now_us: i64) -> impl Future<Output = Result<()>> + Send;
+    fn stale_urls(
+        conn: &mut Self::Connection,
+        site: i64,
+    ) -> impl Future<Output = Result<Vec<(StoredUrl, String)>>> + Send;
+    /// Records that an entry of `site` with news changed, at `now_us` ([`TOUCH_NEWS_SQL`]).
+    fn touch_news(conn: &mut Self::Connection, site: i64, now_us: i64) -> impl Future<Output = Result<()>> + Send;
     /// Writes a repaired record's loc, page and size.
     fn repair_url(conn: &mut Self::Connection, url: &placement::RepairedUrl)
     -> impl Future<Output = Result<()>> + Send;
@@ -84,6 +114,7 @@ where
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
+    (String, i64): for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
 {
@@ -92,18 +123,24 @@ where
         Ok(())
     }
 
-    async fn find(pool: &Pool<Self>, loc: &str) -> Result<Option<StoredUrl>> {
+    async fn find(pool: &Pool<Self>, loc: &str) -> Result<Option<SiteUrl>> {
         let row: Option<UrlRow> = sqlx::query_as(FIND_SQL).bind(loc).fetch_optional(pool).await?;
         Ok(row.map(Into::into))
     }
 
-    async fn list_after(pool: &Pool<Self>, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+    async fn list_after(pool: &Pool<Self>, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
         // Streamed and cut at LIST_MAX_BYTES: with extensions a record can render to megabytes.
-        let mut rows = sqlx::query_as::<_, UrlRow>(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)).fetch(pool);
+        let query = match site {
+            None => sqlx::query_as::<_, UrlRow>(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)),
+            Some(site) => {
+                sqlx::query_as::<_, UrlRow>(LIST_SITE_AFTER_SQL).bind(after).bind(i64::from(limit)).bind(site)
+            }
+        };
+        let mut rows = query.fetch(pool);
         let (mut out, mut bytes) = (Vec::new(), 0);
         while let Some(row) = rows.try_next().await? {
-            let url = StoredUrl::from(row);
-            bytes += url.size;
+            let url = SiteUrl::from(row);
+            bytes += url.url.size;
             out.push(url);
             if bytes > super::LIST_MAX_BYTES {
                 break;
@@ -112,30 +149,45 @@ where
         Ok(out)
     }
 
-    async fn pages(pool: &Pool<Self>) -> Result<Vec<PageState>> {
-        let rows: Vec<PageRow> = sqlx::query_as(PAGES_SQL).fetch_all(pool).await?;
+    async fn pages(pool: &Pool<Self>, site: i64) -> Result<Vec<PageState>> {
+        let rows: Vec<PageRow> = sqlx::query_as(PAGES_SQL).bind(site).fetch_all(pool).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    async fn page(pool: &Pool<Self>, id: i64) -> Result<Option<PageState>> {
-        let row: Option<PageRow> = sqlx::query_as(PAGE_SQL).bind(id).fetch_optional(pool).await?;
+    async fn page(pool: &Pool<Self>, site: i64, id: i64) -> Result<Option<PageState>> {
+        let row: Option<PageRow> = sqlx::query_as(PAGE_SQL).bind(site).bind(id).fetch_optional(pool).await?;
         Ok(row.map(Into::into))
     }
 
-    async fn pages_in(conn: &mut Self::Connection) -> Result<Vec<PageState>> {
-        let rows: Vec<PageRow> = sqlx::query_as(PAGES_SQL).fetch_all(conn).await?;
+    async fn pages_in(conn: &mut Self::Connection, site: i64) -> Result<Vec<PageState>> {
+        let rows: Vec<PageRow> = sqlx::query_as(PAGES_SQL).bind(site).fetch_all(conn).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    async fn nonempty_page_in(conn: &mut Self::Connection, id: i64) -> Result<Option<PageState>> {
-        let row: Option<PageRow> = sqlx::query_as(PAGE_SQL).bind(id).fetch_optional(conn).await?;
+    async fn nonempty_page_in(conn: &mut Self::Connection, site: i64, id: i64) -> Result<Option<PageState>> {
+        let row: Option<PageRow> = sqlx::query_as(PAGE_SQL).bind(site).bind(id).fetch_optional(conn).await?;
         Ok(row.map(PageState::from).filter(|p| p.url_count > 0))
     }
 
-    fn entries(tx: Transaction<'static, Self>, sql: &'static str, id: i64) -> EntryStream {
+    async fn register_sites(pool: &Pool<Self>, specs: &[SiteSpec]) -> Result<Sites> {
+        let mut sites = Vec::with_capacity(specs.len());
+        for spec in specs {
+            sqlx::query(ADD_SITE_SQL).bind(spec.name.as_str()).execute(pool).await?;
+            let (id,): (i64,) = sqlx::query_as(SITE_ID_SQL).bind(spec.name.as_str()).fetch_one(pool).await?;
+            sqlx::query(ADD_NEWS_STATE_SQL).bind(id).execute(pool).await?;
+            sites.push(Site::new(id, spec.clone()));
+        }
+        Ok(Sites::new(sites))
+    }
+
+    async fn stored_sites(pool: &Pool<Self>) -> Result<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(STORED_SITES_SQL).fetch_all(pool).await?)
+    }
+
+    fn entries(tx: Transaction<'static, Self>, sql: &'static str, site: i64, id: i64) -> EntryStream {
         let stream = async_stream::try_stream! {
             let mut tx = tx;
-            let mut rows = sqlx::query_as::<_, PageEntry>(sql).bind(id).fetch(&mut *tx);
+            let mut rows = sqlx::query_as::<_, PageEntry>(sql).bind(site).bind(id).fetch(&mut *tx);
             while let Some(row) = rows.try_next().await? {
                 yield row;
             }
@@ -143,11 +195,24 @@ where
         Box::pin(stream)
     }
 
-    async fn news_in(mut tx: Transaction<'static, Self>, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
-        let rows: Vec<(String, Option<String>, i64)> =
-            sqlx::query_as(NEWS_SQL).bind(since_us).bind(until_us).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
-        let (changed_us,): (i64,) = sqlx::query_as(NEWS_STATE_SQL).fetch_one(&mut *tx).await?;
-        let before: Option<(i64,)> = sqlx::query_as(NEWS_BEFORE_SQL).bind(since_us).fetch_optional(&mut *tx).await?;
+    async fn news_in(
+        mut tx: Transaction<'static, Self>,
+        site: i64,
+        since_us: i64,
+        until_us: i64,
+        limit: u32,
+    ) -> Result<NewsRead> {
+        let rows: Vec<(String, Option<String>, i64)> = sqlx::query_as(NEWS_SQL)
+            .bind(since_us)
+            .bind(until_us)
+            .bind(i64::from(limit))
+            .bind(site)
+            .fetch_all(&mut *tx)
+            .await?;
+        let changed: Option<(i64,)> = sqlx::query_as(NEWS_STATE_SQL).bind(site).fetch_optional(&mut *tx).await?;
+        let changed_us = changed.map_or(0, |(us,)| us);
+        let before: Option<(i64,)> =
+            sqlx::query_as(NEWS_BEFORE_SQL).bind(since_us).bind(site).fetch_optional(&mut *tx).await?;
         tx.commit().await?;
         let newest_us = rows.first().map(|(_, _, us)| *us);
         let entries = rows
@@ -170,9 +235,9 @@ where
         Ok(())
     }
 
-    async fn stale_urls(conn: &mut Self::Connection) -> Result<Vec<(StoredUrl, String)>> {
+    async fn stale_urls(conn: &mut Self::Connection, site: i64) -> Result<Vec<(StoredUrl, String)>> {
         let mut stale = Vec::new();
-        let mut rows = sqlx::query_as::<_, UrlRow>(URLS_SQL).fetch(conn);
+        let mut rows = sqlx::query_as::<_, UrlRow>(URLS_SQL).bind(site).fetch(conn);
         while let Some(row) = rows.try_next().await? {
             let url = StoredUrl::from(row);
             if let Some(loc) = placement::recount(&url) {
@@ -182,8 +247,8 @@ where
         Ok(stale)
     }
 
-    async fn touch_news(conn: &mut Self::Connection, now_us: i64) -> Result<()> {
-        sqlx::query(TOUCH_NEWS_SQL).bind(now_us).execute(conn).await?;
+    async fn touch_news(conn: &mut Self::Connection, site: i64, now_us: i64) -> Result<()> {
+        sqlx::query(TOUCH_NEWS_SQL).bind(now_us).bind(site).execute(conn).await?;
         Ok(())
     }
 
@@ -198,12 +263,14 @@ where
 pub(crate) trait Backend: Send + Sync + 'static {
     type Db: Sql;
     fn pool(&self) -> &Pool<Self::Db>;
+    /// The sites as registered by `migrate` ([`Sql::register_sites`]).
+    fn sites(&self) -> Arc<Sites>;
     /// Checked before the readiness probe's query (SQLite: the database file is still the one opened).
     fn check_file(&self) -> Result<()> {
         Ok(())
     }
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
-    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// A read-only transaction whose reads all see one snapshot (SQLite's read transactions do; Postgres needs
     /// `REPEATABLE READ`).
     async fn snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
@@ -220,22 +287,25 @@ impl<B: Backend> StoreReads for B {
     fn pool_status(&self) -> PoolStatus {
         PoolStatus { size: self.pool().size(), idle: self.pool().num_idle() }
     }
-    async fn find(&self, loc: &Loc) -> Result<Option<StoredUrl>> {
+    fn sites(&self) -> Arc<Sites> {
+        Backend::sites(self)
+    }
+    async fn find(&self, loc: &Loc) -> Result<Option<SiteUrl>> {
         B::Db::find(self.pool(), loc.as_str()).await
     }
-    async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        B::Db::list_after(self.pool(), after, limit).await
+    async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
+        B::Db::list_after(self.pool(), site, after, limit).await
     }
-    async fn pages(&self) -> Result<Vec<PageState>> {
-        B::Db::pages(self.pool()).await
+    async fn pages(&self, site: i64) -> Result<Vec<PageState>> {
+        B::Db::pages(self.pool(), site).await
     }
-    async fn page(&self, id: i64) -> Result<Option<PageState>> {
-        B::Db::page(self.pool(), id).await
+    async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>> {
+        B::Db::page(self.pool(), site, id).await
     }
-    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
-        Backend::page_entries(self, id).await
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+        Backend::page_entries(self, site, id).await
     }
-    async fn news(&self, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
-        B::Db::news_in(self.snapshot().await?, since_us, until_us, limit).await
+    async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
+        B::Db::news_in(self.snapshot().await?, site, since_us, until_us, limit).await
     }
 }

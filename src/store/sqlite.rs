@@ -3,6 +3,7 @@
 //! (`BEGIN IMMEDIATE`), so page accounting never races.
 
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -14,14 +15,16 @@ use tokio::sync::Mutex;
 
 use super::shared::{Backend, Sql};
 use super::write::{self, Writes};
-use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns};
-use crate::domain::{Entry, Loc, Priority};
+use super::{
+    DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
+};
+use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use crate::page::{Fields, Limits, PageState, StoredUrl};
 use crate::placement::{NewUrl, UpsertCounts};
 
-/// A page's entries in page order: a search of `urls_page_id_id`, already in order (a test pins the plan).
+/// A page's entries in page order: a search of `urls_site_page_id`, already in order (a test pins the plan).
 pub const PAGE_ENTRIES_SQL: &str =
-    "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE page_id = ?1 ORDER BY id";
+    "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE site_id = ?1 AND page_id = ?2 ORDER BY id";
 
 /// The stored rows of a batch's locs, given as one JSON array.
 const LOOKUP_SQL: &str =
@@ -35,6 +38,8 @@ pub struct SqliteStore {
     lock_timeout: Duration,
     /// The database file as opened: its path and identity (device, inode).
     file: Option<(std::path::PathBuf, u64, u64)>,
+    specs: Vec<SiteSpec>,
+    sites: OnceLock<Arc<Sites>>,
 }
 
 impl SqliteStore {
@@ -54,7 +59,15 @@ impl SqliteStore {
             .connect_with(connect)
             .await?;
         let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
-        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5), file })
+        Ok(Self {
+            pool,
+            limits: options.limits,
+            writer: Mutex::new(()),
+            lock_timeout: Duration::from_secs(5),
+            file,
+            specs: options.sites.clone(),
+            sites: OnceLock::new(),
+        })
     }
 
     /// Fails as unavailable when the database file was deleted (its directory removed) or replaced since it was
@@ -82,18 +95,19 @@ impl Writes for sqlx::Sqlite {
         Ok(now_us())
     }
 
-    async fn lookup(conn: &mut SqliteConnection, locs: &[&str]) -> Result<Vec<StoredUrl>> {
+    async fn lookup(conn: &mut SqliteConnection, locs: &[&str]) -> Result<Vec<SiteUrl>> {
         let json = serde_json::to_string(locs).expect("strings serialize");
         let rows: Vec<UrlRow> = sqlx::query_as(LOOKUP_SQL).bind(json).fetch_all(conn).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    async fn write_pages(conn: &mut SqliteConnection, pages: &[PageState]) -> Result<()> {
+    async fn write_pages(conn: &mut SqliteConnection, site: i64, pages: &[PageState]) -> Result<()> {
         for p in pages {
             sqlx::query(
-                "INSERT INTO pages (id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT (id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
+                "INSERT INTO pages (id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls, \
+                                    site_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT (site_id, id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
                  version = excluded.version, modified_us = excluded.modified_us, image_urls = excluded.image_urls, \
                  video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls",
             )
@@ -105,13 +119,19 @@ impl Writes for sqlx::Sqlite {
             .bind(p.ns.image)
             .bind(p.ns.video)
             .bind(p.ns.xhtml)
+            .bind(site)
             .execute(&mut *conn)
             .await?;
         }
         Ok(())
     }
 
-    async fn write_urls(conn: &mut SqliteConnection, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
+    async fn write_urls(
+        conn: &mut SqliteConnection,
+        site: i64,
+        updates: &[StoredUrl],
+        inserts: &[NewUrl],
+    ) -> Result<()> {
         for u in updates {
             let update = sqlx::query(
                 "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6, ext = ?7, \
@@ -121,10 +141,13 @@ impl Writes for sqlx::Sqlite {
         }
         for n in inserts {
             let insert = sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, site_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             );
-            bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size).execute(&mut *conn).await?;
+            bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size)
+                .bind(site)
+                .execute(&mut *conn)
+                .await?;
         }
         Ok(())
     }
@@ -159,6 +182,9 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         write::repair(tx, self.limits).await?;
+        let sites = sqlx::Sqlite::register_sites(&self.pool, &self.specs).await?;
+        super::warn_unserved(sqlx::Sqlite::stored_sites(&self.pool).await?, &sites);
+        let _ = self.sites.set(Arc::new(sites));
         Ok(())
     }
 
@@ -187,7 +213,7 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::upsert(tx, entries, self.limits).await
+        write::upsert(tx, &Backend::sites(self), entries, self.limits).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -210,17 +236,21 @@ impl Backend for SqliteStore {
         &self.pool
     }
 
+    fn sites(&self) -> Arc<Sites> {
+        self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
+    }
+
     fn check_file(&self) -> Result<()> {
         SqliteStore::check_file(self)
     }
 
-    async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         // In WAL mode a read transaction sees one snapshot from its first read to its end.
         let mut tx = self.pool.begin().await?;
-        let Some(page) = sqlx::Sqlite::nonempty_page_in(&mut tx, id).await? else {
+        let Some(page) = sqlx::Sqlite::nonempty_page_in(&mut tx, site, id).await? else {
             return Ok(None);
         };
-        Ok(Some((page, sqlx::Sqlite::entries(tx, PAGE_ENTRIES_SQL, id))))
+        Ok(Some((page, sqlx::Sqlite::entries(tx, PAGE_ENTRIES_SQL, site, id))))
     }
 }
 

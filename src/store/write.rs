@@ -7,68 +7,165 @@
 //! the beginning of the transaction (Postgres: an advisory lock; SQLite: an in-process mutex, `BEGIN IMMEDIATE`
 //! and the check of the database file).
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use sqlx::Transaction;
 
 use super::shared::Sql;
-use super::{DeleteCounts, Result, Written};
-use crate::domain::Entry;
+use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
+use crate::domain::{Entry, Sites};
 use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{self, NewUrl, UpsertCounts};
+use crate::placement::{self, Changes, NewUrl, UpsertCounts};
+
+/// The id of the site that everything stored before sites existed belongs to (migration 0004).
+pub(crate) const DEFAULT_SITE_ID: i64 = 1;
 
 /// A backend's write statements.
 pub(crate) trait Writes: Sql {
     /// The time a write stamps the pages it changes with. Called once a write holds the lock, before it loads
     /// (Postgres: the database's clock, and the write transaction's planner settings, which the lookup needs).
     fn now(conn: &mut Self::Connection) -> impl Future<Output = Result<i64>> + Send;
-    /// The stored records of `locs`.
-    fn lookup(conn: &mut Self::Connection, locs: &[&str]) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
-    /// Inserts or replaces the bookkeeping of `pages`.
-    fn write_pages(conn: &mut Self::Connection, pages: &[PageState]) -> impl Future<Output = Result<()>> + Send;
-    /// Writes an upsert plan's records: updates, then inserts in plan order (ids follow it, and so page order).
+    /// The stored records of `locs`, in whichever site they are stored.
+    fn lookup(conn: &mut Self::Connection, locs: &[&str]) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send;
+    /// Inserts or replaces the bookkeeping of `site`'s `pages`.
+    fn write_pages(
+        conn: &mut Self::Connection,
+        site: i64,
+        pages: &[PageState],
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Writes an upsert plan's records of `site`: updates, then inserts in plan order (ids follow it, and so page
+    /// order).
     fn write_urls(
         conn: &mut Self::Connection,
+        site: i64,
         updates: &[StoredUrl],
         inserts: &[NewUrl],
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// Upserts `entries` (not empty) in `tx`, which holds the write lock, and commits.
+/// Upserts `entries` (not empty) in `tx`, which holds the write lock, and commits. Each entry goes to the site its
+/// loc lies under, and each site is planned on its own page table. A record stored in another site than its loc
+/// now lies under (the sites' public URLs were changed) moves: it is deleted from the old site and created in the
+/// new one, in the same transaction.
 pub(crate) async fn upsert<DB: Writes>(
     mut tx: Transaction<'_, DB>,
+    sites: &Sites,
     entries: &[Entry],
     limits: Limits,
 ) -> Result<Written<UpsertCounts>> {
+    let groups = by_site(sites, entries)?;
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
     let now = DB::now(&mut tx).await?;
-    let existing = DB::lookup(&mut tx, &locs).await?;
-    let pages = DB::pages_in(&mut tx).await?;
-    let plan = placement::plan_upsert(entries, existing, pages, limits, now)?;
-    DB::write_pages(&mut tx, &plan.pages).await?;
-    DB::write_urls(&mut tx, &plan.updates, &plan.inserts).await?;
-    if plan.news_changed {
-        DB::touch_news(&mut tx, now).await?;
+    let mut existing: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
+    for found in DB::lookup(&mut tx, &locs).await? {
+        existing.entry(found.site).or_default().push(found.url);
+    }
+    let mut written = Written::default();
+    // Records stored in a site other than the one their loc lies under leave it first.
+    let targets: BTreeMap<&str, i64> =
+        groups.iter().flat_map(|(site, entries)| entries.iter().map(move |e| (e.loc.as_str(), *site))).collect();
+    for (site, urls) in &mut existing {
+        let (leaving, staying): (Vec<StoredUrl>, Vec<StoredUrl>) =
+            std::mem::take(urls).into_iter().partition(|u| targets.get(u.loc.as_str()) != Some(site));
+        *urls = staying;
+        if leaving.is_empty() {
+            continue;
+        }
+        tracing::info!(site, moving = leaving.len(), "records move to the site their loc now lies under");
+        let pages = DB::pages_in(&mut tx, *site).await?;
+        let plan = placement::plan_delete(leaving.len(), leaving, pages, now);
+        DB::delete_ids(&mut tx, &plan.ids).await?;
+        DB::write_pages(&mut tx, *site, &plan.pages).await?;
+        if plan.news_changed {
+            DB::touch_news(&mut tx, *site, now).await?;
+        }
+        merge(&mut written.changes, *site, plan.into_changes());
+    }
+    for (site, entries) in &groups {
+        let stored = existing.remove(site).unwrap_or_default();
+        let pages = DB::pages_in(&mut tx, *site).await?;
+        let plan = placement::plan_upsert(entries, stored, pages, limits, now)?;
+        DB::write_pages(&mut tx, *site, &plan.pages).await?;
+        DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await?;
+        if plan.news_changed {
+            DB::touch_news(&mut tx, *site, now).await?;
+        }
+        written.counts += plan.counts;
+        merge(&mut written.changes, *site, plan.into_changes());
     }
     tx.commit().await?;
-    Ok(Written { counts: plan.counts, changes: plan.into_changes() })
+    Ok(written)
 }
 
-/// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits.
+/// `entries` by the id of the site each lies under, in site order, each site's in request order. Borrowed when
+/// they all lie under one site (the common case), copied only to split a request that spans sites.
+fn by_site<'e>(sites: &Sites, entries: &'e [Entry]) -> Result<Vec<(i64, Cow<'e, [Entry]>)>> {
+    let site_of = |e: &Entry| {
+        sites
+            .for_loc(e.loc.as_str())
+            .map(|s| s.id)
+            .ok_or_else(|| StoreError::NoSite(e.loc.as_str().to_owned(), sites.outside_message()))
+    };
+    let first = site_of(&entries[0])?;
+    let mut groups: BTreeMap<i64, Vec<Entry>> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let site = site_of(entry)?;
+        if site != first && groups.is_empty() {
+            groups.insert(first, entries[..i].to_vec());
+        }
+        if !groups.is_empty() {
+            groups.entry(site).or_default().push(entry.clone());
+        }
+    }
+    if groups.is_empty() {
+        return Ok(vec![(first, Cow::Borrowed(entries))]);
+    }
+    Ok(groups.into_iter().map(|(site, entries)| (site, Cow::Owned(entries))).collect())
+}
+
+/// Adds `more` to what a write changed in `site`.
+fn merge(changes: &mut BTreeMap<i64, Changes>, site: i64, more: Changes) {
+    if more.is_empty() {
+        return;
+    }
+    let entry = changes.entry(site).or_default();
+    for page in more.pages {
+        match entry.pages.iter_mut().find(|p| p.id == page.id) {
+            Some(p) => *p = page,
+            None => entry.pages.push(page),
+        }
+    }
+    entry.pages.sort_by_key(|p| p.id);
+    entry.locs.extend(more.locs);
+}
+
+/// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits. Each is
+/// deleted from the site it is stored in.
 pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str]) -> Result<Written<DeleteCounts>> {
     let now = DB::now(&mut tx).await?;
-    let found = DB::lookup(&mut tx, locs).await?;
-    let pages = DB::pages_in(&mut tx).await?;
-    let plan = placement::plan_delete(locs.len(), found, pages, now);
-    if !plan.ids.is_empty() {
-        DB::delete_ids(&mut tx, &plan.ids).await?;
-        DB::write_pages(&mut tx, &plan.pages).await?;
+    let mut found: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
+    for url in DB::lookup(&mut tx, locs).await? {
+        found.entry(url.site).or_default().push(url.url);
     }
-    if plan.news_changed {
-        DB::touch_news(&mut tx, now).await?;
+    let mut written = Written { counts: DeleteCounts { deleted: 0, missing: locs.len() as u64 }, ..Default::default() };
+    for (site, urls) in found {
+        let pages = DB::pages_in(&mut tx, site).await?;
+        let plan = placement::plan_delete(urls.len(), urls, pages, now);
+        if !plan.ids.is_empty() {
+            DB::delete_ids(&mut tx, &plan.ids).await?;
+            DB::write_pages(&mut tx, site, &plan.pages).await?;
+        }
+        if plan.news_changed {
+            DB::touch_news(&mut tx, site, now).await?;
+        }
+        written.counts.deleted += plan.deleted;
+        written.counts.missing -= plan.deleted;
+        merge(&mut written.changes, site, plan.into_changes());
     }
     tx.commit().await?;
-    let counts = DeleteCounts { deleted: plan.deleted, missing: plan.missing };
-    Ok(Written { counts, changes: plan.into_changes() })
+    Ok(written)
 }
 
 /// The one-time repair that migration 0002 leaves to the application (see [`placement::plan_repair`]).
@@ -81,19 +178,21 @@ pub(crate) async fn repair<DB: Writes>(mut tx: Transaction<'_, DB>, limits: Limi
     if !DB::task_pending(&mut tx, RECOUNT_TASK).await? {
         return Ok(());
     }
-    let stale = DB::stale_urls(&mut tx).await?;
+    // Only databases written before migration 0002 have the task pending: all their records are the default
+    // site's (migration 0004 gave them to it).
+    let stale = DB::stale_urls(&mut tx, DEFAULT_SITE_ID).await?;
     if !stale.is_empty() {
         let renamed: Vec<&str> = stale.iter().filter(|(u, l)| &u.loc != l).map(|(_, l)| l.as_str()).collect();
         let now = DB::now(&mut tx).await?;
-        let taken = DB::lookup(&mut tx, &renamed).await?.into_iter().map(|u| u.loc).collect();
-        let pages = DB::pages_in(&mut tx).await?;
+        let taken = DB::lookup(&mut tx, &renamed).await?.into_iter().map(|u| u.url.loc).collect();
+        let pages = DB::pages_in(&mut tx, DEFAULT_SITE_ID).await?;
         let plan = placement::plan_repair(stale, &taken, pages, limits, now)?;
         let dropped: Vec<i64> = plan.dropped.iter().map(|(u, _)| u.id).collect();
         DB::delete_ids(&mut tx, &dropped).await?;
         for u in &plan.updates {
             DB::repair_url(&mut tx, u).await?;
         }
-        DB::write_pages(&mut tx, &plan.pages).await?;
+        DB::write_pages(&mut tx, DEFAULT_SITE_ID, &plan.pages).await?;
         log_repair(&plan);
     }
     DB::task_done(&mut tx, RECOUNT_TASK).await?;
