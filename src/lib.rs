@@ -8,6 +8,7 @@ pub mod api;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod host;
 pub mod page;
 pub mod placement;
 pub mod send_rate;
@@ -19,16 +20,17 @@ pub mod telemetry;
 use std::future::Future;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::metrics::InFlightRequestsLayer;
 use tower_http::trace::TraceLayer;
+use tower_layer::Layer;
 
 use crate::error::ApiError;
 pub use crate::state::AppState;
@@ -38,7 +40,7 @@ pub fn app(state: AppState) -> Router {
     // Installs the metrics recorder before the first request is counted.
     telemetry::prometheus();
     Router::new()
-        .merge(sitemap::router())
+        .merge(sitemap::router(state.clone()))
         .merge(api::router(state.clone()))
         .route("/metrics", get(telemetry::get_metrics))
         .route("/healthz", get(healthz))
@@ -113,13 +115,13 @@ pub async fn serve(
     http.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(state.config.header_read_timeout_secs));
     // Counts a request from its arrival until its response body has been sent or dropped.
     let (in_flight, counter) = InFlightRequestsLayer::pair();
-    let service = TowerToHyperService::new(app(state).layer(in_flight));
+    let service = app(state).layer(in_flight);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait rather than spin; the listener itself stays.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -129,10 +131,13 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let (stream, peer) = stream;
+        // The peer's address, for the handlers that believe forwarding headers from trusted proxies only.
+        let service = TowerToHyperService::new(Extension(ConnectInfo(peer)).layer(service.clone()));
         let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
         stream.set_write_timeout(Some(write_timeout));
         let stream = send_rate::MinSendRate::new(Box::pin(stream), min_send_rate, write_timeout);
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");

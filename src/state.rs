@@ -2,14 +2,15 @@
 //! recent copy of the page table, rendered pages) is derived from it and keyed by its versions, so any number of
 //! processes on one database answer alike.
 
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::Config;
-use crate::domain::{Entry, Loc};
+use crate::config::{Access, Config};
+use crate::domain::{Entry, Loc, Sites};
 use crate::error::ApiError;
 use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, system_clock};
@@ -24,8 +25,10 @@ pub struct Inner {
     store: Arc<dyn Store>,
     /// The settings (the API tokens only as digests).
     pub config: Config,
-    /// The page table as last read: the index, validators and cache keys are answered from it.
-    pub directories: Directories,
+    /// The sites served (with their stored ids).
+    pub sites: Arc<Sites>,
+    /// Each site's page table as last read: the index, validators and cache keys are answered from it.
+    directories: HashMap<i64, Directories>,
     /// Rendered gzip pages by page state.
     pub page_cache: PageCache,
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
@@ -40,10 +43,15 @@ impl AppState {
 
     /// With `clock` as the time of day (what the news window is measured from): tests move it by hand.
     pub fn with_clock(store: Arc<dyn Store>, config: &Config, clock: Clock) -> Self {
+        let sites = store.sites();
+        let ttl = Duration::from_millis(config.state_ttl_ms);
+        let directories = sites.iter().map(|s| (s.id, Directories::new(s.id, ttl, Arc::clone(&clock)))).collect();
+        drop(clock);
         Self(Arc::new(Inner {
             store,
             config: config.clone(),
-            directories: Directories::new(Duration::from_millis(config.state_ttl_ms), clock),
+            sites,
+            directories,
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
         }))
@@ -59,6 +67,11 @@ impl Inner {
     /// False when tokens are configured (the server then may listen beyond loopback).
     pub fn open_writes(&self) -> bool {
         self.config.api_tokens.is_empty()
+    }
+
+    /// `site`'s page table as last read (`site` is one of [`Inner::sites`]).
+    pub fn directories(&self, site: i64) -> &Directories {
+        &self.directories[&site]
     }
 
     /// The store's reads.
@@ -85,8 +98,13 @@ impl Inner {
     /// is read again for the next answer. Rendered pages need nothing: the cache is keyed by page state, so a
     /// changed page is a new key. What is to follow a change (a notification of the changed locs, rendering the
     /// changed pages ahead of crawlers) starts here, from `changes`.
-    fn written(&self, _changes: Option<&Changes>) {
-        self.directories.invalidate();
+    fn written(&self, changes: Option<&BTreeMap<i64, Changes>>) {
+        for (site, directories) in &self.directories {
+            // A failed write may have committed: every site's copy is stale then.
+            if changes.is_none_or(|c| c.contains_key(site)) {
+                directories.invalidate();
+            }
+        }
     }
 
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
@@ -101,9 +119,9 @@ impl Inner {
         }
     }
 
-    /// Whether `token` is one of the configured tokens, in time independent of where or whether it matches.
-    pub fn token_ok(&self, token: &str) -> bool {
-        self.config.api_tokens.matches(token)
+    /// What `token` may read and write, if it is one of the configured tokens (compared in constant time).
+    pub fn token_access(&self, token: &str) -> Option<Access> {
+        self.config.api_tokens.access(token).cloned()
     }
 }
 

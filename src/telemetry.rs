@@ -283,23 +283,65 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
     };
-    match state.reads().pages().await {
-        Ok(pages) => {
-            let urls: i64 = pages.iter().map(|p| p.url_count).sum();
-            let listed = pages.iter().filter(|p| p.url_count > 0).count();
-            gauge("sitemapd_store_up", "1 when the page table could be read for this scrape, else 0", 1.0);
-            gauge("sitemapd_urls", "URLs stored", urls as f64);
-            gauge(
-                "sitemapd_sitemap_pages",
-                "Sitemap pages listed in the index (pages with at least one URL)",
-                listed as f64,
-            );
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "metrics: cannot read the page table");
-            gauge("sitemapd_store_up", "1 when the page table could be read for this scrape, else 0", 0.0);
+    // Per site: (name, URLs, listed pages, pages opened, fullest page by URLs, fullest page by bytes).
+    let mut sites = Vec::new();
+    let mut up = true;
+    for site in state.sites.iter() {
+        match state.reads().pages(site.id).await {
+            Ok(pages) => {
+                let limits = state.config.limits();
+                let fill_urls =
+                    pages.iter().map(|p| p.url_count as f64 / f64::from(limits.max_urls)).fold(0.0, f64::max);
+                let fill_bytes = pages
+                    .iter()
+                    .map(|p| crate::page::page_bytes(p.byte_size) as f64 / limits.max_bytes as f64)
+                    .fold(0.0, f64::max);
+                let urls: i64 = pages.iter().map(|p| p.url_count).sum();
+                let listed = pages.iter().filter(|p| p.url_count > 0).count();
+                sites.push((site.name.as_str(), urls, listed, pages.len(), fill_urls, fill_bytes));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, site = %site.name, "metrics: cannot read the page table");
+                up = false;
+            }
         }
     }
+    gauge(
+        "sitemapd_store_up",
+        "1 when every site's page table could be read for this scrape, else 0",
+        f64::from(u8::from(up)),
+    );
+    let mut per_site = |name: &str, help: &str, values: &mut dyn Iterator<Item = (String, f64)>| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+        for (labels, value) in values {
+            let _ = writeln!(text, "{name}{{{labels}}} {value}");
+        }
+    };
+    per_site(
+        "sitemapd_urls",
+        "URLs stored, per site",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.1 as f64)),
+    );
+    per_site(
+        "sitemapd_sitemap_pages",
+        "Sitemap pages listed in the site's index (pages with at least one URL)",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.2 as f64)),
+    );
+    per_site(
+        "sitemapd_index_fill_ratio",
+        "Pages the site has opened, as a fraction of the 49,999 its index may list (at 1, writes of new URLs get 507)",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.3 as f64 / crate::placement::MAX_PAGES as f64)),
+    );
+    per_site(
+        "sitemapd_page_fill_ratio",
+        "The site's fullest page, as a fraction of each page limit (limit=\"urls\": page_max_urls, \"bytes\": page_max_bytes)",
+        &mut sites.iter().flat_map(|s| {
+            [(format!("site=\"{}\",limit=\"urls\"", s.0), s.4), (format!("site=\"{}\",limit=\"bytes\"", s.0), s.5)]
+        }),
+    );
+    let mut gauge = |name: &str, help: &str, value: f64| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
+    };
     let pool = state.reads().pool_status();
     gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
     gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);

@@ -21,6 +21,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
+use crate::config::Access;
 use crate::error::ApiError;
 
 /// Where the OpenAPI document is served (no token needed).
@@ -99,7 +100,8 @@ async fn no_store(mut response: Response) -> Response {
 }
 
 /// Every `/api/v1` route but the OpenAPI document needs `Authorization: Bearer <token>` when tokens are
-/// configured. Without tokens the server only starts on a loopback address (see `Config`), so only local clients
+/// configured. What the token may reach ([`Access`]: every site, or some) goes on to the handlers as a request
+/// extension. Without tokens the server only starts on a loopback address (see `Config`), so only local clients
 /// can write. Two `Authorization` lines are refused (400) rather than the first one read: a proxy or a filter in
 /// front may have checked the other.
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
@@ -107,6 +109,8 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         return Err(ApiError::bad_request("more than one Authorization header"));
     }
     if state.open_writes() {
+        let mut request = request;
+        request.extensions_mut().insert(Access::All);
         return Ok(next.run(request).await);
     }
     let token = request
@@ -116,8 +120,12 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    match token {
-        Some(token) if state.token_ok(token) => Ok(next.run(request).await),
-        _ => Err(ApiError::unauthorized()),
+    match token.and_then(|t| state.token_access(t)) {
+        Some(access) => {
+            let mut request = request;
+            request.extensions_mut().insert(access);
+            Ok(next.run(request).await)
+        }
+        None => Err(ApiError::unauthorized()),
     }
 }

@@ -4,7 +4,7 @@ use std::io;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt, TryStreamExt};
@@ -19,11 +19,12 @@ use super::ApiQuery;
 use super::body::{self, Format};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
-use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, Priority, PublicUrl, ext};
+use crate::config::Access;
+use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, LocScope, Priority, ext};
 use crate::error::ApiError;
-use crate::page::{Fields, Limits, StoredUrl, url_size};
+use crate::page::{Fields, Limits, url_size};
 use crate::placement::UpsertCounts;
-use crate::store::DeleteCounts;
+use crate::store::{DeleteCounts, SiteUrl};
 use crate::telemetry::{count_deletes, count_upserts};
 
 const DEFAULT_LIMIT: u32 = 100;
@@ -65,21 +66,40 @@ const MAX_LIMIT: u32 = 1000;
 )]
 pub(crate) async fn upsert_urls(
     State(state): State<AppState>,
+    Extension(access): Extension<Access>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     match body::format(&headers, true)? {
-        Format::Json => upsert_json(&state, &headers, body).await,
-        Format::Ndjson => upsert_ndjson(&state, body).await,
+        Format::Json => upsert_json(&state, &access, &headers, body).await,
+        Format::Ndjson => upsert_ndjson(&state, &access, body).await,
     }
 }
 
+/// 403 unless `access` reaches the site of every loc (each lies under a configured site: validation saw to it).
+fn authorize<'l>(state: &AppState, access: &Access, locs: impl IntoIterator<Item = &'l Loc>) -> Result<(), ApiError> {
+    if *access == Access::All {
+        return Ok(());
+    }
+    for loc in locs {
+        let site = state.sites.for_loc(loc.as_str());
+        if !site.is_some_and(|s| access.may(&s.name)) {
+            let name = site.map_or("(none)", |s| s.name.as_str());
+            return Err(ApiError::forbidden(format!(
+                "this token may not reach the site {name}, which {} lies under; nothing was changed",
+                loc.as_str()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
-async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = body::read_limited(headers, body, state.config.max_json_bytes).await?;
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
-    let (max_entries, public) = (state.config.max_json_entries, state.config.public_url.clone());
-    let parse = move || parse_json_entries(&bytes, max_entries, &public);
+    let (max_entries, sites) = (state.config.max_json_entries, state.sites.clone());
+    let parse = move || parse_json_entries(&bytes, max_entries, &*sites);
     // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the blocking pool,
     // so that it does not hold up the crawler requests that share a runtime worker with it.
     let entries = if large {
@@ -95,6 +115,7 @@ async fn upsert_json(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
         parse()?
     };
     check_sizes(&entries, state.config.limits())?;
+    authorize(state, access, entries.iter().map(|e| &e.loc)).inspect_err(|_| count_upserts("rejected", 1))?;
     let counts = state.upsert(&entries).await?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
@@ -132,7 +153,11 @@ const BLOCKING_PARSE_BYTES: usize = 256 * 1024;
 /// A `PUT /api/v1/urls` JSON array body, parsed and validated as it streams (see [`body::json_array`]): every
 /// entry, or the error. 400 malformed JSON (with the `index` of the element it is in), 413 more than `max_entries`,
 /// 422 invalid entries: `details` lists at most [`MAX_DETAILS`] problems as `{index, field, message}`.
-pub fn parse_json_entries(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> Result<Vec<Entry>, ApiError> {
+pub fn parse_json_entries(
+    bytes: &[u8],
+    max_entries: usize,
+    public: &(impl LocScope + ?Sized),
+) -> Result<Vec<Entry>, ApiError> {
     let mut entries = Vec::new();
     let mut problems = Problems::default();
     let total = body::json_array(bytes, max_entries, |index, input: EntryInput| {
@@ -184,7 +209,7 @@ impl Problems {
 
 /// NDJSON is streamed and committed in batches. At the first bad line it stops: everything before that line is
 /// committed, nothing from it on, and the error says which line and how much was stored.
-async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiError> {
+async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<Response, ApiError> {
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The limit counts a line without its terminator; the codec counts a `\r` before `\n` (it strips it after),
     // so it gets one byte more and the exact check follows.
@@ -214,9 +239,14 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
                 return Err(ingest.stop(error, line_no).await);
             }
         };
-        let parsed = parse_ndjson_line(&line, line_no, &state.config.public_url).and_then(|entry| match entry {
+        let parsed = parse_ndjson_line(&line, line_no, &*state.sites).and_then(|entry| match entry {
             Some(entry) => match entry_fits(&entry, state.config.limits()) {
-                Ok(()) => Ok(Some(entry)),
+                Ok(()) => authorize(state, access, [&entry.loc]).map(|()| Some(entry)).map_err(|e| {
+                    e.with(
+                        "details",
+                        [json!({"line": line_no, "field": "loc", "message": "not in a site this token may reach"})],
+                    )
+                }),
                 Err(e) => Err(ApiError::invalid(format!("line {line_no} is too large for a page"))
                     .with("details", [detail("line", line_no, &e)])),
             },
@@ -237,7 +267,11 @@ async fn upsert_ndjson(state: &AppState, body: Body) -> Result<Response, ApiErro
 
 /// One NDJSON line (without its newline): `None` when blank, else its entry, or the error naming the line (400 for
 /// bad JSON, 422 for an invalid entry).
-pub fn parse_ndjson_line(line: &str, line_no: u64, public: &PublicUrl) -> Result<Option<Entry>, ApiError> {
+pub fn parse_ndjson_line(
+    line: &str,
+    line_no: u64,
+    public: &(impl LocScope + ?Sized),
+) -> Result<Option<Entry>, ApiError> {
     if line.trim().is_empty() {
         return Ok(None);
     }
@@ -349,9 +383,11 @@ fn detail(position: &str, at: u64, e: &FieldError) -> Value {
 )]
 pub(crate) async fn delete_url(
     State(state): State<AppState>,
+    Extension(access): Extension<Access>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<Response, ApiError> {
-    let loc = query_loc(&query.loc, &state.config.public_url).inspect_err(|_| count_deletes("rejected", 1))?;
+    let loc = query_loc(&query.loc, &*state.sites).inspect_err(|_| count_deletes("rejected", 1))?;
+    authorize(&state, &access, [&loc]).inspect_err(|_| count_deletes("rejected", 1))?;
     let counts = state.delete(&[loc]).await?;
     count_deleted(&counts);
     if counts.deleted == 0 {
@@ -382,13 +418,15 @@ pub(crate) async fn delete_url(
 )]
 pub(crate) async fn delete_urls(
     State(state): State<AppState>,
+    Extension(access): Extension<Access>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let bytes = body::read_limited(&headers, body, state.config.max_json_bytes).await?;
-    let locs = parse_json_locs(&bytes, state.config.max_json_entries, &state.config.public_url)?;
+    let locs = parse_json_locs(&bytes, state.config.max_json_entries, &*state.sites)?;
     drop(bytes);
+    authorize(&state, &access, &locs).inspect_err(|_| count_deletes("rejected", locs.len() as u64))?;
     let counts = state.delete(&locs).await?;
     count_deleted(&counts);
     Ok(Json(counts).into_response())
@@ -396,7 +434,11 @@ pub(crate) async fn delete_urls(
 
 /// A `POST /api/v1/urls/delete` body, a JSON array of locs, parsed like [`parse_json_entries`]: every loc, or the
 /// error (422 `details`: `{index, field: "loc", message}`).
-pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> Result<Vec<Loc>, ApiError> {
+pub fn parse_json_locs(
+    bytes: &[u8],
+    max_entries: usize,
+    public: &(impl LocScope + ?Sized),
+) -> Result<Vec<Loc>, ApiError> {
     let mut locs = Vec::new();
     let mut problems = Problems::default();
     let total = body::json_array(bytes, max_entries, |index, value: JsonScalar| {
@@ -441,16 +483,25 @@ pub fn parse_json_locs(bytes: &[u8], max_entries: usize, public: &PublicUrl) -> 
 )]
 pub(crate) async fn get_urls(
     State(state): State<AppState>,
+    Extension(access): Extension<Access>,
     ApiQuery(query): ApiQuery<UrlsQuery>,
 ) -> Result<Response, ApiError> {
     if let Some(raw) = &query.loc {
-        let loc = query_loc(raw, &state.config.public_url)?;
-        if query.limit.is_some() || query.after.is_some() {
-            return Err(ApiError::bad_request("loc cannot be combined with limit or after"));
+        let loc = query_loc(raw, &*state.sites)?;
+        if query.limit.is_some() || query.after.is_some() || query.site.is_some() {
+            return Err(ApiError::bad_request("loc cannot be combined with limit, after or site"));
         }
-        let url = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
-        return Ok(Json(UrlRecord::new(url, &state.config.public_url)).into_response());
+        authorize(&state, &access, [&loc])?;
+        let found = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
+        // Stored under another site than its loc lies under now (the sites' URLs changed): that one must be
+        // reachable too.
+        let stored = state.sites.by_id(found.site);
+        if !stored.map_or(access == Access::All, |s| access.may(&s.name)) {
+            return Err(ApiError::forbidden("this token may not reach the site this URL is stored in"));
+        }
+        return Ok(Json(UrlRecord::new(&state, found)).into_response());
     }
+    let site = list_site(&state, &access, query.site.as_deref())?;
     let limit = match query.limit.as_deref() {
         None => DEFAULT_LIMIT,
         Some(raw) => raw
@@ -467,12 +518,34 @@ pub(crate) async fn get_urls(
             .filter(|n| *n >= 0)
             .ok_or_else(|| ApiError::bad_request("after must be a cursor returned as next by this API"))?,
     };
-    let items = state.reads().list_after(after, limit).await?;
+    let items = state.reads().list_after(site, after, limit).await?;
     // More may follow when the page is full, or when the listing was cut by size (see `LIST_MAX_BYTES`).
-    let cut = items.iter().map(|u| u.size).sum::<i64>() > crate::store::LIST_MAX_BYTES;
-    let next = (items.len() == limit as usize || cut).then(|| items.last().map(|u| u.id.to_string())).flatten();
-    let items = items.into_iter().map(|u| UrlRecord::new(u, &state.config.public_url)).collect();
+    let cut = items.iter().map(|u| u.url.size).sum::<i64>() > crate::store::LIST_MAX_BYTES;
+    let next = (items.len() == limit as usize || cut).then(|| items.last().map(|u| u.url.id.to_string())).flatten();
+    let items = items.into_iter().map(|u| UrlRecord::new(&state, u)).collect();
     Ok(Json(UrlList { items, next }).into_response())
+}
+
+/// Which site a listing is of (`None`: all): the one named, which the token must reach; else every site for a
+/// token that reaches every site, or the one site a scoped token reaches.
+fn list_site(state: &AppState, access: &Access, name: Option<&str>) -> Result<Option<i64>, ApiError> {
+    let Some(name) = name else {
+        return match access {
+            Access::All => Ok(None),
+            Access::Sites(names) if names.len() == 1 => Ok(state.sites.by_name(&names[0]).map(|s| s.id)),
+            Access::Sites(_) => {
+                Err(ApiError::bad_request("this token reaches several sites: name the one to list with site=NAME"))
+            }
+        };
+    };
+    let site = state
+        .sites
+        .by_name(name)
+        .ok_or_else(|| ApiError::bad_request(format!("site must name a configured site: {}", state.sites)))?;
+    if !access.may(&site.name) {
+        return Err(ApiError::forbidden(format!("this token may not reach the site {name}")));
+    }
+    Ok(Some(site.id))
 }
 
 /// `GET /api/v1/urls`: one record, or a page of them.
@@ -508,16 +581,21 @@ pub(crate) struct UrlRecord {
     /// hreflang alternates, sorted by `hreflang`; absent when the entry has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     alternates: Vec<ext::Alternate>,
-    /// The absolute URL of the sitemap page that lists it.
+    /// The name of the site it belongs to; `null` when that site is no longer configured.
+    #[schema(example = "default")]
+    site: Option<String>,
+    /// The absolute URL of the sitemap page that lists it; `null` when its site is no longer configured.
     #[schema(example = "https://www.example.com/sitemap-1.xml")]
-    sitemap: String,
+    sitemap: Option<String>,
 }
 
 impl UrlRecord {
-    fn new(url: StoredUrl, public: &PublicUrl) -> Self {
+    fn new(state: &AppState, SiteUrl { site, url }: SiteUrl) -> Self {
         let Extensions { images, videos, news, alternates } = url.fields.ext.map(|e| *e).unwrap_or_default();
+        let site = state.sites.by_id(site);
         Self {
-            sitemap: public.page_url(url.page_id),
+            site: site.map(|s| s.name.clone()),
+            sitemap: site.map(|s| s.public_url.page_url(url.page_id)),
             loc: url.loc,
             lastmod: url.fields.lastmod,
             changefreq: url.fields.changefreq,
@@ -562,10 +640,14 @@ pub(crate) struct UrlsQuery {
     limit: Option<String>,
     /// A cursor returned as `next`
     after: Option<String>,
+    /// List this site only (its name). Default: every site the token reaches, which for a token scoped to
+    /// several sites must be named
+    #[param(example = "default")]
+    site: Option<String>,
 }
 
 /// `loc` normalized like a stored loc (422 when it could never be stored).
-fn query_loc(raw: &str, public: &PublicUrl) -> Result<Loc, ApiError> {
+fn query_loc(raw: &str, public: &(impl LocScope + ?Sized)) -> Result<Loc, ApiError> {
     Loc::parse(raw, public).map_err(|message| {
         ApiError::invalid(format!("loc: {message}")).with("details", vec![json!({"field": "loc", "message": message})])
     })
@@ -573,6 +655,7 @@ fn query_loc(raw: &str, public: &PublicUrl) -> Result<Loc, ApiError> {
 
 #[cfg(test)]
 mod tests {
+    use crate::domain::PublicUrl;
     use axum::http::StatusCode;
     use proptest::prelude::*;
 

@@ -16,11 +16,11 @@ pub struct Rendered {
     pub gzip: Bytes,
 }
 
-/// Everything a page's bytes are a function of (with the gzip level, fixed per process).
-type Key = (i64, i64, i64, i64, i64);
+/// Everything a page's bytes are a function of (with the gzip level, fixed per process): its site, and its state.
+type Key = (i64, i64, i64, i64, i64, i64);
 
-fn key(p: &PageState) -> Key {
-    (p.id, p.version, p.modified_us, p.url_count, p.byte_size)
+fn key(site: i64, p: &PageState) -> Key {
+    (site, p.id, p.version, p.modified_us, p.url_count, p.byte_size)
 }
 
 #[derive(Clone)]
@@ -44,18 +44,23 @@ impl PageCache {
         self.inner.is_some()
     }
 
-    pub async fn get(&self, page: &PageState) -> Option<Rendered> {
-        self.inner.as_ref()?.get(&key(page)).await
+    pub async fn get(&self, site: i64, page: &PageState) -> Option<Rendered> {
+        self.inner.as_ref()?.get(&key(site, page)).await
     }
 
     /// The page from the cache, or rendered by `render`: concurrent misses for one page wait for a single
     /// render. An error is not cached; every waiter gets it.
-    pub async fn get_or_render<F>(&self, page: &PageState, render: F) -> Result<Rendered, Arc<crate::error::ApiError>>
+    pub async fn get_or_render<F>(
+        &self,
+        site: i64,
+        page: &PageState,
+        render: F,
+    ) -> Result<Rendered, Arc<crate::error::ApiError>>
     where
         F: Future<Output = Result<Rendered, crate::error::ApiError>>,
     {
         match &self.inner {
-            Some(cache) => cache.try_get_with(key(page), render).await,
+            Some(cache) => cache.try_get_with(key(site, page), render).await,
             None => render.await.map_err(Arc::new),
         }
     }
@@ -91,7 +96,7 @@ mod tests {
             let renders = renders.clone();
             async move {
                 cache
-                    .get_or_render(&page(version), async {
+                    .get_or_render(1, &page(version), async {
                         renders.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                         Ok(Rendered { state: page(version), gzip: Bytes::from(vec![version as u8; 10]) })
@@ -105,7 +110,7 @@ mod tests {
         assert!(all.iter().all(|r| r.gzip[0] == 1));
         assert_eq!(fetch(2).await.gzip[0], 2, "a new version is a new entry");
         assert_eq!(renders.load(Ordering::SeqCst), 2);
-        assert_eq!(cache.get(&page(1)).await.map(|r| r.gzip[0]), Some(1));
+        assert_eq!(cache.get(1, &page(1)).await.map(|r| r.gzip[0]), Some(1));
     }
 
     #[tokio::test]
@@ -113,12 +118,12 @@ mod tests {
         let cache = PageCache::new(1000);
         for version in 0..20 {
             let rendered = Rendered { state: page(version), gzip: Bytes::from(vec![0; 300]) };
-            cache.get_or_render(&page(version), async { Ok(rendered) }).await.unwrap();
+            cache.get_or_render(1, &page(version), async { Ok(rendered) }).await.unwrap();
         }
         assert!(cache.weighted_size().await <= 1000);
         let off = PageCache::new(0);
         assert!(!off.enabled());
-        let r = off.get_or_render(&page(1), async { Ok(Rendered { state: page(1), gzip: Bytes::new() }) }).await;
-        assert!(r.is_ok() && off.get(&page(1)).await.is_none());
+        let r = off.get_or_render(1, &page(1), async { Ok(Rendered { state: page(1), gzip: Bytes::new() }) }).await;
+        assert!(r.is_ok() && off.get(1, &page(1)).await.is_none());
     }
 }

@@ -28,6 +28,8 @@ pub fn system_clock() -> Clock {
 
 /// One read of the page table, and the index rendered from it (once, on first use).
 pub struct Directory {
+    /// The site whose page table this is.
+    site: i64,
     /// By id.
     pages: Vec<PageState>,
     generation: u64,
@@ -44,7 +46,7 @@ pub struct Directory {
 }
 
 impl Directory {
-    fn new(mut pages: Vec<PageState>, generation: u64, now_us: i64) -> Self {
+    fn new(site: i64, mut pages: Vec<PageState>, generation: u64, now_us: i64) -> Self {
         pages.sort_unstable_by_key(|p| p.id);
         let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
         let index_state = pages
@@ -53,6 +55,7 @@ impl Directory {
             .map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us))
             .collect();
         Self {
+            site,
             pages,
             generation,
             read_at: Instant::now(),
@@ -78,7 +81,7 @@ impl Directory {
     /// The news sitemap as of this read (built once, on first use).
     pub async fn news(&self, store: &dyn StoreReads, hours: u64, level: u32) -> Result<Arc<NewsState>> {
         self.news
-            .get_or_try_init(|| async { Ok(Arc::new(news::build(store, self.now_us, hours, level).await?)) })
+            .get_or_try_init(|| async { Ok(Arc::new(news::build(store, self.site, self.now_us, hours, level).await?)) })
             .await
             .cloned()
     }
@@ -132,8 +135,9 @@ impl Directory {
     }
 }
 
-/// The current [`Directory`], read again when stale.
+/// A site's current [`Directory`], read again when stale.
 pub struct Directories {
+    site: i64,
     ttl: Duration,
     clock: Clock,
     current: RwLock<Option<Arc<Directory>>>,
@@ -144,14 +148,14 @@ pub struct Directories {
 }
 
 impl Directories {
-    pub fn new(ttl: Duration, clock: Clock) -> Self {
-        Self { ttl, clock, current: RwLock::new(None), refresh: Mutex::new(()), generation: AtomicU64::new(0) }
+    pub fn new(site: i64, ttl: Duration, clock: Clock) -> Self {
+        Self { site, ttl, clock, current: RwLock::new(None), refresh: Mutex::new(()), generation: AtomicU64::new(0) }
     }
 
     /// The page table as of at most `ttl` ago, and after every write this process has finished.
     pub async fn get(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
-            return Ok(Arc::new(Directory::new(store.pages().await?, 0, (self.clock)())));
+            return Ok(Arc::new(Directory::new(self.site, store.pages(self.site).await?, 0, (self.clock)())));
         }
         if let Some(fresh) = self.fresh() {
             return Ok(fresh);
@@ -162,7 +166,8 @@ impl Directories {
         }
         // Read the generation before the table: a write finishing during the read leaves this copy stale.
         let generation = self.generation.load(Ordering::Acquire);
-        let directory = Arc::new(Directory::new(store.pages().await?, generation, (self.clock)()));
+        let pages = store.pages(self.site).await?;
+        let directory = Arc::new(Directory::new(self.site, pages, generation, (self.clock)()));
         *self.current.write().expect("not poisoned") = Some(directory.clone());
         Ok(directory)
     }
@@ -190,7 +195,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_non_empty_pages_in_order_and_dates_by_all() {
-        let d = Directory::new(vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)], 0, 0);
+        let d = Directory::new(1, vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)], 0, 0);
         assert_eq!(d.page(1).map(|p| p.id), Some(1));
         assert!(d.page(2).is_none(), "an emptied page is not served");
         assert!(d.page(4).is_none());
@@ -200,13 +205,13 @@ mod tests {
         let one = index.find("https://x.test/sitemap-1.xml").unwrap();
         let three = index.find("https://x.test/sitemap-3.xml").unwrap();
         assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
-        assert!(Directory::new(vec![page(1, 0, 5)], 0, 0).index(&public, None).await.is_none());
+        assert!(Directory::new(1, vec![page(1, 0, 5)], 0, 0).index(&public, None).await.is_none());
     }
 
     #[test]
     fn a_write_makes_the_copy_stale() {
-        let dirs = Directories::new(Duration::from_secs(60), system_clock());
-        *dirs.current.write().unwrap() = Some(Arc::new(Directory::new(vec![page(1, 1, 1)], 0, 0)));
+        let dirs = Directories::new(1, Duration::from_secs(60), system_clock());
+        *dirs.current.write().unwrap() = Some(Arc::new(Directory::new(1, vec![page(1, 1, 1)], 0, 0)));
         assert!(dirs.fresh().is_some());
         dirs.invalidate();
         assert!(dirs.fresh().is_none());

@@ -12,8 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{OriginalUri, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
@@ -24,6 +25,7 @@ pub use self::directory::{Directories, Directory};
 use self::news::NewsState;
 use crate::AppState;
 use crate::error::ApiError;
+use crate::host::RequestSite;
 use crate::page::PageState;
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 
@@ -36,12 +38,45 @@ const CONTENT_TYPE_GZIP: &str = "application/gzip";
 /// Caches may store a sitemap but must revalidate it (cheaply, with the validators) before each use.
 const CACHE_CONTROL: &str = "no-cache";
 
-pub fn router() -> Router<AppState> {
+/// The sitemaps (each answer with `robots_tag` as `X-Robots-Tag`) and the optional `/robots.txt`.
+pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/sitemap.xml", get(get_index))
         .route("/sitemap-news.xml", get(get_news))
         .route("/sitemap-news.xml.gz", get(get_news_file))
         .route("/{file}", get(get_page))
+        .route_layer(middleware::from_fn_with_state(state, robots_tag))
+        .route("/robots.txt", get(get_robots))
+}
+
+/// `X-Robots-Tag: <robots_tag>` on every answer of a sitemap route (304s and errors too), unless it is empty:
+/// search engines read sitemaps but should not list them as results.
+async fn robots_tag(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    if !state.config.robots_tag.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&state.config.robots_tag)
+    {
+        response.headers_mut().insert(HeaderName::from_static("x-robots-tag"), value);
+    }
+    response
+}
+
+/// `GET|HEAD /robots.txt` when `robots_txt` is on: the configured body, then the `Sitemap:` line of the site the
+/// request is for. 404 when it is off, as for any path sitemapd does not serve.
+async fn get_robots(State(state): State<AppState>, RequestSite(site): RequestSite) -> Result<Response, ApiError> {
+    if !state.config.robots_txt {
+        return Err(ApiError::not_found("no such resource"));
+    }
+    let mut body = state.config.robots_txt_body.trim_end().to_owned();
+    if !body.is_empty() {
+        body.push_str("\n\n");
+    }
+    body.push_str(&format!("Sitemap: {}\n", site.public_url.index_url()));
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")),
+        (header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL)),
+    ];
+    Ok((headers, body).into_response())
 }
 
 /// How a response is encoded: negotiated on `.xml`, always gzip as a file on `.xml.gz`.
@@ -202,8 +237,13 @@ impl Source {
 }
 
 /// `GET|HEAD /sitemap.xml`: one `<sitemap>` per non-empty page, from the directory (no query while it is fresh).
-async fn get_index(State(state): State<AppState>, method: Method, request: HeaderMap) -> Result<Response, ApiError> {
-    let directory = state.directories.get(state.reads()).await?;
+async fn get_index(
+    State(state): State<AppState>,
+    RequestSite(site): RequestSite,
+    method: Method,
+    request: HeaderMap,
+) -> Result<Response, ApiError> {
+    let directory = state.directories(site.id).get(state.reads()).await?;
     if directory.is_empty() {
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
@@ -218,7 +258,7 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         Some(n) => format!("{}news:{}:{};", directory.index_state, n.digest, n.modified_us),
     };
     let etag = etag(
-        &[&"index", &INDEX_VERSION, &state.config.public_url, &modified_us, &index_state],
+        &[&"index", &INDEX_VERSION, &site.public_url, &modified_us, &index_state],
         encoding,
         state.config.gzip_level,
     );
@@ -228,12 +268,12 @@ async fn get_index(State(state): State<AppState>, method: Method, request: Heade
         return Ok(answer);
     }
     let body = if encoding.gzip() {
-        directory.index_gzip(&state.config.public_url, news, state.config.gzip_level).await.map_err(|e| {
+        directory.index_gzip(&site.public_url, news, state.config.gzip_level).await.map_err(|e| {
             tracing::error!(error = %e, "cannot compress the index");
             ApiError::internal()
         })?
     } else {
-        directory.index(&state.config.public_url, news).await
+        directory.index(&site.public_url, news).await
     };
     let body = body.ok_or_else(|| ApiError::not_found("no URLs are stored yet"))?;
     Ok(rep.answer(&method, Source::Bytes(body)))
@@ -245,29 +285,36 @@ async fn news_sitemap(state: &AppState, directory: &Directory) -> Result<Arc<New
 }
 
 /// `GET|HEAD /sitemap-news.xml`: the news sitemap, gzip when acceptable.
-async fn get_news(State(state): State<AppState>, method: Method, request: HeaderMap) -> Result<Response, ApiError> {
+async fn get_news(
+    State(state): State<AppState>,
+    RequestSite(site): RequestSite,
+    method: Method,
+    request: HeaderMap,
+) -> Result<Response, ApiError> {
     let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
-    news_answer(&state, encoding, &method, &request).await
+    news_answer(&state, site.id, encoding, &method, &request).await
 }
 
 /// `GET|HEAD /sitemap-news.xml.gz`: the news sitemap as a gzip file.
 async fn get_news_file(
     State(state): State<AppState>,
+    RequestSite(site): RequestSite,
     method: Method,
     request: HeaderMap,
 ) -> Result<Response, ApiError> {
-    news_answer(&state, Encoding::GzipFile, &method, &request).await
+    news_answer(&state, site.id, Encoding::GzipFile, &method, &request).await
 }
 
 /// The news sitemap in `encoding`, with the same validators and preconditions as a page; 404 when no article is in
 /// the window.
 async fn news_answer(
     state: &AppState,
+    site: i64,
     encoding: Encoding,
     method: &Method,
     request: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let directory = state.directories.get(state.reads()).await?;
+    let directory = state.directories(site).get(state.reads()).await?;
     let news_state = news_sitemap(state, &directory).await?;
     let news = news_state
         .sitemap
@@ -290,6 +337,7 @@ async fn news_answer(
 /// page as GET does, so that both carry the same headers, `Content-Length` included.
 async fn get_page(
     State(state): State<AppState>,
+    RequestSite(site): RequestSite,
     OriginalUri(uri): OriginalUri,
     method: Method,
     request: HeaderMap,
@@ -307,14 +355,17 @@ async fn get_page(
         encoding
     };
     let level = state.config.gzip_level;
-    let directory = state.directories.get(state.reads()).await?;
+    let directory = state.directories(site.id).get(state.reads()).await?;
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
-    let rendered =
-        state.page_cache.get_or_render(page, render_gzip(state.clone(), id)).await.map_err(|e| ApiError::clone(&e))?;
+    let rendered = state
+        .page_cache
+        .get_or_render(site.id, page, render_gzip(state.clone(), site.id, id))
+        .await
+        .map_err(|e| ApiError::clone(&e))?;
     // The render's snapshot may be newer than the directory: its state names what is sent.
     let rep = Representation::page(&rendered.state, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
@@ -338,25 +389,26 @@ async fn get_page(
     Ok(rep.answer(&method, body))
 }
 
-/// Page `id` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a
+/// Page `id` of `site` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a
 /// page-stream slot for at most the stream timeout. The chunks are cut by content, so every consumer (streamed or
 /// cached, identity or gzip) sees the same bytes in the same pieces.
 async fn read_page(
     state: &AppState,
+    site: i64,
     id: i64,
 ) -> Result<(PageState, impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static), ApiError> {
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) =
-        state.reads().page_entries(id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
+        state.reads().page_entries(site, id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
     let body = stream::urlset(entries, snapshot.ns.used());
     Ok((snapshot, stream::detach(body, Duration::from_secs(state.config.stream_timeout_secs), slot)))
 }
 
 /// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
 /// the stream timeout. The slot and the snapshot are released when this returns.
-async fn render_gzip(state: AppState, id: i64) -> Result<Rendered, ApiError> {
+async fn render_gzip(state: AppState, site: i64, id: i64) -> Result<Rendered, ApiError> {
     let work = async {
-        let (snapshot, rendered) = read_page(&state, id).await?;
+        let (snapshot, rendered) = read_page(&state, site, id).await?;
         // Sitemaps compress 5 to 8 times; a third of the page is room enough, and what is not written to is not
         // resident.
         let capacity = (crate::page::page_bytes(snapshot.byte_size) / 3) as usize;

@@ -50,10 +50,10 @@ pub fn window(now_us: i64, hours: u64) -> (i64, i64) {
     (end - hours as i64 * MICROS_PER_HOUR, end)
 }
 
-/// Reads and renders the news sitemap as of `now_us`.
-pub async fn build(store: &dyn StoreReads, now_us: i64, hours: u64, level: u32) -> Result<NewsState> {
+/// Reads and renders `site`'s news sitemap as of `now_us`.
+pub async fn build(store: &dyn StoreReads, site: i64, now_us: i64, hours: u64, level: u32) -> Result<NewsState> {
     let (since, until) = window(now_us, hours);
-    let read = store.news(since, until, MAX_NEWS).await?;
+    let read = store.news(site, since, until, MAX_NEWS).await?;
     let modified_us = modified(&read, hours);
     let Some(identity) = render(&read) else { return Ok(NewsState { sitemap: None, modified_us }) };
     let gzip = super::stream::gzip_bytes(identity.clone(), level)

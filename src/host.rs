@@ -1,0 +1,108 @@
+//! Which site a crawler's request is for: its `Host`, or, from a trusted proxy only, the host the proxy says the
+//! client asked for (`Forwarded: host=`, RFC 7239, else `X-Forwarded-Host`). From any other peer the forwarding
+//! headers are ignored: a client could otherwise read another site's sitemaps by naming its host.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+
+use crate::AppState;
+use crate::domain::Site;
+use crate::error::ApiError;
+
+/// The site a request is for (extracted: 404 when its host is not a configured site's).
+pub struct RequestSite(pub Site);
+
+impl FromRequestParts<AppState> for RequestSite {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
+        let trusted = peer.is_some_and(|ip| state.config.trusted_proxies.trusts(ip));
+        let host = request_host(&parts.headers, trusted);
+        match state.sites.for_host(host.as_deref()) {
+            Some(site) => Ok(Self(site.clone())),
+            None => Err(ApiError::not_found("no site is configured for this host")),
+        }
+    }
+}
+
+/// The host a request names: from a trusted proxy, the last `Forwarded` element's `host`, else the last
+/// `X-Forwarded-Host` value (each proxy appends; the last is the one that reached us), else `Host`.
+pub fn request_host(headers: &HeaderMap, trusted_proxy: bool) -> Option<String> {
+    if trusted_proxy {
+        if let Some(host) = last_value(headers, "forwarded").and_then(forwarded_host) {
+            return Some(host);
+        }
+        if let Some(host) = last_value(headers, "x-forwarded-host") {
+            return Some(host.trim().to_owned()).filter(|h| !h.is_empty());
+        }
+    }
+    headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// The last comma-separated element of the last line of header `name`.
+fn last_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let line = headers.get_all(name).iter().next_back()?.to_str().ok()?;
+    line.rsplit(',').next()
+}
+
+/// The `host` parameter of one `Forwarded` element (`for=…;host=…;proto=…`), unquoted.
+fn forwarded_host(element: &str) -> Option<String> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("host") {
+            return None;
+        }
+        let value = value.trim();
+        let value = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(value);
+        Some(value.replace("\\\"", "\"")).filter(|v| !v.is_empty())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.append(*name, HeaderValue::from_static(value));
+        }
+        h
+    }
+
+    #[test]
+    fn only_a_trusted_proxy_names_the_host() {
+        let h = headers(&[("host", "a.test"), ("x-forwarded-host", "b.test")]);
+        assert_eq!(request_host(&h, false).as_deref(), Some("a.test"));
+        assert_eq!(request_host(&h, true).as_deref(), Some("b.test"));
+    }
+
+    #[test]
+    fn forwarded_comes_first_and_its_last_element_counts() {
+        let h = headers(&[
+            ("host", "a.test"),
+            ("x-forwarded-host", "b.test"),
+            ("forwarded", "for=1.2.3.4;host=evil.test, for=10.0.0.1;host=\"shop.example.com\";proto=https"),
+        ]);
+        assert_eq!(request_host(&h, true).as_deref(), Some("shop.example.com"));
+        let h = headers(&[("host", "a.test"), ("forwarded", "for=10.0.0.1;proto=https")]);
+        assert_eq!(request_host(&h, true).as_deref(), Some("a.test"), "no host= in it: Host");
+    }
+
+    #[test]
+    fn the_last_line_and_value_of_x_forwarded_host() {
+        let h = headers(&[("host", "a.test"), ("x-forwarded-host", "x.test"), ("x-forwarded-host", "y.test, z.test")]);
+        assert_eq!(request_host(&h, true).as_deref(), Some("z.test"));
+    }
+
+    #[test]
+    fn no_host_at_all() {
+        assert_eq!(request_host(&HeaderMap::new(), true), None);
+    }
+}
