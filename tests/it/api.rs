@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use sitemapd::AppState;
+use sitemapd::domain::Sites;
 use sitemapd::store::{PgStore, SqliteStore, Store};
 
 use crate::both_backends;
@@ -34,7 +35,7 @@ async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
     assert_eq!(
         found.json(),
         json!({"loc": "https://www.example.com/a?x=1&y=2", "lastmod": "2024-05-01T06:20:00Z", "changefreq": "weekly",
-               "priority": 0.8, "sitemap": "https://www.example.com/sitemap-1.xml"})
+               "priority": 0.8, "site": "default", "sitemap": "https://www.example.com/sitemap-1.xml"})
     );
     // Look-ups normalize like writes do.
     assert_eq!(app.find("https://WWW.example.com:443/a?x=1&y=2").await.status, StatusCode::OK);
@@ -370,7 +371,8 @@ async fn an_unreachable_postgres_answers_503_within_the_acquire_timeout() {
     // Nothing listens on port 9: every connection attempt fails.
     let connect = "postgres://postgres@127.0.0.1:9/none".parse().unwrap();
     let pool = sqlx::postgres::PgPoolOptions::new().acquire_timeout(Duration::from_secs(1)).connect_lazy_with(connect);
-    let store: Arc<dyn Store> = Arc::new(PgStore::from_pool(pool, app.config.limits()));
+    let store: Arc<dyn Store> =
+        Arc::new(PgStore::from_pool(pool, app.config.limits(), Sites::single(app.config.public_url.clone())));
     assert_unavailable(store, &app.config).await;
 }
 
@@ -384,7 +386,8 @@ async fn readyz_is_503_for_any_store_error_not_500() {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .acquire_timeout(Duration::from_secs(2))
         .connect_lazy_with(url.as_str().parse().unwrap());
-    let store: Arc<dyn Store> = Arc::new(PgStore::from_pool(pool, app.config.limits()));
+    let store: Arc<dyn Store> =
+        Arc::new(PgStore::from_pool(pool, app.config.limits(), Sites::single(app.config.public_url.clone())));
     let r = fake_app(store, &app.config).get("/readyz", &[]).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
 }

@@ -39,10 +39,10 @@ async fn all_urls(store: &dyn Store) -> Vec<StoredUrl> {
     let mut out = Vec::new();
     let mut after = 0;
     loop {
-        let batch = store.list_after(after, 7).await.unwrap();
+        let batch = store.list_after(None, after, 7).await.unwrap();
         let Some(last) = batch.last() else { return out };
-        after = last.id;
-        out.extend(batch);
+        after = last.url.id;
+        out.extend(batch.into_iter().map(|u| u.url));
     }
 }
 
@@ -50,7 +50,7 @@ async fn all_urls(store: &dyn Store) -> Vec<StoredUrl> {
 /// its rendered size, and each page streams exactly its URLs in id order.
 pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_bytes: i64) {
     let urls = all_urls(store).await;
-    let pages = store.pages().await.unwrap();
+    let pages = store.pages(1).await.unwrap();
     let mut by_page: BTreeMap<i64, Vec<&StoredUrl>> = BTreeMap::new();
     for u in &urls {
         by_page.entry(u.page_id).or_default().push(u);
@@ -67,7 +67,7 @@ pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_byte
         let mut ns = sitemapd::page::NsCounts::default();
         members.iter().for_each(|u| ns.count(u.fields.namespaces(), 1));
         assert_eq!(page.ns, ns, "namespace counts of page {}", page.id);
-        match store.page_entries(page.id).await.unwrap() {
+        match store.page_entries(1, page.id).await.unwrap() {
             None => assert_eq!(page.url_count, 0),
             Some((snapshot, stream)) => {
                 assert_eq!(&snapshot, page);
@@ -91,7 +91,7 @@ async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
     };
     let counts = store.upsert(std::slice::from_ref(&e)).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 1, created: 1, updated: 0, unchanged: 0 });
-    let found = store.find(&e.loc).await.unwrap().expect("stored");
+    let found = store.find(&e.loc).await.unwrap().expect("stored").url;
     assert_eq!(found.loc, "https://www.example.com/caf%C3%A9");
     assert_eq!(found.fields.lastmod.as_deref(), Some("2024-05-01T06:20:00Z"));
     assert_eq!(found.fields.changefreq.as_deref(), Some("daily"));
@@ -110,7 +110,7 @@ async fn counts_by_effect_and_later_duplicates_win(b: Backend) {
     let batch = vec![entry("a"), changed, entry("c"), last];
     let counts = store.upsert(&batch).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 4, created: 1, updated: 1, unchanged: 2 });
-    assert_eq!(store.find(&loc("c")).await.unwrap().unwrap().fields.priority, Priority::new(0.9).ok());
+    assert_eq!(store.find(&loc("c")).await.unwrap().unwrap().url.fields.priority, Priority::new(0.9).ok());
     assert_eq!(all_urls(&*store).await.len(), 3);
 }
 
@@ -122,7 +122,7 @@ async fn an_upsert_replaces_the_whole_entry(b: Backend) {
     store.upsert(&[full]).await.unwrap();
     let counts = store.upsert(&[entry("a")]).await.unwrap().counts;
     assert_eq!(counts.updated, 1);
-    let found = store.find(&loc("a")).await.unwrap().unwrap();
+    let found = store.find(&loc("a")).await.unwrap().unwrap().url;
     assert_eq!((found.fields.lastmod, found.fields.priority), (None, None));
 }
 
@@ -144,9 +144,9 @@ async fn every_write_returns_what_it_changed(b: Backend) {
     let page_ids = |c: &sitemapd::placement::Changes| c.pages.iter().map(|p| p.id).collect::<Vec<_>>();
 
     let w = store.upsert(&entries(["a".into(), "b".into(), "c".into()])).await.unwrap();
-    assert_eq!(w.changes.locs, locs(&["a", "b", "c"]));
-    assert_eq!(page_ids(&w.changes), [1, 2]);
-    assert_eq!(w.changes.pages, store.pages().await.unwrap(), "the new state of each page it touched");
+    assert_eq!(w.changes_in(1).locs, locs(&["a", "b", "c"]));
+    assert_eq!(page_ids(&w.changes_in(1)), [1, 2]);
+    assert_eq!(w.changes_in(1).pages, store.pages(1).await.unwrap(), "the new state of each page it touched");
 
     let same = store.upsert(&entries(["c".into(), "a".into()])).await.unwrap();
     assert!(same.changes.is_empty(), "an identical re-send changes nothing: {:?}", same.changes);
@@ -154,11 +154,11 @@ async fn every_write_returns_what_it_changed(b: Backend) {
     let mut changed = entry("c");
     changed.priority = Some(Priority::new(0.4).unwrap());
     let w = store.upsert(&[entry("a"), changed, entry("d")]).await.unwrap();
-    assert_eq!(w.changes.locs, locs(&["d", "c"]), "created, then updated; not the unchanged one");
-    assert_eq!(page_ids(&w.changes), [2]);
+    assert_eq!(w.changes_in(1).locs, locs(&["d", "c"]), "created, then updated; not the unchanged one");
+    assert_eq!(page_ids(&w.changes_in(1)), [2]);
 
     let w = store.delete(&[loc("b"), loc("zzz"), loc("b")]).await.unwrap();
-    assert_eq!((page_ids(&w.changes), w.changes.locs), (vec![1], locs(&["b"])));
+    assert_eq!((page_ids(&w.changes_in(1)), w.changes_in(1).locs), (vec![1], locs(&["b"])));
     let none = store.delete(&[loc("zzz")]).await.unwrap();
     assert!(none.changes.is_empty(), "{:?}", none.changes);
 }
@@ -166,18 +166,18 @@ async fn every_write_returns_what_it_changed(b: Backend) {
 async fn list_after_returns_each_entry_once_across_changes(b: Backend) {
     let Some((_app, store)) = store(b, &[]).await else { return };
     store.upsert(&entries((0..10).map(|i| format!("u{i}")))).await.unwrap();
-    let first = store.list_after(0, 4).await.unwrap();
+    let first = store.list_after(None, 0, 4).await.unwrap();
     assert_eq!(first.len(), 4);
     // Changes between pages of the listing neither repeat nor skip the entries that remain.
     store.delete(&[loc("u1"), loc("u6")]).await.unwrap();
     store.upsert(&entries(["u10".into()])).await.unwrap();
-    let mut seen: Vec<String> = first.iter().map(|u| u.loc.clone()).collect();
-    let mut after = first.last().unwrap().id;
+    let mut seen: Vec<String> = first.iter().map(|u| u.url.loc.clone()).collect();
+    let mut after = first.last().unwrap().url.id;
     loop {
-        let batch = store.list_after(after, 4).await.unwrap();
+        let batch = store.list_after(None, after, 4).await.unwrap();
         let Some(last) = batch.last() else { break };
-        after = last.id;
-        seen.extend(batch.into_iter().map(|u| u.loc));
+        after = last.url.id;
+        seen.extend(batch.into_iter().map(|u| u.url.loc));
     }
     let unique: BTreeSet<_> = seen.iter().collect();
     assert_eq!(unique.len(), seen.len(), "no entry twice: {seen:?}");
@@ -189,24 +189,24 @@ async fn list_after_returns_each_entry_once_across_changes(b: Backend) {
 async fn pages_fill_in_order_and_a_freed_slot_is_reused(b: Backend) {
     let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
     store.upsert(&entries((0..7).map(|i| format!("u{i}")))).await.unwrap();
-    let pages: Vec<i64> = store.pages().await.unwrap().iter().map(|p| p.url_count).collect();
+    let pages: Vec<i64> = store.pages(1).await.unwrap().iter().map(|p| p.url_count).collect();
     assert_eq!(pages, [3, 3, 1]);
     store.delete(&[loc("u1")]).await.unwrap();
     store.upsert(&entries(["n1".into(), "n2".into(), "n3".into()])).await.unwrap();
-    assert_eq!(store.find(&loc("n1")).await.unwrap().unwrap().page_id, 1, "the freed slot on page 1 first");
-    assert_eq!(store.find(&loc("n2")).await.unwrap().unwrap().page_id, 3);
-    assert_eq!(store.find(&loc("n3")).await.unwrap().unwrap().page_id, 3);
+    assert_eq!(store.find(&loc("n1")).await.unwrap().unwrap().url.page_id, 1, "the freed slot on page 1 first");
+    assert_eq!(store.find(&loc("n2")).await.unwrap().unwrap().url.page_id, 3);
+    assert_eq!(store.find(&loc("n3")).await.unwrap().unwrap().url.page_id, 3);
     assert_consistent(&*store, 3, 52_428_800).await;
 }
 
 async fn a_change_touches_only_its_page(b: Backend) {
     let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
     store.upsert(&entries((0..9).map(|i| format!("u{i}")))).await.unwrap();
-    let before = store.pages().await.unwrap();
+    let before = store.pages(1).await.unwrap();
     let mut changed = entry("u4");
     changed.priority = Some(Priority::new(0.1).unwrap());
     store.upsert(&[changed]).await.unwrap();
-    let after = store.pages().await.unwrap();
+    let after = store.pages(1).await.unwrap();
     let differing: Vec<i64> = before.iter().zip(&after).filter(|(x, y)| x != y).map(|(x, _)| x.id).collect();
     assert_eq!(differing, [2]);
     assert_eq!(after[1].version, before[1].version + 1);
@@ -216,26 +216,26 @@ async fn a_change_touches_only_its_page(b: Backend) {
 async fn deleting_advances_the_page_version_and_time(b: Backend) {
     let Some((_app, store)) = store(b, &[]).await else { return };
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
-    let before = store.page(1).await.unwrap().unwrap();
+    let before = store.page(1, 1).await.unwrap().unwrap();
     store.delete(&[loc("a")]).await.unwrap();
-    let after = store.page(1).await.unwrap().unwrap();
+    let after = store.page(1, 1).await.unwrap().unwrap();
     assert_eq!(after.version, before.version + 1);
     assert!(after.modified_us > before.modified_us);
     assert_eq!(after.url_count, 1);
     // Deleting the last URL empties the page: it is kept (for reuse) but has nothing to stream.
     store.delete(&[loc("b")]).await.unwrap();
-    assert_eq!(store.page(1).await.unwrap().unwrap().url_count, 0);
-    assert!(store.page_entries(1).await.unwrap().is_none());
+    assert_eq!(store.page(1, 1).await.unwrap().unwrap().url_count, 0);
+    assert!(store.page_entries(1, 1).await.unwrap().is_none());
 }
 
 async fn identical_resend_changes_nothing(b: Backend) {
     let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await else { return };
     let batch = entries((0..10).map(|i| format!("u{i}")));
     store.upsert(&batch).await.unwrap();
-    let before = store.pages().await.unwrap();
+    let before = store.pages(1).await.unwrap();
     let counts = store.upsert(&batch).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 10, created: 0, updated: 0, unchanged: 10 });
-    assert_eq!(store.pages().await.unwrap(), before);
+    assert_eq!(store.pages(1).await.unwrap(), before);
 }
 
 async fn byte_limits_hold_for_urls_of_any_length(b: Backend) {
@@ -245,7 +245,7 @@ async fn byte_limits_hold_for_urls_of_any_length(b: Backend) {
     for chunk in paths.chunks(25) {
         store.upsert(&entries(chunk.iter().cloned())).await.unwrap();
     }
-    assert!(store.pages().await.unwrap().len() > 3);
+    assert!(store.pages(1).await.unwrap().len() > 3);
     assert_consistent(&*store, 50_000, 16_000).await;
 }
 
@@ -253,20 +253,20 @@ async fn an_entry_that_outgrows_its_page_moves_and_the_limits_hold(b: Backend) {
     let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "14000")]).await else { return };
     let long = |i: usize| format!("{i}/{}", "x".repeat(1900));
     store.upsert(&entries((0..6).map(long))).await.unwrap();
-    assert_eq!(store.pages().await.unwrap().len(), 1);
+    assert_eq!(store.pages(1).await.unwrap().len(), 1);
     let mut grown = entry(&long(0));
     grown.lastmod = Some(LastMod::parse("2024-05-01T08:20:07.123456789Z").unwrap());
     grown.changefreq = Some(sitemapd::domain::ChangeFreq::parse("monthly").unwrap());
     grown.priority = Some(Priority::new(0.123456).unwrap());
     // Fill page 1 to 50 bytes under its limit, so the grown entry (about 100 bytes larger) cannot stay.
-    let room = 14_000 - ENVELOPE_RESERVE as i64 - store.page(1).await.unwrap().unwrap().byte_size;
+    let room = 14_000 - ENVELOPE_RESERVE as i64 - store.page(1, 1).await.unwrap().unwrap().byte_size;
     let bare = format!("{PUBLIC_URL}/f/");
     let base = url_len(&bare, &Default::default()) as i64;
     let filler = format!("f/{}", "y".repeat((room - 50 - base) as usize));
     store.upsert(&entries([filler.clone()])).await.unwrap();
-    assert_eq!(store.find(&loc(&filler)).await.unwrap().unwrap().page_id, 1);
+    assert_eq!(store.find(&loc(&filler)).await.unwrap().unwrap().url.page_id, 1);
     store.upsert(&[grown]).await.unwrap();
-    assert_eq!(store.find(&loc(&long(0))).await.unwrap().unwrap().page_id, 2);
+    assert_eq!(store.find(&loc(&long(0))).await.unwrap().unwrap().url.page_id, 2);
     assert_consistent(&*store, 50_000, 14_000).await;
 }
 
@@ -354,7 +354,7 @@ async fn sixteen_writers_on_shared_locs_keep_counts_exact(b: Backend) {
     let urls = all_urls(&*store).await;
     assert_eq!(urls.len() as u64, created - deleted, "created {created} - deleted {deleted} = what is stored");
     assert!(deleted > 0 && !urls.is_empty());
-    assert!(store.pages().await.unwrap().len() > 3, "the limits made several pages");
+    assert!(store.pages(1).await.unwrap().len() > 3, "the limits made several pages");
     assert_consistent(&*store, 8, 14_000).await;
     assert_consistent(&*other, 8, 14_000).await;
 }
@@ -372,13 +372,13 @@ async fn page_state_is_shared_by_every_process(b: Backend) {
     let Some((app, store)) = store(b, &[]).await else { return };
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
     let other = app.another_process().await;
-    let pages: Vec<PageState> = other.store.pages().await.unwrap();
-    assert_eq!(pages, store.pages().await.unwrap());
+    let pages: Vec<PageState> = other.store.pages(1).await.unwrap();
+    assert_eq!(pages, store.pages(1).await.unwrap());
     other.store.delete(&[loc("a")]).await.unwrap();
-    assert_eq!(store.page(1).await.unwrap().unwrap().url_count, 1);
+    assert_eq!(store.page(1, 1).await.unwrap().unwrap().url_count, 1);
 }
 
-/// Property 7: a page is read by an ordered scan of the (page_id, id) index: no sort, no scan of other pages' rows,
+/// Property 7: a page is read by an ordered scan of the (site_id, page_id, id) index: no sort, no scan of other pages' rows,
 /// whatever the planner's statistics say.
 async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
     use sqlx::{AssertSqlSafe, Connection};
@@ -392,6 +392,7 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
             let mut tx = conn.begin().await.unwrap();
             sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await.unwrap();
             sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {PAGE_ENTRIES_SQL}")))
+                .bind(1i64)
                 .bind(3i64)
                 .fetch_all(&mut *tx)
                 .await
@@ -403,6 +404,7 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
             sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
             let rows: Vec<(i64, i64, i64, String)> =
                 sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {PAGE_ENTRIES_SQL}")))
+                    .bind(1i64)
                     .bind(3i64)
                     .fetch_all(&mut conn)
                     .await
@@ -411,7 +413,7 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
         }
     };
     let text = plan.join("\n");
-    assert!(text.contains("urls_page_id_id"), "{text}");
+    assert!(text.contains("urls_site_page_id"), "{text}");
     for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
         assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
     }
@@ -436,7 +438,7 @@ async fn the_news_window_is_read_through_its_index(b: Backend) {
     store.upsert(&batch).await.unwrap();
     let (since, until) = (1_793_000_000_000_000i64, 1_795_000_000_000_000i64);
     let mut text = String::new();
-    for (sql, binds) in [(NEWS_SQL, &[since, until, 1000][..]), (NEWS_BEFORE_SQL, &[since][..])] {
+    for (sql, binds) in [(NEWS_SQL, &[since, until, 1000, 1][..]), (NEWS_BEFORE_SQL, &[since, 1][..])] {
         let plan: Vec<String> = match b {
             Backend::Postgres => {
                 let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();

@@ -16,6 +16,7 @@ mod protocol;
 mod readme;
 mod roundtrip;
 mod sitemaps;
+mod sites;
 mod slow_readers;
 mod support;
 mod upgrade;

@@ -117,7 +117,7 @@ fn stored_size_is_rendered_size(backend: Backend) {
                     .await;
                 assert_eq!(r.status, StatusCode::OK, "{body}: {}", r.text());
                 assert_consistent(app.store.as_ref(), 4, 16384).await;
-                for page in app.store.pages().await.unwrap().iter().filter(|p| p.url_count > 0) {
+                for page in app.store.pages(1).await.unwrap().iter().filter(|p| p.url_count > 0) {
                     let uri = format!("/sitemap-{}.xml", page.id);
                     let plain = app.get(&uri, &[]).await;
                     assert_eq!(plain.status, StatusCode::OK);

@@ -1,0 +1,346 @@
+//! Several sites in one deployment: writes go to the site their loc lies under, crawlers reach a site by its host
+//! (forwarding headers believed from trusted proxies only), tokens may be scoped to sites, and two sites' pages never
+//! mix.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+
+use crate::both_backends;
+use crate::support::{Backend, TestApp, TestResponse, gunzip, validate_xsd, xml_texts};
+
+const SITES: &str = "default=https://www.example.com/, shop=https://shop.example.com/, de=http://example.de:8080/";
+
+async fn spawn(b: Backend, more: &[(&str, &str)]) -> Option<TestApp> {
+    let mut vars = vec![("SITEMAPD_SITES", SITES)];
+    vars.extend_from_slice(more);
+    TestApp::spawn(b, &vars).await
+}
+
+fn entries(locs: &[&str]) -> Value {
+    Value::Array(locs.iter().map(|l| json!({"loc": l})).collect())
+}
+
+/// A GET as a client at `peer` sends it, with `headers`.
+async fn get_from(app: &TestApp, peer: Option<&str>, uri: &str, headers: &[(&str, &str)]) -> TestResponse {
+    let mut builder = Request::builder().method(Method::GET).uri(uri);
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    let mut request = builder.body(Body::empty()).unwrap();
+    if let Some(peer) = peer {
+        request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+    }
+    app.send_exact(request).await
+}
+
+/// The locs of a page or index as the host `host` is served it.
+async fn locs_at(app: &TestApp, host: &str, path: &str) -> Vec<String> {
+    let r = get_from(app, None, path, &[("host", host), ("accept-encoding", "identity")]).await;
+    assert_eq!(r.status, StatusCode::OK, "{host}{path}: {}", r.text());
+    xml_texts(&r.text(), "loc")
+}
+
+async fn each_site_has_its_own_index_and_pages(b: Backend) {
+    let Some(app) = spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    // One request spanning two sites, interleaved.
+    let r = app
+        .put_json(&entries(&[
+            "https://www.example.com/a",
+            "https://shop.example.com/x",
+            "https://www.example.com/b",
+            "https://shop.example.com/y",
+            "https://www.example.com/c",
+        ]))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["created"], 5);
+
+    assert_eq!(
+        locs_at(&app, "www.example.com", "/sitemap.xml").await,
+        ["https://www.example.com/sitemap-1.xml", "https://www.example.com/sitemap-2.xml"]
+    );
+    assert_eq!(locs_at(&app, "shop.example.com", "/sitemap.xml").await, ["https://shop.example.com/sitemap-1.xml"]);
+    assert_eq!(
+        locs_at(&app, "www.example.com", "/sitemap-1.xml").await,
+        ["https://www.example.com/a", "https://www.example.com/b"]
+    );
+    assert_eq!(locs_at(&app, "www.example.com", "/sitemap-2.xml").await, ["https://www.example.com/c"]);
+    assert_eq!(
+        locs_at(&app, "SHOP.example.com:443", "/sitemap-1.xml").await,
+        ["https://shop.example.com/x", "https://shop.example.com/y"],
+        "the host in any case, with the scheme's default port"
+    );
+    let none = get_from(&app, None, "/sitemap-2.xml", &[("host", "shop.example.com")]).await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND, "shop has one page");
+    let empty = get_from(&app, None, "/sitemap.xml", &[("host", "example.de:8080")]).await;
+    assert_eq!(empty.status, StatusCode::NOT_FOUND, "de has no URLs yet");
+
+    // A host that is no site's gets 404 for every sitemap, never another site's.
+    for path in ["/sitemap.xml", "/sitemap-1.xml", "/sitemap-1.xml.gz", "/sitemap-news.xml"] {
+        for host in ["evil.test", "example.de", "www.example.com.evil.test", ""] {
+            let r = get_from(&app, None, path, &[("host", host)]).await;
+            assert_eq!(r.status, StatusCode::NOT_FOUND, "{host}{path}");
+            assert!(!r.text().contains("example.com/"), "{host}{path}: {}", r.text());
+        }
+    }
+
+    // A change to one site touches none of the other's pages.
+    let shop_page = get_from(&app, None, "/sitemap-1.xml", &[("host", "shop.example.com")]).await;
+    let shop_index = get_from(&app, None, "/sitemap.xml", &[("host", "shop.example.com")]).await;
+    let r = app.put_json(&entries(&["https://www.example.com/a2", "https://www.example.com/b"])).await;
+    assert_eq!(r.json()["created"], 1);
+    let again = get_from(&app, None, "/sitemap-1.xml", &[("host", "shop.example.com")]).await;
+    assert_eq!(again.header("etag"), shop_page.header("etag"));
+    assert_eq!(again.body, shop_page.body);
+    let index = get_from(&app, None, "/sitemap.xml", &[("host", "shop.example.com")]).await;
+    assert_eq!(index.header("etag"), shop_index.header("etag"));
+    assert_eq!(index.header("last-modified"), shop_index.header("last-modified"));
+
+    let gz = get_from(&app, None, "/sitemap-1.xml.gz", &[("host", "shop.example.com")]).await;
+    assert!(gunzip(&gz.body).contains("https://shop.example.com/x"));
+    let www = get_from(&app, None, "/sitemap-1.xml", &[("host", "www.example.com"), ("accept-encoding", "identity")]);
+    let www = www.await;
+    validate_xsd(&[("shop page", &again.body), ("www page", &www.body), ("shop index", &index.body)]);
+}
+
+async fn a_loc_under_no_site_is_refused_naming_the_sites(b: Backend) {
+    let Some(app) = spawn(b, &[]).await else { return };
+    let r = app.put_json(&entries(&["https://www.example.com/ok", "https://other.example.com/x"])).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    let message = r.json()["details"][0]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains(
+            "default (https://www.example.com/), shop (https://shop.example.com/), de (http://example.de:8080/)"
+        ),
+        "{message}"
+    );
+    assert_eq!(app.find("https://www.example.com/ok").await.status, StatusCode::NOT_FOUND, "nothing stored");
+    let r = app.put_ndjson("{\"loc\":\"http://example.de/wrong-port\"}\n").await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+}
+
+async fn forwarding_headers_are_believed_from_trusted_proxies_only(b: Backend) {
+    let Some(app) = spawn(b, &[("SITEMAPD_TRUSTED_PROXIES", "10.0.0.0/8, ::1")]).await else { return };
+    app.put_json(&entries(&["https://www.example.com/a", "https://shop.example.com/secret"])).await;
+    let forged: &[(&str, &str)] = &[
+        ("host", "www.example.com"),
+        ("x-forwarded-host", "shop.example.com"),
+        ("forwarded", "for=1.2.3.4;host=shop.example.com"),
+        ("accept-encoding", "identity"),
+    ];
+    // A client (not a trusted proxy) naming another host reads its own Host's sitemaps.
+    for peer in [None, Some("192.168.1.7:5000"), Some("11.0.0.1:1"), Some("[2001:db8::1]:1")] {
+        for path in ["/sitemap.xml", "/sitemap-1.xml"] {
+            let r = get_from(&app, peer, path, forged).await;
+            assert_eq!(r.status, StatusCode::OK, "{peer:?}{path}");
+            assert!(!r.text().contains("shop.example.com"), "{peer:?}{path} leaked shop's sitemap: {}", r.text());
+            assert!(r.text().contains("https://www.example.com/"), "{peer:?}{path}");
+        }
+    }
+    // The trusted proxy: Forwarded first, then X-Forwarded-Host.
+    for peer in ["10.1.2.3:40000", "[::1]:40000", "[::ffff:10.0.0.9]:1"] {
+        let r = get_from(&app, Some(peer), "/sitemap-1.xml", forged).await;
+        assert_eq!(xml_texts(&r.text(), "loc"), ["https://shop.example.com/secret"], "{peer}");
+    }
+    let xfh = [("host", "127.0.0.1:8080"), ("x-forwarded-host", "shop.example.com"), ("accept-encoding", "identity")];
+    let r = get_from(&app, Some("10.0.0.1:1"), "/sitemap-1.xml", &xfh).await;
+    assert_eq!(xml_texts(&r.text(), "loc"), ["https://shop.example.com/secret"]);
+    let unknown = [("host", "www.example.com"), ("x-forwarded-host", "nobody.test")];
+    let r = get_from(&app, Some("10.0.0.1:1"), "/sitemap.xml", &unknown).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "the proxy names a host that is no site's");
+}
+
+/// A request through the API with `token`.
+async fn call(app: &TestApp, token: &str, method: Method, uri: &str, body: Option<(&str, String)>) -> TestResponse {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![("authorization", auth.as_str())];
+    let body = match &body {
+        Some((content_type, body)) => {
+            headers.push(("content-type", content_type));
+            Body::from(body.clone())
+        }
+        None => Body::empty(),
+    };
+    app.request(method, uri, &headers, body).await
+}
+
+fn json_body(locs: &[&str]) -> Option<(&'static str, String)> {
+    Some(("application/json", entries(locs).to_string()))
+}
+
+async fn tokens_scoped_to_a_site_reach_that_site_only(b: Backend) {
+    let tokens = "global-token, shop:shop-token, de:two-sites, shop:two-sites";
+    let Some(app) = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await else { return };
+    let www = "https://www.example.com/a";
+    let shop = "https://shop.example.com/x";
+    assert_eq!(call(&app, "global-token", Method::PUT, "/api/v1/urls", json_body(&[www])).await.status, StatusCode::OK);
+
+    // Writing another site's URL: 403, and nothing of the request is stored.
+    let r = call(
+        &app,
+        "shop-token",
+        Method::PUT,
+        "/api/v1/urls",
+        json_body(&["https://shop.example.com/y", "https://www.example.com/b"]),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text());
+    assert!(r.text().contains("default"), "{}", r.text());
+    let stored = |loc: &str| {
+        let uri = format!("/api/v1/urls?loc={}", crate::support::urlencode(loc));
+        let app = &app;
+        async move { call(app, "global-token", Method::GET, &uri, None).await.status }
+    };
+    assert_eq!(stored("https://shop.example.com/y").await, StatusCode::NOT_FOUND);
+    assert_eq!(call(&app, "shop-token", Method::PUT, "/api/v1/urls", json_body(&[shop])).await.status, StatusCode::OK);
+
+    // NDJSON: stops at the first line outside its sites, after committing the lines before it.
+    let ndjson = format!("{{\"loc\":\"{shop}2\"}}\n{{\"loc\":\"{www}2\"}}\n{{\"loc\":\"{shop}3\"}}\n");
+    let r = call(&app, "shop-token", Method::PUT, "/api/v1/urls", Some(("application/x-ndjson", ndjson))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text());
+    assert_eq!((r.json()["line"].clone(), r.json()["committed"].clone()), (json!(2), json!(1)));
+    assert_eq!(stored(&format!("{www}2")).await, StatusCode::NOT_FOUND);
+
+    // Reading: a record, and listings.
+    let enc = crate::support::urlencode;
+    let find = |token: &'static str, loc: &str| {
+        let uri = format!("/api/v1/urls?loc={}", enc(loc));
+        let app = &app;
+        async move { call(app, token, Method::GET, &uri, None).await }
+    };
+    assert_eq!(find("shop-token", www).await.status, StatusCode::FORBIDDEN);
+    let found = find("shop-token", shop).await;
+    assert_eq!((found.status, found.json()["site"].clone()), (StatusCode::OK, json!("shop")));
+    assert_eq!(found.json()["sitemap"], "https://shop.example.com/sitemap-1.xml");
+    assert_eq!(find("global-token", www).await.status, StatusCode::OK);
+    let listed = |r: TestResponse| -> Vec<String> {
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        r.json()["items"].as_array().unwrap().iter().map(|i| i["loc"].as_str().unwrap().to_owned()).collect()
+    };
+    let shop_items = listed(call(&app, "shop-token", Method::GET, "/api/v1/urls", None).await);
+    assert!(shop_items.iter().all(|l| l.starts_with("https://shop.example.com/")) && shop_items.len() == 2);
+    let all = listed(call(&app, "global-token", Method::GET, "/api/v1/urls", None).await);
+    assert_eq!(all.len(), 3);
+    let www_items = listed(call(&app, "global-token", Method::GET, "/api/v1/urls?site=default", None).await);
+    assert_eq!(www_items, [www]);
+    let r = call(&app, "shop-token", Method::GET, "/api/v1/urls?site=default", None).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = call(&app, "two-sites", Method::GET, "/api/v1/urls", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "a token of two sites names the one to list: {}", r.text());
+    assert_eq!(listed(call(&app, "two-sites", Method::GET, "/api/v1/urls?site=shop", None).await).len(), 2);
+    let r = call(&app, "global-token", Method::GET, "/api/v1/urls?site=nope", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+
+    // Deleting.
+    let delete_one = format!("/api/v1/urls?loc={}", enc(www));
+    assert_eq!(call(&app, "shop-token", Method::DELETE, &delete_one, None).await.status, StatusCode::FORBIDDEN);
+    let many = Some(("application/json", json!([shop, www]).to_string()));
+    let r = call(&app, "shop-token", Method::POST, "/api/v1/urls/delete", many).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(stored(shop).await, StatusCode::OK, "nothing deleted");
+    assert_eq!(stored(www).await, StatusCode::OK, "nothing deleted");
+    assert_eq!(call(&app, "two-sites", Method::DELETE, &delete_one, None).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(call(&app, "global-token", Method::DELETE, &delete_one, None).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(call(&app, "wrong-token", Method::GET, "/api/v1/urls", None).await.status, StatusCode::UNAUTHORIZED);
+}
+
+async fn metrics_carry_a_site_label(b: Backend) {
+    let Some(app) = spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    app.put_json(&entries(&["https://www.example.com/a", "https://shop.example.com/x", "https://shop.example.com/y"]))
+        .await;
+    let text = app.get("/metrics", &[]).await.text();
+    for line in [
+        "sitemapd_urls{site=\"default\"} 1",
+        "sitemapd_urls{site=\"shop\"} 2",
+        "sitemapd_urls{site=\"de\"} 0",
+        "sitemapd_sitemap_pages{site=\"shop\"} 1",
+        "sitemapd_page_fill_ratio{site=\"shop\",limit=\"urls\"} 1",
+        "sitemapd_page_fill_ratio{site=\"default\",limit=\"urls\"} 0.5",
+        "sitemapd_store_up 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+    }
+}
+
+async fn a_record_moves_when_its_site_changes(b: Backend) {
+    // First one site on www; then www becomes a site of its own and `default` moves to another host.
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    app.put_paths(&["a", "b"]).await;
+    let sites = "default=https://new.example.com/, www=https://www.example.com/";
+    let after = app.another_process_with(&[("SITEMAPD_SITES", sites)]).await;
+    let r = after.put_json(&entries(&["https://www.example.com/a"])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(locs_at(&after, "www.example.com", "/sitemap-1.xml").await, ["https://www.example.com/a"]);
+    let record = after.find("https://www.example.com/a").await.json();
+    assert_eq!(record["site"], "www");
+    // `b` stays where it was stored (no host serves it now) until it is written again.
+    let b_record = after.find("https://www.example.com/b").await.json();
+    assert_eq!(
+        (b_record["site"].clone(), b_record["sitemap"].clone()),
+        (json!("default"), json!("https://new.example.com/sitemap-1.xml"))
+    );
+    let old = get_from(&after, None, "/sitemap-1.xml", &[("host", "new.example.com"), ("accept-encoding", "identity")]);
+    assert_eq!(xml_texts(&old.await.text(), "loc"), ["https://www.example.com/b"], "a left the old site's page");
+}
+
+async fn sitemap_answers_say_noindex_unless_turned_off(b: Backend) {
+    let Some(app) = spawn(b, &[]).await else { return };
+    app.put_json(&json!([{"loc": "https://www.example.com/a", "news": {
+        "publication": {"name": "N", "language": "en"}, "publication_date": "2999-01-01", "title": "T"}}]))
+        .await;
+    let www = [("host", "www.example.com")];
+    let first = get_from(&app, None, "/sitemap-1.xml", &www).await;
+    let etag = first.header("etag").unwrap().to_owned();
+    let revalidate = [("host", "www.example.com"), ("if-none-match", etag.as_str())];
+    for (path, headers) in [
+        ("/sitemap.xml", &www[..]),
+        ("/sitemap-1.xml", &www[..]),
+        ("/sitemap-1.xml.gz", &www[..]),
+        ("/sitemap-1.xml", &revalidate[..]),
+        ("/sitemap-news.xml", &www[..]),
+    ] {
+        let r = get_from(&app, None, path, headers).await;
+        assert!(r.status.is_success() || r.status.is_redirection() || r.status == StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(r.header("x-robots-tag"), Some("noindex"), "{path} {headers:?}: {}", r.status);
+    }
+    let api = app.get("/api/v1/urls", &[]).await;
+    assert_eq!(api.header("x-robots-tag"), None, "only sitemap answers");
+    let off = app.another_process_with(&[("SITEMAPD_ROBOTS_TAG", "")]).await;
+    assert_eq!(get_from(&off, None, "/sitemap.xml", &www).await.header("x-robots-tag"), None);
+    let other = app.another_process_with(&[("SITEMAPD_ROBOTS_TAG", "noindex, noarchive")]).await;
+    assert_eq!(get_from(&other, None, "/sitemap.xml", &www).await.header("x-robots-tag"), Some("noindex, noarchive"));
+}
+
+async fn robots_txt_is_answered_per_site_when_turned_on(b: Backend) {
+    let Some(app) = spawn(b, &[]).await else { return };
+    let r = get_from(&app, None, "/robots.txt", &[("host", "www.example.com")]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "off by default");
+    let body = "User-agent: *\nDisallow: /admin/\n\n";
+    let on = app.another_process_with(&[("SITEMAPD_ROBOTS_TXT", "true"), ("SITEMAPD_ROBOTS_TXT_BODY", body)]).await;
+    let r = get_from(&on, None, "/robots.txt", &[("host", "shop.example.com")]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.text(), "User-agent: *\nDisallow: /admin/\n\nSitemap: https://shop.example.com/sitemap.xml\n");
+    assert_eq!(r.header("x-robots-tag"), None, "robots.txt itself is not a sitemap");
+    let r = get_from(&on, None, "/robots.txt", &[("host", "example.de:8080")]).await;
+    assert_eq!(r.text(), "User-agent: *\nDisallow: /admin/\n\nSitemap: http://example.de:8080/sitemap.xml\n");
+    assert_eq!(get_from(&on, None, "/robots.txt", &[("host", "nobody.test")]).await.status, StatusCode::NOT_FOUND);
+    let bare = app.another_process_with(&[("SITEMAPD_ROBOTS_TXT", "true")]).await;
+    let r = get_from(&bare, None, "/robots.txt", &[("host", "www.example.com")]).await;
+    assert_eq!(r.text(), "Sitemap: https://www.example.com/sitemap.xml\n");
+}
+
+both_backends!(
+    each_site_has_its_own_index_and_pages,
+    a_loc_under_no_site_is_refused_naming_the_sites,
+    forwarding_headers_are_believed_from_trusted_proxies_only,
+    tokens_scoped_to_a_site_reach_that_site_only,
+    metrics_carry_a_site_label,
+    a_record_moves_when_its_site_changes,
+    sitemap_answers_say_noindex_unless_turned_off,
+    robots_txt_is_answered_per_site_when_turned_on,
+);
