@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 pub use self::postgres::PgStore;
-pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL};
+pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
 pub use self::sqlite::SqliteStore;
 use crate::domain::Extensions;
 use crate::domain::ext::News;
@@ -138,6 +138,9 @@ pub trait StoreReads: Send + Sync + 'static {
     /// Records in id order after the record with id `after` (keyset paging): at most `limit`, and fewer once their
     /// rendered sizes pass [`LIST_MAX_BYTES`].
     async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
+    /// Page `page_id`'s records in id order after the record with id `after` (keyset paging, through the
+    /// `(page_id, id)` index): at most `limit`, and fewer once their rendered sizes pass [`LIST_MAX_BYTES`].
+    async fn page_urls(&self, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
     /// The whole page table, empty pages included, in page order: O(pages).
     async fn pages(&self) -> Result<Vec<PageState>>;
     async fn page(&self, id: i64) -> Result<Option<PageState>>;

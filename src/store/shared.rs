@@ -17,6 +17,12 @@ use crate::placement;
 
 const FIND_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1");
 const LIST_AFTER_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2");
+/// One page's records in id order after the record with id `$2` (keyset paging): a range of `urls_page_id_id`,
+/// already in order, so no sort and no row of another page is read. Postgres runs it under
+/// [`super::postgres::PAGE_PLANNER_SETTINGS`]: for a few rows it would rather collect them by a bitmap scan and sort
+/// them, which on a full page reads all of its 50,000 rows for each screen. A test pins the plan on both backends.
+pub const PAGE_URLS_SQL: &str =
+    concat!("SELECT ", url_columns!(), " FROM urls WHERE page_id = $1 AND id > $2 ORDER BY page_id, id LIMIT $3");
 /// Every record in id order (the repair's scan).
 const URLS_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls ORDER BY id");
 const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages ORDER BY id");
@@ -42,6 +48,14 @@ pub(crate) trait Sql: Database {
     fn find(pool: &Pool<Self>, loc: &str) -> impl Future<Output = Result<Option<StoredUrl>>> + Send;
     /// Records in id order after the record with id `after` (keyset paging).
     fn list_after(pool: &Pool<Self>, after: i64, limit: u32) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
+    /// One page's records in id order after the record with id `after` (keyset paging), on `conn` (Postgres: in
+    /// a transaction with [`super::postgres::PAGE_PLANNER_SETTINGS`]).
+    fn page_urls(
+        conn: &mut Self::Connection,
+        page_id: i64,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
     /// The whole page table, in page order.
     fn pages(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<PageState>>> + Send;
     fn page(pool: &Pool<Self>, id: i64) -> impl Future<Output = Result<Option<PageState>>> + Send;
@@ -98,18 +112,14 @@ where
     }
 
     async fn list_after(pool: &Pool<Self>, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        // Streamed and cut at LIST_MAX_BYTES: with extensions a record can render to megabytes.
-        let mut rows = sqlx::query_as::<_, UrlRow>(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)).fetch(pool);
-        let (mut out, mut bytes) = (Vec::new(), 0);
-        while let Some(row) = rows.try_next().await? {
-            let url = StoredUrl::from(row);
-            bytes += url.size;
-            out.push(url);
-            if bytes > super::LIST_MAX_BYTES {
-                break;
-            }
-        }
-        Ok(out)
+        let rows = sqlx::query_as::<_, UrlRow>(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)).fetch(pool);
+        listing(rows).await
+    }
+
+    async fn page_urls(conn: &mut Self::Connection, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let rows =
+            sqlx::query_as::<_, UrlRow>(PAGE_URLS_SQL).bind(page_id).bind(after).bind(i64::from(limit)).fetch(conn);
+        listing(rows).await
     }
 
     async fn pages(pool: &Pool<Self>) -> Result<Vec<PageState>> {
@@ -193,6 +203,21 @@ where
     }
 }
 
+/// The records of a listing as they stream, cut once their rendered sizes pass [`super::LIST_MAX_BYTES`]: with
+/// extensions a record can render to megabytes.
+async fn listing(mut rows: impl futures_util::Stream<Item = sqlx::Result<UrlRow>> + Unpin) -> Result<Vec<StoredUrl>> {
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(row) = rows.try_next().await? {
+        let url = StoredUrl::from(row);
+        bytes += url.size;
+        out.push(url);
+        if bytes > super::LIST_MAX_BYTES {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// A backend's side of the read half: its pool, and the reads that differ.
 #[async_trait]
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -204,6 +229,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
     async fn page_entries(&self, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    /// [`StoreReads::page_urls`]: the shared query on a connection of the pool (Postgres: with its planner settings).
+    async fn page_urls(&self, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let mut conn = self.pool().acquire().await?;
+        Self::Db::page_urls(&mut conn, page_id, after, limit).await
+    }
     /// A read-only transaction whose reads all see one snapshot (SQLite's read transactions do; Postgres needs
     /// `REPEATABLE READ`).
     async fn snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
@@ -225,6 +255,9 @@ impl<B: Backend> StoreReads for B {
     }
     async fn list_after(&self, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
         B::Db::list_after(self.pool(), after, limit).await
+    }
+    async fn page_urls(&self, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        Backend::page_urls(self, page_id, after, limit).await
     }
     async fn pages(&self) -> Result<Vec<PageState>> {
         B::Db::pages(self.pool()).await
