@@ -135,6 +135,8 @@ settings! {
     state_ttl_ms: u64 = "SITEMAPD_STATE_TTL_MS", in 0..=MAX_STATE_TTL_MS;
     /// The news sitemap lists articles published within this many hours (Google News: two days).
     news_window_hours: u64 = "SITEMAPD_NEWS_WINDOW_HOURS", in 1..=720;
+    /// Serve the HTML view for people at `/view/` (an internal route, like `/metrics`).
+    view: bool = "SITEMAPD_VIEW";
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
@@ -503,6 +505,17 @@ mod tests {
         assert_eq!(c.header_read_timeout_secs, 10);
         assert_eq!(c.write_timeout_secs, 30);
         assert_eq!(c.min_send_rate, 4096);
+        assert!(c.view, "the view is on unless turned off");
+    }
+
+    #[test]
+    fn the_view_is_turned_off_by_its_variable() {
+        assert!(!load(&[("SITEMAPD_VIEW", "false")]).unwrap().view);
+        assert!(load(&[("SITEMAPD_VIEW", "true")]).unwrap().view);
+        assert_eq!(
+            load(&[("SITEMAPD_VIEW", "maybe")]).unwrap_err().to_string(),
+            "view (SITEMAPD_VIEW) must be a boolean (default: true), not \"maybe\""
+        );
     }
 
     #[test]
@@ -692,7 +705,8 @@ mod tests {
              16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
-             cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, shutdown_grace_secs: 25, log_format: Text }"
+             cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, view: true, shutdown_grace_secs: 25, \
+             log_format: Text }"
         );
     }
 

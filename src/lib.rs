@@ -15,6 +15,7 @@ pub mod sitemap;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod view;
 
 use std::future::Future;
 use std::time::Duration;
@@ -33,13 +34,15 @@ use tower_http::trace::TraceLayer;
 use crate::error::ApiError;
 pub use crate::state::AppState;
 
-/// The whole service as a router: sitemaps, the write API, `/metrics`, and health checks.
+/// The whole service as a router: sitemaps, the write API, the HTML view (when on), `/metrics`, and health checks.
 pub fn app(state: AppState) -> Router {
     // Installs the metrics recorder before the first request is counted.
     telemetry::prometheus();
+    let view = if state.config.view { view::router() } else { Router::new() };
     Router::new()
         .merge(sitemap::router())
         .merge(api::router(state.clone()))
+        .merge(view)
         .route("/metrics", get(telemetry::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
