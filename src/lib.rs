@@ -1,8 +1,8 @@
 //! sitemapd: keeps a website's URL records in a database and serves its sitemaps.org sitemaps.
 //!
-//! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`] and `/api/v1/*` to [`api`]; both reach the
-//! database only through the [`store::Store`] trait, whose write path delegates page assignment to
-//! [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
+//! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`], `/api/v1/*` to [`api`] and `/view/*` to
+//! [`view`]; they reach the database only through the [`store::Store`] trait, whose write path delegates page
+//! assignment to [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
 
 pub mod api;
 pub mod config;
