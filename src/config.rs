@@ -145,6 +145,8 @@ settings! {
     /// Whether `GET /robots.txt` is answered: `robots_txt_body`, then the site's `Sitemap:` line.
     robots_txt: bool = "SITEMAPD_ROBOTS_TXT";
     robots_txt_body: String = "SITEMAPD_ROBOTS_TXT_BODY", check robots_body;
+    /// Serve the HTML view for people at `/view/` (an internal route, like `/metrics`).
+    view: bool = "SITEMAPD_VIEW";
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
@@ -683,6 +685,17 @@ mod tests {
         assert_eq!(c.header_read_timeout_secs, 10);
         assert_eq!(c.write_timeout_secs, 30);
         assert_eq!(c.min_send_rate, 4096);
+        assert!(c.view, "the view is on unless turned off");
+    }
+
+    #[test]
+    fn the_view_is_turned_off_by_its_variable() {
+        assert!(!load(&[("SITEMAPD_VIEW", "false")]).unwrap().view);
+        assert!(load(&[("SITEMAPD_VIEW", "true")]).unwrap().view);
+        assert_eq!(
+            load(&[("SITEMAPD_VIEW", "maybe")]).unwrap_err().to_string(),
+            "view (SITEMAPD_VIEW) must be a boolean (default: true), not \"maybe\""
+        );
     }
 
     #[test]
@@ -874,7 +887,7 @@ mod tests {
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
-             robots_txt_body: \"\", shutdown_grace_secs: 25, log_format: Text }"
+             robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text }"
         );
     }
 

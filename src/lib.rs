@@ -1,8 +1,8 @@
 //! sitemapd: keeps a website's URL records in a database and serves its sitemaps.org sitemaps.
 //!
-//! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`] and `/api/v1/*` to [`api`]; both reach the
-//! database only through the [`store::Store`] trait, whose write path delegates page assignment to
-//! [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
+//! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`], `/api/v1/*` to [`api`] and `/view/*` to
+//! [`view`]; they reach the database only through the [`store::Store`] trait, whose write path delegates page
+//! assignment to [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
 
 pub mod api;
 pub mod config;
@@ -16,6 +16,7 @@ pub mod sitemap;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod view;
 
 use std::future::Future;
 use std::time::Duration;
@@ -35,13 +36,15 @@ use tower_layer::Layer;
 use crate::error::ApiError;
 pub use crate::state::AppState;
 
-/// The whole service as a router: sitemaps, the write API, `/metrics`, and health checks.
+/// The whole service as a router: sitemaps, the write API, the HTML view (when on), `/metrics`, and health checks.
 pub fn app(state: AppState) -> Router {
     // Installs the metrics recorder before the first request is counted.
     telemetry::prometheus();
+    let view = if state.config.view { view::router() } else { Router::new() };
     Router::new()
         .merge(sitemap::router(state.clone()))
         .merge(api::router(state.clone()))
+        .merge(view)
         .route("/metrics", get(telemetry::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

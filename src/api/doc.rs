@@ -112,8 +112,11 @@ pub enum CommonErrors {
     #[response(status = 401, description = "No valid bearer token",
                headers(("WWW-Authenticate" = String, description = "Bearer")))]
     Unauthorized(ErrorBody),
-    #[response(status = 403, description = "The token is scoped to sites and a loc (or the site named) is not one of \
-                                            them; nothing was changed")]
+    #[response(
+        status = 403,
+        description = "The token is scoped to sites and a loc (or the site named) is not one of \
+                                            them; nothing was changed"
+    )]
     Forbidden(ErrorBody),
     #[response(status = 503, description = "The store is unavailable; retry later",
                headers(("Retry-After" = u32, description = "Seconds to wait")))]

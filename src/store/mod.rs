@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 pub use self::postgres::PgStore;
-pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL};
+pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
 pub use self::sqlite::SqliteStore;
 use crate::domain::Extensions;
 use crate::domain::ext::News;
@@ -158,6 +158,10 @@ pub trait StoreReads: Send + Sync + 'static {
     /// Records in id order after the record with id `after` (keyset paging), of one site or of all: at most
     /// `limit`, and fewer once their rendered sizes pass [`LIST_MAX_BYTES`].
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>>;
+    /// Page `page_id` of `site`: its records in id order after the record with id `after` (keyset paging, through
+    /// the `(site_id, page_id, id)` index): at most `limit`, and fewer once their rendered sizes pass
+    /// [`LIST_MAX_BYTES`].
+    async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>>;
     /// A site's whole page table, empty pages included, in page order: O(pages).
     async fn pages(&self, site: i64) -> Result<Vec<PageState>>;
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>>;

@@ -240,4 +240,13 @@ impl Backend for PgStore {
         sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
         Ok(Some((page, sqlx::Postgres::entries(tx, PAGE_ENTRIES_SQL, site, id))))
     }
+
+    async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        // The settings are scoped to this transaction (`set_config(…, true)`).
+        let mut tx = self.pool.begin_with("BEGIN READ ONLY").await?;
+        sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
+        let urls = sqlx::Postgres::page_urls(&mut tx, site, page_id, after, limit).await?;
+        tx.commit().await?;
+        Ok(urls)
+    }
 }

@@ -20,6 +20,15 @@ use crate::placement;
 
 const FIND_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1");
 const LIST_AFTER_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2");
+/// One page's records in id order after the record with id `$3` (keyset paging): a range of `urls_site_page_id`,
+/// already in order, so no sort and no row of another page is read. Postgres runs it under
+/// [`super::postgres::PAGE_PLANNER_SETTINGS`]: for a few rows it would rather collect them by a bitmap scan and sort
+/// them, which on a full page reads all of its 50,000 rows for each screen. A test pins the plan on both backends.
+pub const PAGE_URLS_SQL: &str = concat!(
+    "SELECT ",
+    url_columns!(),
+    " FROM urls WHERE site_id = $1 AND page_id = $2 AND id > $3 ORDER BY site_id, page_id, id LIMIT $4"
+);
 /// One site's records in id order (the primary key's order, filtered).
 const LIST_SITE_AFTER_SQL: &str =
     concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 AND site_id = $3 ORDER BY id LIMIT $2");
@@ -61,6 +70,15 @@ pub(crate) trait Sql: Database {
         after: i64,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send;
+    /// One page's records in id order after the record with id `after` (keyset paging), on `conn` (Postgres: in
+    /// a transaction with [`super::postgres::PAGE_PLANNER_SETTINGS`]).
+    fn page_urls(
+        conn: &mut Self::Connection,
+        site: i64,
+        page_id: i64,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
     /// A site's whole page table, in page order.
     fn pages(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<Vec<PageState>>> + Send;
     fn page(pool: &Pool<Self>, site: i64, id: i64) -> impl Future<Output = Result<Option<PageState>>> + Send;
@@ -129,24 +147,29 @@ where
     }
 
     async fn list_after(pool: &Pool<Self>, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
-        // Streamed and cut at LIST_MAX_BYTES: with extensions a record can render to megabytes.
         let query = match site {
             None => sqlx::query_as::<_, UrlRow>(LIST_AFTER_SQL).bind(after).bind(i64::from(limit)),
             Some(site) => {
                 sqlx::query_as::<_, UrlRow>(LIST_SITE_AFTER_SQL).bind(after).bind(i64::from(limit)).bind(site)
             }
         };
-        let mut rows = query.fetch(pool);
-        let (mut out, mut bytes) = (Vec::new(), 0);
-        while let Some(row) = rows.try_next().await? {
-            let url = SiteUrl::from(row);
-            bytes += url.url.size;
-            out.push(url);
-            if bytes > super::LIST_MAX_BYTES {
-                break;
-            }
-        }
-        Ok(out)
+        listing(query.fetch(pool)).await
+    }
+
+    async fn page_urls(
+        conn: &mut Self::Connection,
+        site: i64,
+        page_id: i64,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<StoredUrl>> {
+        let rows = sqlx::query_as::<_, UrlRow>(PAGE_URLS_SQL)
+            .bind(site)
+            .bind(page_id)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch(conn);
+        Ok(listing(rows).await?.into_iter().map(|u| u.url).collect())
     }
 
     async fn pages(pool: &Pool<Self>, site: i64) -> Result<Vec<PageState>> {
@@ -258,6 +281,21 @@ where
     }
 }
 
+/// The records of a listing as they stream, cut once their rendered sizes pass [`super::LIST_MAX_BYTES`]: with
+/// extensions a record can render to megabytes.
+async fn listing(mut rows: impl futures_util::Stream<Item = sqlx::Result<UrlRow>> + Unpin) -> Result<Vec<SiteUrl>> {
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(row) = rows.try_next().await? {
+        let url = SiteUrl::from(row);
+        bytes += url.url.size;
+        out.push(url);
+        if bytes > super::LIST_MAX_BYTES {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// A backend's side of the read half: its pool, and the reads that differ.
 #[async_trait]
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -271,6 +309,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    /// [`StoreReads::page_urls`]: the shared query on a connection of the pool (Postgres: with its planner settings).
+    async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let mut conn = self.pool().acquire().await?;
+        Self::Db::page_urls(&mut conn, site, page_id, after, limit).await
+    }
     /// A read-only transaction whose reads all see one snapshot (SQLite's read transactions do; Postgres needs
     /// `REPEATABLE READ`).
     async fn snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
@@ -295,6 +338,9 @@ impl<B: Backend> StoreReads for B {
     }
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
         B::Db::list_after(self.pool(), site, after, limit).await
+    }
+    async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        Backend::page_urls(self, site, page_id, after, limit).await
     }
     async fn pages(&self, site: i64) -> Result<Vec<PageState>> {
         B::Db::pages(self.pool(), site).await

@@ -186,6 +186,97 @@ async fn list_after_returns_each_entry_once_across_changes(b: Backend) {
     }
 }
 
+fn paths(urls: &[StoredUrl]) -> Vec<&str> {
+    urls.iter().map(|u| u.loc.strip_prefix(PUBLIC_URL).unwrap().trim_start_matches('/')).collect()
+}
+
+/// `page_urls` lists one page's records in id order after a given id, at most `limit`: the records of other pages
+/// in between (ids interleave once a freed slot is refilled) are not among them.
+async fn page_urls_lists_one_page_by_keyset(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    store.upsert(&entries((0..10).map(|i| format!("u{i}")))).await.unwrap();
+    store.delete(&[loc("u1")]).await.unwrap();
+    // Refills page 1's freed slot with an id above every other page's.
+    store.upsert(&entries(["n".into()])).await.unwrap();
+    let page1 = store.page_urls(1, 1, 0, 100).await.unwrap();
+    assert_eq!(paths(&page1), ["u0", "u2", "n"]);
+    assert!(page1.windows(2).all(|w| w[0].id < w[1].id), "in id order");
+    assert_eq!(page1[2], store.find(&loc("n")).await.unwrap().unwrap().url, "each record as find reads it");
+    assert_eq!(paths(&store.page_urls(1, 1, page1[0].id, 1).await.unwrap()), ["u2"], "after an id, at most limit");
+    assert_eq!(paths(&store.page_urls(1, 1, page1[1].id, 100).await.unwrap()), ["n"]);
+    assert!(store.page_urls(1, 1, page1[2].id, 100).await.unwrap().is_empty());
+    assert_eq!(paths(&store.page_urls(1, 2, 0, 2).await.unwrap()), ["u3", "u4"]);
+    assert_eq!(paths(&store.page_urls(1, 4, 0, 100).await.unwrap()), ["u9"]);
+    assert!(store.page_urls(1, 5, 0, 100).await.unwrap().is_empty(), "a page that does not exist");
+    // An id on another page is a position all the same: what follows it on this page.
+    let u4 = store.find(&loc("u4")).await.unwrap().unwrap();
+    assert_eq!(paths(&store.page_urls(1, 1, u4.url.id, 100).await.unwrap()), ["n"]);
+}
+
+/// Like `list_after`, `page_urls` stops once the records' rendered sizes pass `LIST_MAX_BYTES` (8 MiB): a screen of
+/// records with many extensions stays bounded in memory whatever `limit` is, and the rest follows after the last.
+async fn page_urls_is_cut_by_size(b: Backend) {
+    use sitemapd::domain::Extensions;
+    use sitemapd::domain::ext::Image;
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let long = "x".repeat(1000);
+    let batch: Vec<Entry> = (0..10)
+        .map(|i| {
+            let images = (0..1000).map(|j| Image { loc: format!("https://cdn.example.net/{i}/{j}/{long}.jpg") });
+            let mut e = entry(&format!("big/{i}"));
+            e.ext = Some(Box::new(Extensions { images: images.collect(), ..Extensions::default() }));
+            e
+        })
+        .collect();
+    store.upsert(&batch).await.unwrap();
+    let first = store.page_urls(1, 1, 0, 1000).await.unwrap();
+    let bytes: i64 = first.iter().map(|u| u.size).sum();
+    assert!(first.len() < 10 && bytes > sitemapd::store::LIST_MAX_BYTES, "{} records, {bytes} bytes", first.len());
+    let rest = store.page_urls(1, 1, first.last().unwrap().id, 1000).await.unwrap();
+    let all: Vec<&str> = paths(&first).into_iter().chain(paths(&rest)).collect();
+    assert_eq!(all, (0..10).map(|i| format!("big/{i}")).collect::<Vec<_>>());
+}
+
+/// `page_urls` reads a range of the `(site_id, page_id, id)` index, in its order: no sort, no scan of the table or of the
+/// primary key (which would read every page's rows before this page's). On Postgres, under the planner settings
+/// its transaction sets, as the page's stream does.
+async fn page_urls_is_a_range_of_the_page_index(b: Backend) {
+    use sitemapd::store::PAGE_URLS_SQL;
+    use sqlx::{AssertSqlSafe, Connection};
+    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
+    store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
+    let binds = [1i64, 3, 120, 201];
+    let plan: Vec<String> = match b {
+        Backend::Postgres => {
+            use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
+            let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
+            sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await.unwrap();
+            let mut query = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {PAGE_URLS_SQL}")));
+            for v in binds {
+                query = query.bind(v);
+            }
+            query.fetch_all(&mut *tx).await.unwrap()
+        }
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
+            sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
+            let mut query = sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {PAGE_URLS_SQL}")));
+            for v in binds {
+                query = query.bind(v);
+            }
+            let rows: Vec<(i64, i64, i64, String)> = query.fetch_all(&mut conn).await.unwrap();
+            rows.into_iter().map(|r| r.3).collect()
+        }
+    };
+    let text = plan.join("\n");
+    assert!(text.contains("urls_site_page_id"), "{text}");
+    for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
+        assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
+    }
+}
+
 async fn pages_fill_in_order_and_a_freed_slot_is_reused(b: Backend) {
     let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
     store.upsert(&entries((0..7).map(|i| format!("u{i}")))).await.unwrap();
@@ -501,6 +592,9 @@ both_backends!(
     delete_counts_deleted_and_missing,
     every_write_returns_what_it_changed,
     list_after_returns_each_entry_once_across_changes,
+    page_urls_lists_one_page_by_keyset,
+    page_urls_is_cut_by_size,
+    page_urls_is_a_range_of_the_page_index,
     pages_fill_in_order_and_a_freed_slot_is_reused,
     a_change_touches_only_its_page,
     deleting_advances_the_page_version_and_time,

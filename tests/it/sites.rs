@@ -334,7 +334,28 @@ async fn robots_txt_is_answered_per_site_when_turned_on(b: Backend) {
     assert_eq!(r.text(), "Sitemap: https://www.example.com/sitemap.xml\n");
 }
 
+async fn the_view_shows_each_site_apart(b: Backend) {
+    let Some(app) = spawn(b, &[]).await else { return };
+    app.put_json(&entries(&["https://www.example.com/a", "https://shop.example.com/x"])).await;
+    let sites = app.get("/view/", &[]).await;
+    assert_eq!(sites.status, StatusCode::OK);
+    for name in ["default", "shop", "de"] {
+        assert!(sites.text().contains(&format!("href=\"{name}/\"")), "{name}: {}", sites.text());
+    }
+    let shop = app.get("/view/shop/pages/1", &[]).await.text();
+    assert!(shop.contains("https://shop.example.com/x") && !shop.contains("https://www.example.com/a"), "{shop}");
+    let www = app.get("/view/default/pages/1", &[]).await.text();
+    assert!(www.contains("https://www.example.com/a") && !www.contains("https://shop.example.com/x"), "{www}");
+    let enc = crate::support::urlencode;
+    let found = app.get(&format!("/view/shop/lookup?loc={}", enc("https://shop.example.com/x")), &[]).await;
+    assert_eq!(found.status, StatusCode::OK);
+    let other = app.get(&format!("/view/shop/lookup?loc={}", enc("https://www.example.com/a")), &[]).await;
+    assert!(other.status.is_client_error(), "another site's loc is not this site's: {}", other.status);
+    assert_eq!(app.get("/view/nope/", &[]).await.status, StatusCode::NOT_FOUND);
+}
+
 both_backends!(
+    the_view_shows_each_site_apart,
     each_site_has_its_own_index_and_pages,
     a_loc_under_no_site_is_refused_naming_the_sites,
     forwarding_headers_are_believed_from_trusted_proxies_only,

@@ -1,0 +1,418 @@
+//! What the templates show, made from stored values: numbers grouped, fill ratios and their percentages, dates,
+//! extension summaries, links. Pure, so that it is unit-tested without a server. Escaping is the templates' (every
+//! value here is text; none is markup).
+
+use crate::domain::Extensions;
+use crate::domain::ext::Video;
+use crate::domain::{LastMod, PublicUrl};
+use crate::page::{PageState, StoredUrl, page_bytes};
+
+use super::source::ViewSite;
+
+/// `1234567` → `1,234,567`.
+pub fn grouped(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// How much of a limit is used: for a `<meter>` (`ratio`, 0 to 1) and as text (`percent`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fill {
+    pub used: String,
+    pub limit: String,
+    pub ratio: f64,
+    /// One decimal, rounded down so that a page is never shown full before it is: `0%`, `<0.1%`, `42.5%`,
+    /// `99.9%`, `100%`.
+    pub percent: String,
+}
+
+impl Fill {
+    pub fn new(used: i64, limit: i64) -> Self {
+        let ratio = if limit > 0 { (used as f64 / limit as f64).clamp(0.0, 1.0) } else { 1.0 };
+        let tenths = (ratio * 1000.0).floor() as i64;
+        let percent = if used <= 0 {
+            "0%".to_owned()
+        } else if used >= limit {
+            "100%".to_owned()
+        } else if tenths == 0 {
+            "<0.1%".to_owned()
+        } else {
+            format!("{}.{}%", tenths.min(999) / 10, tenths.min(999) % 10)
+        };
+        Self { used: grouped(used), limit: grouped(limit), ratio, percent }
+    }
+}
+
+/// A moment as the view shows it: `machine` for `<time datetime>` (milliseconds, as the index's `<lastmod>`),
+/// `human` to read (`2026-11-23 19:34:33 UTC`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct When {
+    pub machine: String,
+    pub human: String,
+}
+
+impl When {
+    pub fn from_micros(us: i64) -> Self {
+        let machine = LastMod::from_unix_micros(us.div_euclid(1000) * 1000).as_str().to_owned();
+        let human = format!("{} {} UTC", &machine[..10], &machine[11..19]);
+        Self { machine, human }
+    }
+}
+
+/// One row of a site's page table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageRow {
+    pub id: i64,
+    pub urls: Fill,
+    /// Against `page_max_bytes`: the entries and the envelope reserve, as the limit rule counts them.
+    pub bytes: Fill,
+    pub lastmod: When,
+    /// Its live sitemap; `None` while it is empty (not listed, 404).
+    pub sitemap: Option<String>,
+    /// How many of its entries carry images, videos and alternates.
+    pub ns: String,
+}
+
+impl PageRow {
+    pub fn new(page: &PageState, site: &ViewSite) -> Self {
+        let ns = page.ns;
+        let mut parts = Vec::new();
+        for (n, what) in [(ns.image, "with images"), (ns.video, "with videos"), (ns.xhtml, "with alternates")] {
+            if n > 0 {
+                parts.push(format!("{} {what}", grouped(n)));
+            }
+        }
+        Self {
+            id: page.id,
+            urls: Fill::new(page.url_count, i64::from(site.limits.max_urls)),
+            bytes: Fill::new(page_bytes(page.byte_size), site.limits.max_bytes as i64),
+            lastmod: When::from_micros(page.modified_us),
+            sitemap: (page.url_count > 0).then(|| site.public_url.page_url(page.id)),
+            ns: parts.join(", "),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sitemap.is_none()
+    }
+}
+
+/// `n` and the noun, singular or plural: `1 image`, `3 images`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{} {many}", grouped(n as i64)) }
+}
+
+/// An entry's extensions in a few words: `3 images, 1 video, news, 4 alternates`; empty when it has none.
+pub fn ext_summary(ext: Option<&Extensions>) -> String {
+    let Some(e) = ext else { return String::new() };
+    let mut parts = Vec::new();
+    if !e.images.is_empty() {
+        parts.push(count(e.images.len(), "image", "images"));
+    }
+    if !e.videos.is_empty() {
+        parts.push(count(e.videos.len(), "video", "videos"));
+    }
+    if e.news.is_some() {
+        parts.push("news".to_owned());
+    }
+    if !e.alternates.is_empty() {
+        parts.push(count(e.alternates.len(), "alternate", "alternates"));
+    }
+    parts.join(", ")
+}
+
+/// `url` when it is an http(s) URL, the only kind the view makes a link of (a stored loc always is; a row changed
+/// by hand might not be, and a `javascript:` link must never be made of it).
+pub fn link(url: &str) -> Option<String> {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    (lower.starts_with("http://") || lower.starts_with("https://")).then(|| url.to_owned())
+}
+
+/// The lookup screen of `loc`, relative to the site's directory (`root`: `./` or `../`).
+pub fn lookup_href(root: &str, loc: &str) -> String {
+    let encoded: String = url::form_urlencoded::byte_serialize(loc.as_bytes()).collect();
+    format!("{root}lookup?loc={encoded}")
+}
+
+/// One entry in a page's list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryRow {
+    pub id: i64,
+    pub loc: String,
+    /// Its record's screen.
+    pub lookup: String,
+    pub live: Option<String>,
+    pub lastmod: String,
+    pub changefreq: String,
+    pub priority: String,
+    pub extensions: String,
+    pub size: String,
+}
+
+impl EntryRow {
+    /// From a page's screen (`../` is the site's directory).
+    pub fn new(url: &StoredUrl) -> Self {
+        let f = &url.fields;
+        Self {
+            id: url.id,
+            lookup: lookup_href("../", &url.loc),
+            live: link(&url.loc),
+            lastmod: f.lastmod.clone().unwrap_or_default(),
+            changefreq: f.changefreq.clone().unwrap_or_default(),
+            priority: f.priority.map(|p| p.render()).unwrap_or_default(),
+            extensions: ext_summary(f.ext.as_deref()),
+            size: grouped(url.size),
+            loc: url.loc.clone(),
+        }
+    }
+}
+
+/// A labelled value of a record's detail; `link` when the value is a URL to follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub label: &'static str,
+    pub value: String,
+    pub link: Option<String>,
+}
+
+impl Field {
+    fn text(label: &'static str, value: impl Into<String>) -> Self {
+        Self { label, value: value.into(), link: None }
+    }
+
+    fn url(label: &'static str, value: &str) -> Self {
+        Self { label, value: value.to_owned(), link: link(value) }
+    }
+}
+
+/// One extension item (an image, a video, the news, an alternate) as labelled values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub heading: String,
+    pub fields: Vec<Field>,
+}
+
+/// A stored record, whole, for the lookup screen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub id: i64,
+    pub loc: String,
+    pub live: Option<String>,
+    pub page: i64,
+    /// The page's screen, starting at this record.
+    pub page_href: String,
+    pub sitemap: String,
+    pub fields: Vec<Field>,
+    pub summary: String,
+    pub items: Vec<Item>,
+}
+
+impl Record {
+    pub fn new(url: &StoredUrl, public_url: &PublicUrl) -> Self {
+        let f = &url.fields;
+        let none = || "(none)".to_owned();
+        let fields = vec![
+            Field::text("Lastmod", f.lastmod.clone().unwrap_or_else(none)),
+            Field::text("Changefreq", f.changefreq.clone().unwrap_or_else(none)),
+            Field::text("Priority", f.priority.map(|p| p.render()).unwrap_or_else(none)),
+            Field::text("Size", format!("{} bytes in its page", grouped(url.size))),
+        ];
+        Self {
+            id: url.id,
+            loc: url.loc.clone(),
+            live: link(&url.loc),
+            page: url.page_id,
+            page_href: format!("pages/{}?after={}", url.page_id, url.id - 1),
+            sitemap: public_url.page_url(url.page_id),
+            fields,
+            summary: ext_summary(f.ext.as_deref()),
+            items: f.ext.as_deref().map(items).unwrap_or_default(),
+        }
+    }
+}
+
+/// Each image, video, the news and each alternate, in the order the page renders them (news, which only the news
+/// sitemap renders, after the videos).
+fn items(e: &Extensions) -> Vec<Item> {
+    let mut out = Vec::new();
+    for (i, image) in e.images.iter().enumerate() {
+        out.push(Item { heading: format!("Image {}", i + 1), fields: vec![Field::url("Loc", &image.loc)] });
+    }
+    for (i, video) in e.videos.iter().enumerate() {
+        out.push(Item { heading: format!("Video {}", i + 1), fields: video_fields(video) });
+    }
+    if let Some(news) = &e.news {
+        out.push(Item {
+            heading: "News".to_owned(),
+            fields: vec![
+                Field::text("Title", &news.title),
+                Field::text("Publication", &news.publication.name),
+                Field::text("Language", &news.publication.language),
+                Field::text("Published", &news.publication_date),
+            ],
+        });
+    }
+    for alternate in &e.alternates {
+        out.push(Item {
+            heading: format!("Alternate {}", alternate.hreflang),
+            fields: vec![Field::url("Href", &alternate.href)],
+        });
+    }
+    out
+}
+
+fn video_fields(v: &Video) -> Vec<Field> {
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let mut out = vec![
+        Field::text("Title", &v.title),
+        Field::text("Description", &v.description),
+        Field::url("Thumbnail", &v.thumbnail_loc),
+    ];
+    let optional = [
+        v.content_loc.as_deref().map(|u| Field::url("Content", u)),
+        v.player_loc.as_deref().map(|u| Field::url("Player", u)),
+        v.duration.map(|d| Field::text("Duration", format!("{} s", grouped(i64::from(d))))),
+        v.expiration_date.as_deref().map(|d| Field::text("Expires", d)),
+        v.rating.map(|r| Field::text("Rating", r.render())),
+        v.view_count.map(|n| Field::text("Views", n.to_string())),
+        v.publication_date.as_deref().map(|d| Field::text("Published", d)),
+        v.family_friendly.map(|b| Field::text("Family friendly", yes_no(b))),
+        v.restriction
+            .as_ref()
+            .map(|r| Field::text("Restriction", format!("{} {}", r.relationship.as_str(), r.countries.join(" ")))),
+        v.platform
+            .as_ref()
+            .map(|p| Field::text("Platform", format!("{} {}", p.relationship.as_str(), p.platforms.join(" ")))),
+        v.requires_subscription.map(|b| Field::text("Subscription", yes_no(b))),
+        v.uploader.as_ref().map(|u| Field::text("Uploader", &u.name)),
+        v.uploader.as_ref().and_then(|u| u.info.as_deref()).map(|i| Field::url("Uploader info", i)),
+        v.live.map(|b| Field::text("Live", yes_no(b))),
+        (!v.tags.is_empty()).then(|| Field::text("Tags", v.tags.join(", "))),
+    ];
+    out.extend(optional.into_iter().flatten());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ext::{Alternate, Image, News, Publication};
+    use crate::page::{Fields, Limits, NsCounts};
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        for (n, shown) in [(0, "0"), (999, "999"), (1000, "1,000"), (52_428_800, "52,428,800"), (-1234, "-1,234")] {
+            assert_eq!(grouped(n), shown);
+        }
+    }
+
+    #[test]
+    fn a_fill_is_never_shown_full_before_it_is() {
+        let shown = |used, limit| Fill::new(used, limit).percent;
+        assert_eq!(shown(0, 50_000), "0%");
+        assert_eq!(shown(1, 50_000), "<0.1%");
+        assert_eq!(shown(50, 50_000), "0.1%");
+        assert_eq!(shown(21_250, 50_000), "42.5%");
+        assert_eq!(shown(49_999, 50_000), "99.9%");
+        assert_eq!(shown(50_000, 50_000), "100%");
+        assert_eq!(Fill::new(25, 100).ratio, 0.25);
+        assert_eq!(Fill::new(120, 100).ratio, 1.0, "clamped for the meter");
+        assert_eq!(Fill::new(1, 0).ratio, 1.0);
+    }
+
+    #[test]
+    fn a_page_row_counts_the_envelope_against_the_byte_limit() {
+        let site = ViewSite {
+            id: 1,
+            name: "default".into(),
+            public_url: PublicUrl::parse("https://x.test/").unwrap(),
+            limits: Limits { max_urls: 100, max_bytes: 10_240 },
+        };
+        let page = PageState {
+            id: 3,
+            url_count: 25,
+            byte_size: 4096,
+            version: 2,
+            modified_us: 1_700_000_000_123_456,
+            ns: NsCounts { image: 2, video: 0, xhtml: 1 },
+        };
+        let row = PageRow::new(&page, &site);
+        assert_eq!(row.urls.percent, "25.0%");
+        assert_eq!((row.bytes.used.as_str(), row.bytes.percent.as_str()), ("5,120", "50.0%"), "4,096 + 1,024 reserve");
+        assert_eq!(row.sitemap.as_deref(), Some("https://x.test/sitemap-3.xml"));
+        assert_eq!(
+            row.lastmod,
+            When { machine: "2023-11-14T22:13:20.123Z".into(), human: "2023-11-14 22:13:20 UTC".into() }
+        );
+        assert_eq!(row.ns, "2 with images, 1 with alternates");
+        let empty = PageRow::new(&PageState { url_count: 0, byte_size: 0, ..page }, &site);
+        assert!(empty.is_empty() && empty.sitemap.is_none(), "an empty page is not listed: no live link");
+    }
+
+    fn ext() -> Extensions {
+        let image = |i| Image { loc: format!("https://cdn.test/{i}.jpg") };
+        Extensions {
+            images: (0..3).map(image).collect(),
+            videos: vec![],
+            news: Some(News {
+                publication: Publication { name: "P".into(), language: "en".into() },
+                publication_date: "2026-11-22".into(),
+                title: "T".into(),
+            }),
+            alternates: vec![Alternate { hreflang: "de".into(), href: "https://x.test/de".into() }],
+        }
+    }
+
+    #[test]
+    fn extensions_are_summarized_in_a_few_words() {
+        assert_eq!(ext_summary(None), "");
+        assert_eq!(ext_summary(Some(&ext())), "3 images, news, 1 alternate");
+        let one = Extensions { images: vec![Image { loc: "https://a.test/".into() }], ..Extensions::default() };
+        assert_eq!(ext_summary(Some(&one)), "1 image");
+    }
+
+    #[test]
+    fn only_http_urls_become_links() {
+        assert_eq!(link("https://x.test/a").as_deref(), Some("https://x.test/a"));
+        assert_eq!(link("HTTP://x.test/").as_deref(), Some("HTTP://x.test/"));
+        for not in ["javascript:alert(1)", "data:text/html,x", " https://x.test/", "//x.test/", "http:"] {
+            assert_eq!(link(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn a_lookup_link_carries_the_loc_percent_encoded() {
+        assert_eq!(
+            lookup_href("../", "https://x.test/a?b=1&c=\"<>\""),
+            "../lookup?loc=https%3A%2F%2Fx.test%2Fa%3Fb%3D1%26c%3D%22%3C%3E%22"
+        );
+    }
+
+    #[test]
+    fn a_record_lists_its_fields_and_each_extension() {
+        let url = StoredUrl {
+            id: 7,
+            loc: "https://x.test/a".into(),
+            page_id: 2,
+            fields: Fields { lastmod: Some("2024-05-01".into()), ext: Some(Box::new(ext())), ..Fields::default() },
+            size: 1234,
+        };
+        let record = Record::new(&url, &PublicUrl::parse("https://x.test/").unwrap());
+        assert_eq!(record.page_href, "pages/2?after=6", "its page's screen starts at it");
+        assert_eq!(record.sitemap, "https://x.test/sitemap-2.xml");
+        let headings: Vec<&str> = record.items.iter().map(|i| i.heading.as_str()).collect();
+        assert_eq!(headings, ["Image 1", "Image 2", "Image 3", "News", "Alternate de"]);
+        assert_eq!(record.fields[0], Field::text("Lastmod", "2024-05-01"));
+        assert_eq!(record.fields[1].value, "(none)");
+    }
+}

@@ -1,0 +1,70 @@
+//! What the view reads, and the only place that knows how: the sites, and per site its page table, one page's
+//! state, one page's records by keyset, and one record by loc. The handlers reach the store through this alone,
+//! so that serving several sites changes these bodies (per-site store calls, the configured sites) and not the
+//! handlers or the templates.
+
+use crate::AppState;
+use crate::domain::{Loc, PublicUrl};
+use crate::page::{Limits, PageState, StoredUrl};
+use crate::store;
+
+/// A site as the view shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewSite {
+    /// Its stored id (the one site of today is 1).
+    pub id: i64,
+    /// Its name: the path segment of its screens (`/view/{name}/`).
+    pub name: String,
+    /// Where crawlers reach its sitemaps.
+    pub public_url: PublicUrl,
+    /// Its pages' limits.
+    pub limits: Limits,
+}
+
+/// The view's reads over the service's state.
+#[derive(Clone, Copy)]
+pub struct ViewData<'a> {
+    state: &'a AppState,
+}
+
+impl<'a> ViewData<'a> {
+    pub fn new(state: &'a AppState) -> Self {
+        Self { state }
+    }
+
+    /// Every site, in configuration order.
+    pub fn sites(&self) -> Vec<ViewSite> {
+        let limits = self.state.config.limits();
+        self.state
+            .sites
+            .iter()
+            .map(|s| ViewSite { id: s.id, name: s.name.clone(), public_url: s.public_url.clone(), limits })
+            .collect()
+    }
+
+    /// The site named `name`.
+    pub fn site(&self, name: &str) -> Option<ViewSite> {
+        self.sites().into_iter().find(|s| s.name == name)
+    }
+
+    /// The site's page table, empty pages included, in page order: O(pages).
+    pub async fn pages(&self, site: &ViewSite) -> store::Result<Vec<PageState>> {
+        self.state.reads().pages(site.id).await
+    }
+
+    /// One page of the site, empty or not; `None` when it has no such page.
+    pub async fn page(&self, site: &ViewSite, id: i64) -> store::Result<Option<PageState>> {
+        self.state.reads().page(site.id, id).await
+    }
+
+    /// The page's records in id order after the record with id `after`: at most `limit`, fewer once they render to
+    /// more than [`store::LIST_MAX_BYTES`].
+    pub async fn page_urls(&self, site: &ViewSite, page: i64, after: i64, limit: u32) -> store::Result<Vec<StoredUrl>> {
+        self.state.reads().page_urls(site.id, page, after, limit).await
+    }
+
+    /// The site's record of `loc`, if it stores one (a record of another site is not this site's).
+    pub async fn find(&self, site: &ViewSite, loc: &Loc) -> store::Result<Option<StoredUrl>> {
+        Ok(self.state.reads().find(loc).await?.filter(|found| found.site == site.id).map(|found| found.url))
+    }
+}
