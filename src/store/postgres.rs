@@ -1,12 +1,15 @@
 //! The Postgres store. Writers take one transaction-scoped advisory lock, so page accounting never races; the
 //! clock is the database's, so every replica stamps changes from one clock.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
+use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Writes};
 use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
@@ -45,6 +48,8 @@ const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
 pub struct PgStore {
     pool: PgPool,
     limits: Limits,
+    /// The sites whose changes are queued for notification.
+    notify: BTreeSet<i64>,
 }
 
 impl PgStore {
@@ -64,11 +69,12 @@ impl PgStore {
             .idle_timeout(std::time::Duration::from_secs(300))
             .connect_with(connect)
             .await?;
-        Ok(Self::from_pool(pool, options.limits))
+        Ok(Self { notify: options.notify_sites.clone(), ..Self::from_pool(pool, options.limits) })
     }
 
+    /// A store on `pool` that queues no change notification.
     pub fn from_pool(pool: PgPool, limits: Limits) -> Self {
-        Self { pool, limits }
+        Self { pool, limits, notify: BTreeSet::new() }
     }
 
     /// A write transaction holding the write lock (transaction-scoped: released at its end).
@@ -169,6 +175,10 @@ impl Writes for sqlx::Postgres {
         sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(ids).execute(conn).await?;
         Ok(())
     }
+
+    async fn enqueue_notifications(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
+        outbox::pg_enqueue(conn, site, locs).await
+    }
 }
 
 #[async_trait]
@@ -190,7 +200,7 @@ impl Store for PgStore {
         if entries.is_empty() {
             return Ok(Written::default());
         }
-        write::upsert(self.begin_write().await?, entries, self.limits).await
+        write::upsert(self.begin_write().await?, entries, self.limits, &self.notify).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -198,7 +208,15 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        write::delete(self.begin_write().await?, &locs).await
+        write::delete(self.begin_write().await?, &locs, &self.notify).await
+    }
+
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
+        outbox::pg_claim(&self.pool, site, limit, lease).await
+    }
+
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
+        outbox::pg_settle(&self.pool, claim, settle).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! a crash or power loss; writers are serialized in-process and take the database's write lock up front
 //! (`BEGIN IMMEDIATE`), so page accounting never races.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::Mutex;
 
+use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Writes};
 use super::{DeleteCounts, EntryStream, Result, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns};
@@ -35,6 +37,8 @@ pub struct SqliteStore {
     lock_timeout: Duration,
     /// The database file as opened: its path and identity (device, inode).
     file: Option<(std::path::PathBuf, u64, u64)>,
+    /// The sites whose changes are queued for notification.
+    notify: BTreeSet<i64>,
 }
 
 impl SqliteStore {
@@ -54,7 +58,14 @@ impl SqliteStore {
             .connect_with(connect)
             .await?;
         let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
-        Ok(Self { pool, limits: options.limits, writer: Mutex::new(()), lock_timeout: Duration::from_secs(5), file })
+        Ok(Self {
+            pool,
+            limits: options.limits,
+            writer: Mutex::new(()),
+            lock_timeout: Duration::from_secs(5),
+            file,
+            notify: options.notify_sites.clone(),
+        })
     }
 
     /// Fails as unavailable when the database file was deleted (its directory removed) or replaced since it was
@@ -135,6 +146,10 @@ impl Writes for sqlx::Sqlite {
         }
         Ok(())
     }
+
+    async fn enqueue_notifications(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
+        outbox::sqlite_enqueue(conn, site, locs).await
+    }
 }
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
@@ -187,7 +202,7 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::upsert(tx, entries, self.limits).await
+        write::upsert(tx, entries, self.limits, &self.notify).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -198,7 +213,27 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::delete(tx, &locs).await
+        write::delete(tx, &locs, &self.notify).await
+    }
+
+    // The sender's statements write too: under the writer lock, like a write, so that they queue behind writes
+    // rather than meet them in SQLite's busy handler.
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
+        let _writer = self.lock_writer().await?;
+        self.check_file()?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let claim = outbox::sqlite_claim(&mut tx, site, limit, lease).await?;
+        tx.commit().await?;
+        Ok(claim)
+    }
+
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
+        let _writer = self.lock_writer().await?;
+        self.check_file()?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let settled = outbox::sqlite_settle(&mut tx, claim, settle).await?;
+        tx.commit().await?;
+        Ok(settled)
     }
 }
 

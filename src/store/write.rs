@@ -6,6 +6,12 @@
 //! `= ANY($1)` and `UNNEST`; SQLite: JSON for the lookup, one statement a row for the rest). So does the lock and
 //! the beginning of the transaction (Postgres: an advisory lock; SQLite: an in-process mutex, `BEGIN IMMEDIATE`
 //! and the check of the database file).
+//!
+//! A write to a site that notifies of changes (IndexNow) also queues the locs it changed in the outbox, in the same
+//! transaction ([`super::outbox`]): what is committed is always queued, and a write that changes nothing (an
+//! identical re-send) queues nothing. A site that does not notify costs no statement.
+
+use std::collections::BTreeSet;
 
 use sqlx::Transaction;
 
@@ -13,7 +19,10 @@ use super::shared::Sql;
 use super::{DeleteCounts, Result, Written};
 use crate::domain::Entry;
 use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{self, NewUrl, UpsertCounts};
+use crate::placement::{self, Changes, NewUrl, UpsertCounts};
+
+/// The site everything is stored in until several sites exist (their ids; the default site is 1).
+pub const DEFAULT_SITE_ID: i64 = 1;
 
 /// A backend's write statements.
 pub(crate) trait Writes: Sql {
@@ -31,13 +40,38 @@ pub(crate) trait Writes: Sql {
         inserts: &[NewUrl],
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
+    /// Queues change notifications of `locs` (distinct, sorted) in `site`'s outbox: one row per loc, a loc already
+    /// queued marked as changed again ([`super::outbox`]).
+    fn enqueue_notifications(
+        conn: &mut Self::Connection,
+        site: i64,
+        locs: &[&str],
+    ) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// Upserts `entries` (not empty) in `tx`, which holds the write lock, and commits.
+/// Queues the locs of `changes` in `site` when `notify` holds it; else nothing (no statement).
+async fn enqueue<DB: Writes>(
+    conn: &mut DB::Connection,
+    notify: &BTreeSet<i64>,
+    site: i64,
+    changes: &Changes,
+) -> Result<()> {
+    if changes.locs.is_empty() || !notify.contains(&site) {
+        return Ok(());
+    }
+    // Sorted: rows are locked in loc order, as a settling sender locks them (no deadlock between the two).
+    let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
+    locs.sort_unstable();
+    DB::enqueue_notifications(conn, site, &locs).await
+}
+
+/// Upserts `entries` (not empty) in `tx`, which holds the write lock, and commits; the changed locs are queued for
+/// notification when their site is in `notify`.
 pub(crate) async fn upsert<DB: Writes>(
     mut tx: Transaction<'_, DB>,
     entries: &[Entry],
     limits: Limits,
+    notify: &BTreeSet<i64>,
 ) -> Result<Written<UpsertCounts>> {
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
     let now = DB::now(&mut tx).await?;
@@ -49,12 +83,20 @@ pub(crate) async fn upsert<DB: Writes>(
     if plan.news_changed {
         DB::touch_news(&mut tx, now).await?;
     }
+    let counts = plan.counts;
+    let changes = plan.into_changes();
+    enqueue::<DB>(&mut tx, notify, DEFAULT_SITE_ID, &changes).await?;
     tx.commit().await?;
-    Ok(Written { counts: plan.counts, changes: plan.into_changes() })
+    Ok(Written { counts, changes })
 }
 
-/// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits.
-pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str]) -> Result<Written<DeleteCounts>> {
+/// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits; the
+/// deleted locs are queued for notification when their site is in `notify` (engines learn of the 404).
+pub(crate) async fn delete<DB: Writes>(
+    mut tx: Transaction<'_, DB>,
+    locs: &[&str],
+    notify: &BTreeSet<i64>,
+) -> Result<Written<DeleteCounts>> {
     let now = DB::now(&mut tx).await?;
     let found = DB::lookup(&mut tx, locs).await?;
     let pages = DB::pages_in(&mut tx).await?;
@@ -66,9 +108,11 @@ pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str
     if plan.news_changed {
         DB::touch_news(&mut tx, now).await?;
     }
-    tx.commit().await?;
     let counts = DeleteCounts { deleted: plan.deleted, missing: plan.missing };
-    Ok(Written { counts, changes: plan.into_changes() })
+    let changes = plan.into_changes();
+    enqueue::<DB>(&mut tx, notify, DEFAULT_SITE_ID, &changes).await?;
+    tx.commit().await?;
+    Ok(Written { counts, changes })
 }
 
 /// The one-time repair that migration 0002 leaves to the application (see [`placement::plan_repair`]).
