@@ -8,6 +8,7 @@ pub mod api;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod indexnow;
 pub mod page;
 pub mod placement;
 pub mod send_rate;
@@ -40,6 +41,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(sitemap::router())
         .merge(api::router(state.clone()))
+        .merge(indexnow::router(&indexnow::targets(&state.config)))
         .route("/metrics", get(telemetry::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -2,6 +2,7 @@
 //! recent copy of the page table, rendered pages) is derived from it and keyed by its versions, so any number of
 //! processes on one database answer alike.
 
+use std::collections::BTreeSet;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,8 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
+    /// The sites whose changes the store queues for notification (IndexNow).
+    notify_sites: BTreeSet<i64>,
 }
 
 impl AppState {
@@ -46,6 +49,7 @@ impl AppState {
             directories: Directories::new(Duration::from_millis(config.state_ttl_ms), clock),
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
+            notify_sites: config.store_options().notify_sites,
         }))
     }
 }
@@ -83,10 +87,16 @@ impl Inner {
     /// The one place that follows every write of this process, committed or not: `changes` is what it changed,
     /// or `None` when it failed (it may still have committed: a lost connection can hide a commit). The page table
     /// is read again for the next answer. Rendered pages need nothing: the cache is keyed by page state, so a
-    /// changed page is a new key. What is to follow a change (a notification of the changed locs, rendering the
-    /// changed pages ahead of crawlers) starts here, from `changes`.
-    fn written(&self, _changes: Option<&Changes>) {
+    /// changed page is a new key. The store has queued the changed locs for notification in the write's
+    /// transaction (IndexNow); they are counted here. What is to follow a change next (rendering the changed pages
+    /// ahead of crawlers) starts here too, from `changes`.
+    fn written(&self, changes: Option<&Changes>) {
         self.directories.invalidate();
+        if let Some(changes) = changes
+            && self.notify_sites.contains(&store::DEFAULT_SITE_ID)
+        {
+            crate::telemetry::indexnow_queued(changes.locs.len());
+        }
     }
 
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
