@@ -1,5 +1,6 @@
 //! Integration tests: one binary. `contract` drives the `Store` trait; `api` and `sitemaps` drive the real router;
-//! `observability` checks `/metrics`, request logs and the OpenAPI document; `process` runs the built binary;
+//! `observability` checks `/metrics`, request logs and the OpenAPI document; `indexnow` runs change notification
+//! against a fake endpoint; `process` runs the built binary;
 //! `readme` runs the README's "Using it" commands against it.
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
 //! and fails if Postgres is unreachable).
@@ -7,6 +8,7 @@
 mod api;
 mod contract;
 mod extensions;
+mod indexnow;
 mod json_body;
 mod limits;
 mod observability;
