@@ -27,6 +27,8 @@ const MAX_CACHE_BYTES: u64 = 64 << 30;
 const MAX_MIN_SEND_RATE: u64 = 1 << 30;
 /// Changes made through another replica show within this; a minute is the most a crawler-facing answer may lag.
 const MAX_STATE_TTL_MS: u64 = 60_000;
+/// An hour: the longest the IndexNow sender waits between two looks at the outbox, or before a first retry.
+const MAX_INDEXNOW_MS: u64 = 3_600_000;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
 /// Variables with the settings' prefix that are not settings: the configuration file, and the tests' schema check.
@@ -150,6 +152,18 @@ settings! {
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
+    /// IndexNow keys by site (empty: no change notification). See [`IndexNowKeys`].
+    indexnow_keys: IndexNowKeys = "SITEMAPD_INDEXNOW_KEYS", parse IndexNowKeys::parse, show IndexNowKeys::shown;
+    /// Where change notifications are sent (`POST`).
+    indexnow_endpoint: url::Url = "SITEMAPD_INDEXNOW_ENDPOINT", parse parse_endpoint, show url::Url::as_str;
+    /// How often the sender looks for queued notifications when it has nothing to send.
+    indexnow_interval_ms: u64 = "SITEMAPD_INDEXNOW_INTERVAL_MS", in 10..=MAX_INDEXNOW_MS;
+    /// The first retry delay after a failed send; it doubles with each failure, to at most an hour.
+    indexnow_retry_base_ms: u64 = "SITEMAPD_INDEXNOW_RETRY_BASE_MS", in 10..=MAX_INDEXNOW_MS;
+    /// Failed sends after which a URL's notification is dropped.
+    indexnow_max_attempts: u32 = "SITEMAPD_INDEXNOW_MAX_ATTEMPTS", in 1..=1000;
+    /// The longest one notification request may take, connecting included.
+    indexnow_timeout_secs: u64 = "SITEMAPD_INDEXNOW_TIMEOUT_SECS", in 1..=300;
 }
 
 /// A setting as error messages name it: `page_max_urls (SITEMAPD_PAGE_MAX_URLS)`.
@@ -301,6 +315,70 @@ fn parse_log_format(raw: &str, named: Named) -> anyhow::Result<LogFormat> {
         "json" => Ok(LogFormat::Json),
         other => bail!("{named} must be \"text\" or \"json\", not {other:?}"),
     }
+}
+
+/// The IndexNow endpoint: an absolute http(s) URL.
+fn parse_endpoint(raw: &str, named: Named) -> anyhow::Result<url::Url> {
+    let url =
+        url::Url::parse(raw.trim()).map_err(|e| anyhow::anyhow!("{named} {raw:?} is not an absolute URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        bail!("{named} must be an http or https URL, not {raw:?}");
+    }
+    Ok(url)
+}
+
+/// The IndexNow keys (`indexnow_keys`: comma-separated, blanks ignored): `KEY` for the default site (the one site
+/// of a deployment without `sites`), or `SITE=KEY`.
+/// A key is 8 to 128 characters of `a-z`, `A-Z`, `0-9` and `-` (the IndexNow protocol's rule). A key is no
+/// secret (it is served at `/<key>.txt`), so it is logged.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexNowKeys(Vec<(String, String)>);
+
+impl IndexNowKeys {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut keys: Vec<(String, String)> = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (site, key) = match item.split_once('=') {
+                Some((site, key)) => (site.trim(), key.trim()),
+                None => (DEFAULT_SITE, item),
+            };
+            if let Err(e) = check_indexnow_key(key) {
+                bail!("{named}: {e}");
+            }
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {item:?}: {e}"))?;
+            if keys.iter().any(|(s, _)| s == site) {
+                bail!("{named}: the site {site:?} is given two keys; a site has one");
+            }
+            keys.push((site.to_owned(), key.to_owned()));
+        }
+        Ok(Self(keys))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// As logged: `SITE=KEY` each.
+    fn shown(&self) -> Vec<String> {
+        self.0.iter().map(|(site, key)| format!("{site}={key}")).collect()
+    }
+
+    /// (site name, key), in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(site, key)| (site.as_str(), key.as_str()))
+    }
+}
+
+/// The IndexNow protocol's rule for a key: 8 to 128 characters, each a letter (`a-z`, `A-Z`), a digit or `-`.
+pub fn check_indexnow_key(key: &str) -> Result<(), String> {
+    if let Some(c) = key.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-')) {
+        return Err(format!("an IndexNow key holds only a-z, A-Z, 0-9 and -, not {c:?} ({key:?})"));
+    }
+    if !(8..=128).contains(&key.len()) {
+        return Err(format!("an IndexNow key is 8 to 128 characters, not {} ({key:?})", key.len()));
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -489,6 +567,14 @@ impl Config {
                 names.join(", ")
             );
         }
+        if let Some((name, _)) = config.indexnow_keys.iter().find(|(n, _)| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "indexnow_keys (SITEMAPD_INDEXNOW_KEYS): a key is given for the site {name:?}, which is not \
+                 configured (sites: {}); a key without SITE= is the site named {DEFAULT_SITE}'s",
+                names.join(", ")
+            );
+        }
         if config.api_tokens.is_empty() && !config.bind.ip().is_loopback() {
             bail!(
                 "refusing to listen on {} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \
@@ -521,6 +607,7 @@ impl Config {
             limits: self.limits(),
             max_connections: self.db_max_connections,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
+            notify_sites: self.indexnow_keys.iter().map(|(site, _)| site.to_owned()).collect(),
         }
     }
 }
@@ -887,7 +974,9 @@ mod tests {
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
-             robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text }"
+             robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
+             indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
+             indexnow_retry_base_ms: 10000, indexnow_max_attempts: 30, indexnow_timeout_secs: 30 }"
         );
     }
 
@@ -953,6 +1042,58 @@ mod tests {
         let c = load(&[("SITEMAPD_SHUTDOWN_GRACE_SECS", "0")]).unwrap();
         assert_eq!(c.shutdown_grace_secs, 0);
         assert_eq!(load(&[]).unwrap().shutdown_grace_secs, 25);
+    }
+
+    #[test]
+    fn indexnow_keys_are_checked_and_name_the_default_site() {
+        let keys = |raw: &str| load(&[("SITEMAPD_INDEXNOW_KEYS", raw)]).map(|c| c.indexnow_keys);
+        let pairs = |raw: &str| keys(raw).unwrap().iter().map(|(s, k)| format!("{s}={k}")).collect::<Vec<_>>();
+        assert_eq!(pairs("0123456789abcdef"), ["default=0123456789abcdef"]);
+        assert_eq!(pairs(" , default = Abc-1234 , "), ["default=Abc-1234"]);
+        assert_eq!(pairs(&"k".repeat(128)), [format!("default={}", "k".repeat(128))]);
+        assert!(keys("").unwrap().is_empty() && keys(" , ").unwrap().is_empty());
+        for (raw, says) in [
+            ("short12", "8 to 128 characters, not 7"),
+            (&"k".repeat(129), "8 to 128 characters, not 129"),
+            ("under_score", "only a-z, A-Z, 0-9 and -, not '_'"),
+            ("schlüssel123", "not 'ü'"),
+            ("default=", "8 to 128 characters, not 0"),
+            ("shop=0123456789abcdef", "given for the site \"shop\", which is not configured (sites: default)"),
+            ("Shop Site=0123456789abcdef", "site name"),
+            ("0123456789abcdef,default=fedcba9876543210", "the site \"default\" is given two keys"),
+        ] {
+            let e = keys(raw).unwrap_err().to_string();
+            assert!(e.starts_with("indexnow_keys (SITEMAPD_INDEXNOW_KEYS): "), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+        }
+        // Notification is on for the default site exactly when it has a key; the key is logged (it is public).
+        let c = load(&[("SITEMAPD_INDEXNOW_KEYS", "0123456789abcdef")]).unwrap();
+        assert_eq!(c.store_options().notify_sites, [DEFAULT_SITE.to_owned()].into());
+        assert!(format!("{c:?}").contains("indexnow_keys: [\"default=0123456789abcdef\"]"));
+        assert!(load(&[]).unwrap().store_options().notify_sites.is_empty());
+        // With several sites, a key per site.
+        let sites = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let c = load(&[sites, ("SITEMAPD_INDEXNOW_KEYS", "shop=0123456789abcdef")]).unwrap();
+        assert_eq!(c.store_options().notify_sites, ["shop".to_owned()].into());
+    }
+
+    #[test]
+    fn the_indexnow_endpoint_is_an_http_url() {
+        let c = load(&[("SITEMAPD_INDEXNOW_ENDPOINT", "http://127.0.0.1:9/indexnow")]).unwrap();
+        assert_eq!(c.indexnow_endpoint.as_str(), "http://127.0.0.1:9/indexnow");
+        for raw in ["ftp://example.com/indexnow", "api.indexnow.org/indexnow", ""] {
+            let e = load(&[("SITEMAPD_INDEXNOW_ENDPOINT", raw)]).unwrap_err().to_string();
+            assert!(e.starts_with("indexnow_endpoint (SITEMAPD_INDEXNOW_ENDPOINT)"), "{raw}: {e}");
+        }
+        for (var, value) in [
+            ("SITEMAPD_INDEXNOW_INTERVAL_MS", "9"),
+            ("SITEMAPD_INDEXNOW_RETRY_BASE_MS", "3600001"),
+            ("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "0"),
+            ("SITEMAPD_INDEXNOW_TIMEOUT_SECS", "301"),
+        ] {
+            let e = load(&[(var, value)]).unwrap_err().to_string();
+            assert!(e.contains(var), "{var}={value}: {e}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod host;
+pub mod indexnow;
 pub mod page;
 pub mod placement;
 pub mod send_rate;
@@ -45,6 +46,7 @@ pub fn app(state: AppState) -> Router {
         .merge(sitemap::router(state.clone()))
         .merge(api::router(state.clone()))
         .merge(view)
+        .merge(indexnow::router(&indexnow::targets(&state.config, &state.sites)))
         .route("/metrics", get(telemetry::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

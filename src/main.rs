@@ -105,6 +105,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
             tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
+            // Change notification (IndexNow), when a site has a key: a task of its own, never in a write's way.
+            let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
             let served = serve(
                 AppState::new(store.clone(), &config),
                 listener,
@@ -112,6 +114,10 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 Duration::from_secs(config.shutdown_grace_secs),
             )
             .await;
+            // A send in flight may finish (briefly); what is left unsent stays in the outbox for the next start.
+            if let Some(notifier) = notifier {
+                notifier.stop(store::CLOSE_TIMEOUT).await;
+            }
             // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
             store.close().await;
             served?;

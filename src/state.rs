@@ -2,7 +2,7 @@
 //! recent copy of the page table, rendered pages) is derived from it and keyed by its versions, so any number of
 //! processes on one database answer alike.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,8 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
+    /// The sites whose changes the store queues for notification (IndexNow).
+    notify_sites: BTreeSet<i64>,
 }
 
 impl AppState {
@@ -47,6 +49,8 @@ impl AppState {
         let ttl = Duration::from_millis(config.state_ttl_ms);
         let directories = sites.iter().map(|s| (s.id, Directories::new(s.id, ttl, Arc::clone(&clock)))).collect();
         drop(clock);
+        let notify_sites =
+            config.indexnow_keys.iter().filter_map(|(name, _)| sites.by_name(name)).map(|s| s.id).collect();
         Self(Arc::new(Inner {
             store,
             config: config.clone(),
@@ -54,6 +58,7 @@ impl AppState {
             directories,
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
+            notify_sites,
         }))
     }
 }
@@ -96,13 +101,19 @@ impl Inner {
     /// The one place that follows every write of this process, committed or not: `changes` is what it changed,
     /// or `None` when it failed (it may still have committed: a lost connection can hide a commit). The page table
     /// is read again for the next answer. Rendered pages need nothing: the cache is keyed by page state, so a
-    /// changed page is a new key. What is to follow a change (a notification of the changed locs, rendering the
-    /// changed pages ahead of crawlers) starts here, from `changes`.
+    /// changed page is a new key. The store has queued the changed locs of the sites that notify (IndexNow) in the
+    /// write's transaction; they are counted here. What is to follow a change next (rendering the changed pages
+    /// ahead of crawlers) starts here too, from `changes`.
     fn written(&self, changes: Option<&BTreeMap<i64, Changes>>) {
         for (site, directories) in &self.directories {
             // A failed write may have committed: every site's copy is stale then.
             if changes.is_none_or(|c| c.contains_key(site)) {
                 directories.invalidate();
+            }
+        }
+        for (site, changes) in changes.into_iter().flatten() {
+            if self.notify_sites.contains(site) {
+                crate::telemetry::indexnow_queued(changes.locs.len());
             }
         }
     }

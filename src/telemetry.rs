@@ -26,6 +26,12 @@ pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
 pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
+pub const INDEXNOW_QUEUED: &str = "sitemapd_indexnow_queued_total";
+pub const INDEXNOW_SENT: &str = "sitemapd_indexnow_sent_total";
+pub const INDEXNOW_DROPPED: &str = "sitemapd_indexnow_dropped_total";
+pub const INDEXNOW_RETRIES: &str = "sitemapd_indexnow_retries_total";
+/// A gauge computed at each scrape (when IndexNow is on), not through the recorder.
+pub const INDEXNOW_OUTBOX: &str = "sitemapd_indexnow_outbox_urls";
 const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
 const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
 
@@ -78,6 +84,13 @@ fn describe() {
     describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
     describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
     describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
+    describe_counter!(
+        INDEXNOW_QUEUED,
+        "Changed locs queued for IndexNow by writes (a loc already queued counts again)"
+    );
+    describe_counter!(INDEXNOW_SENT, "Locs sent to the IndexNow endpoint in requests it accepted (200, 202)");
+    describe_counter!(INDEXNOW_DROPPED, "Queued locs dropped without a successful send, by reason");
+    describe_counter!(INDEXNOW_RETRIES, "IndexNow requests that failed and will be sent again, by reason");
 }
 
 /// A connection was closed for reading more slowly than `min_send_rate`.
@@ -88,6 +101,32 @@ pub fn slow_client_closed() {
 /// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
 pub fn page_rendered() {
     counter!(PAGES_RENDERED).increment(1);
+}
+
+/// `n` changed locs were queued for IndexNow.
+pub fn indexnow_queued(n: usize) {
+    if n > 0 {
+        counter!(INDEXNOW_QUEUED).increment(n as u64);
+    }
+}
+
+/// `n` locs were sent in a request the IndexNow endpoint accepted.
+pub fn indexnow_sent(n: usize) {
+    counter!(INDEXNOW_SENT).increment(n as u64);
+}
+
+/// `n` queued locs were dropped for `reason` (`bad_request`, `key_not_valid`, `unprocessable`, `client_error`,
+/// `not_under_public_url`, `gave_up`).
+pub fn indexnow_dropped(reason: &'static str, n: u64) {
+    if n > 0 {
+        counter!(INDEXNOW_DROPPED, "reason" => reason).increment(n);
+    }
+}
+
+/// An IndexNow request failed for `reason` (`rate_limited`, `server_error`, `network`, `unexpected_status`) and
+/// will be sent again.
+pub fn indexnow_retry(reason: &'static str) {
+    counter!(INDEXNOW_RETRIES, "reason" => reason).increment(1);
 }
 
 /// Adds `n` to the upsert counter for `outcome` (`created`, `updated`, `unchanged`, `rejected`).
@@ -346,6 +385,16 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
     gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);
     gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);
+    // Only when IndexNow is on: a count of the outbox is O(queued locs), and without notification it stays empty.
+    if !state.config.indexnow_keys.is_empty() {
+        match state.reads().outbox_size().await {
+            Ok(sizes) => {
+                let queued: i64 = sizes.iter().map(|(_, n)| n).sum();
+                gauge(INDEXNOW_OUTBOX, "Locs queued for IndexNow (the outbox, shared by all replicas)", queued as f64);
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: cannot read the IndexNow outbox"),
+        }
+    }
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     let no_store = HeaderValue::from_static("no-store");
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()

@@ -5,12 +5,13 @@
 //! sequence is written once (`write.rs`), and so are the queries both backends run as they are (`shared.rs`); each
 //! backend keeps what differs: its lock and clock, how it binds a batch, how it reads a page's snapshot.
 
+mod outbox;
 pub mod postgres;
 mod shared;
 pub mod sqlite;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,9 +19,11 @@ use anyhow::Context;
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
+pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
 pub use self::sqlite::SqliteStore;
+pub use self::write::DEFAULT_SITE_ID;
 use crate::domain::Extensions;
 use crate::domain::ext::News;
 use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
@@ -171,6 +174,8 @@ pub trait StoreReads: Send + Sync + 'static {
     async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    /// The change notifications queued (the IndexNow outbox), per site: (site id, locs), in site order. O(queued).
+    async fn outbox_size(&self) -> Result<Vec<(i64, i64)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
 }
@@ -185,6 +190,12 @@ pub trait Store: StoreReads {
     async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>>;
     /// Deletes the records of `locs` in one transaction.
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
+    /// Claims up to `limit` of `site`'s queued change notifications that are due, for `lease` (then another sender
+    /// may claim them): `None` when none is due. Rows another sender holds are skipped, never waited for.
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>>;
+    /// Ends `claim` after its send: its rows are done, or due again later ([`Settle`]); a row changed since the
+    /// claim stays queued either way.
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled>;
     /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
     /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
@@ -258,6 +269,9 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// The longest a request waits for a connection before it is answered 503.
     pub acquire_timeout: Duration,
+    /// The sites whose changes are queued for notification (IndexNow), by name: writes to other sites queue
+    /// nothing.
+    pub notify_sites: BTreeSet<String>,
 }
 
 /// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.
@@ -313,6 +327,11 @@ fn check_site_limits(site: &str, pages: &[PageState], limits: Limits) -> anyhow:
 /// there); this lets it do so with the store's own errors.
 fn unregistered(specs: &[SiteSpec]) -> Arc<Sites> {
     Arc::new(Sites::new(specs.iter().zip(1..).map(|(spec, id)| crate::domain::Site::new(id, spec.clone())).collect()))
+}
+
+/// The ids of the sites named in `names`.
+fn site_ids(sites: &Sites, names: &BTreeSet<String>) -> BTreeSet<i64> {
+    names.iter().filter_map(|n| sites.by_name(n)).map(|s| s.id).collect()
 }
 
 /// Warns about stored URLs of sites that are not configured: they are kept, and served by no host.

@@ -1,13 +1,16 @@
 //! The Postgres store. Writers take one transaction-scoped advisory lock, so page accounting never races; the
 //! clock is the database's, so every replica stamps changes from one clock.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Writes};
 use super::{DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
@@ -50,6 +53,9 @@ pub struct PgStore {
     limits: Limits,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
+    /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
+    notify_names: BTreeSet<String>,
+    notify: OnceLock<BTreeSet<i64>>,
 }
 
 impl PgStore {
@@ -69,13 +75,28 @@ impl PgStore {
             .idle_timeout(std::time::Duration::from_secs(300))
             .connect_with(connect)
             .await?;
-        Ok(Self { pool, limits: options.limits, specs: options.sites.clone(), sites: OnceLock::new() })
+        Ok(Self {
+            pool,
+            limits: options.limits,
+            specs: options.sites.clone(),
+            sites: OnceLock::new(),
+            notify_names: options.notify_sites.clone(),
+            notify: OnceLock::new(),
+        })
     }
 
-    /// A store on `pool` serving `sites` as they are given, without `migrate` (which would register them).
+    /// A store on `pool` serving `sites` as they are given, without `migrate` (which would register them); it
+    /// queues no change notification.
     pub fn from_pool(pool: PgPool, limits: Limits, sites: Sites) -> Self {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
-        Self { pool, limits, specs, sites: OnceLock::from(Arc::new(sites)) }
+        let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
+        Self { pool, limits, specs, sites: OnceLock::from(Arc::new(sites)), notify_names, notify }
+    }
+
+    /// The sites whose changes are queued for notification (none before `migrate`).
+    fn notify(&self) -> &BTreeSet<i64> {
+        static NONE: BTreeSet<i64> = BTreeSet::new();
+        self.notify.get().unwrap_or(&NONE)
     }
 
     /// A write transaction holding the write lock (transaction-scoped: released at its end).
@@ -179,6 +200,10 @@ impl Writes for sqlx::Postgres {
         sqlx::query("DELETE FROM urls WHERE id = ANY($1)").bind(ids).execute(conn).await?;
         Ok(())
     }
+
+    async fn enqueue_notifications(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
+        outbox::pg_enqueue(conn, site, locs).await
+    }
 }
 
 #[async_trait]
@@ -189,6 +214,7 @@ impl Store for PgStore {
         write::repair(self.begin_write().await?, self.limits).await?;
         let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Postgres::stored_sites(&self.pool).await?, &sites);
+        let _ = self.notify.set(super::site_ids(&sites, &self.notify_names));
         let _ = self.sites.set(Arc::new(sites));
         Ok(())
     }
@@ -203,7 +229,7 @@ impl Store for PgStore {
         if entries.is_empty() {
             return Ok(Written::default());
         }
-        write::upsert(self.begin_write().await?, &Backend::sites(self), entries, self.limits).await
+        write::upsert(self.begin_write().await?, &Backend::sites(self), entries, self.limits, self.notify()).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -211,7 +237,15 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        write::delete(self.begin_write().await?, &locs).await
+        write::delete(self.begin_write().await?, &locs, self.notify()).await
+    }
+
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
+        outbox::pg_claim(&self.pool, site, limit, lease).await
+    }
+
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
+        outbox::pg_settle(&self.pool, claim, settle).await
     }
 }
 

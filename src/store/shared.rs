@@ -119,6 +119,8 @@ pub(crate) trait Sql: Database {
     /// Writes a repaired record's loc, page and size.
     fn repair_url(conn: &mut Self::Connection, url: &placement::RepairedUrl)
     -> impl Future<Output = Result<()>> + Send;
+    /// Queued change notifications per site ([`StoreReads::outbox_size`]).
+    fn outbox_size(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(i64, i64)>>> + Send;
 }
 
 impl<DB> Sql for DB
@@ -131,6 +133,7 @@ where
     PageEntry: for<'r> FromRow<'r, DB::Row>,
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
+    (i64, i64): for<'r> FromRow<'r, DB::Row>,
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     (String, i64): for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
@@ -279,6 +282,10 @@ where
         sqlx::query(REPAIR_URL_SQL).bind(u.id).bind(u.loc.as_str()).bind(u.page_id).bind(u.size).execute(conn).await?;
         Ok(())
     }
+
+    async fn outbox_size(pool: &Pool<Self>) -> Result<Vec<(i64, i64)>> {
+        Ok(sqlx::query_as(super::outbox::SIZE_SQL).fetch_all(pool).await?)
+    }
 }
 
 /// The records of a listing as they stream, cut once their rendered sizes pass [`super::LIST_MAX_BYTES`]: with
@@ -353,5 +360,8 @@ impl<B: Backend> StoreReads for B {
     }
     async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
         B::Db::news_in(self.snapshot().await?, site, since_us, until_us, limit).await
+    }
+    async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
+        B::Db::outbox_size(self.pool()).await
     }
 }

@@ -2,6 +2,7 @@
 //! a crash or power loss; writers are serialized in-process and take the database's write lock up front
 //! (`BEGIN IMMEDIATE`), so page accounting never races.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -13,6 +14,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::Mutex;
 
+use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Writes};
 use super::{
@@ -40,6 +42,9 @@ pub struct SqliteStore {
     file: Option<(std::path::PathBuf, u64, u64)>,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
+    /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
+    notify_names: BTreeSet<String>,
+    notify: OnceLock<BTreeSet<i64>>,
 }
 
 impl SqliteStore {
@@ -67,6 +72,8 @@ impl SqliteStore {
             file,
             specs: options.sites.clone(),
             sites: OnceLock::new(),
+            notify_names: options.notify_sites.clone(),
+            notify: OnceLock::new(),
         })
     }
 
@@ -80,6 +87,12 @@ impl SqliteStore {
         }
         let message = format!("the database file {} was deleted or replaced; restart sitemapd", path.display());
         Err(super::StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, message))))
+    }
+
+    /// The sites whose changes are queued for notification (none before `migrate`).
+    fn notify(&self) -> &BTreeSet<i64> {
+        static NONE: BTreeSet<i64> = BTreeSet::new();
+        self.notify.get().unwrap_or(&NONE)
     }
 
     async fn lock_writer(&self) -> Result<tokio::sync::MutexGuard<'_, ()>> {
@@ -158,6 +171,10 @@ impl Writes for sqlx::Sqlite {
         }
         Ok(())
     }
+
+    async fn enqueue_notifications(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
+        outbox::sqlite_enqueue(conn, site, locs).await
+    }
 }
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
@@ -184,6 +201,7 @@ impl Store for SqliteStore {
         write::repair(tx, self.limits).await?;
         let sites = sqlx::Sqlite::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Sqlite::stored_sites(&self.pool).await?, &sites);
+        let _ = self.notify.set(super::site_ids(&sites, &self.notify_names));
         let _ = self.sites.set(Arc::new(sites));
         Ok(())
     }
@@ -213,7 +231,7 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::upsert(tx, &Backend::sites(self), entries, self.limits).await
+        write::upsert(tx, &Backend::sites(self), entries, self.limits, self.notify()).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -224,7 +242,27 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::delete(tx, &locs).await
+        write::delete(tx, &locs, self.notify()).await
+    }
+
+    // The sender's statements write too: under the writer lock, like a write, so that they queue behind writes
+    // rather than meet them in SQLite's busy handler.
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
+        let _writer = self.lock_writer().await?;
+        self.check_file()?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let claim = outbox::sqlite_claim(&mut tx, site, limit, lease).await?;
+        tx.commit().await?;
+        Ok(claim)
+    }
+
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
+        let _writer = self.lock_writer().await?;
+        self.check_file()?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let settled = outbox::sqlite_settle(&mut tx, claim, settle).await?;
+        tx.commit().await?;
+        Ok(settled)
     }
 }
 

@@ -6,9 +6,13 @@
 //! `= ANY($1)` and `UNNEST`; SQLite: JSON for the lookup, one statement a row for the rest). So does the lock and
 //! the beginning of the transaction (Postgres: an advisory lock; SQLite: an in-process mutex, `BEGIN IMMEDIATE`
 //! and the check of the database file).
+//!
+//! A write to a site that notifies of changes (IndexNow) also queues the locs it changed in the outbox, in the same
+//! transaction ([`super::outbox`]): what is committed is always queued, and a write that changes nothing (an
+//! identical re-send) queues nothing. A site that does not notify costs no statement.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::Transaction;
 
@@ -19,7 +23,7 @@ use crate::page::{Limits, PageState, StoredUrl};
 use crate::placement::{self, Changes, NewUrl, UpsertCounts};
 
 /// The id of the site that everything stored before sites existed belongs to (migration 0004).
-pub(crate) const DEFAULT_SITE_ID: i64 = 1;
+pub const DEFAULT_SITE_ID: i64 = 1;
 
 /// A backend's write statements.
 pub(crate) trait Writes: Sql {
@@ -43,6 +47,32 @@ pub(crate) trait Writes: Sql {
         inserts: &[NewUrl],
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
+    /// Queues change notifications of `locs` (distinct, sorted) in `site`'s outbox: one row per loc, a loc already
+    /// queued marked as changed again ([`super::outbox`]).
+    fn enqueue_notifications(
+        conn: &mut Self::Connection,
+        site: i64,
+        locs: &[&str],
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Queues the locs each site of `changes` changed, for the sites in `notify`; else nothing (no statement).
+async fn enqueue<DB: Writes>(
+    conn: &mut DB::Connection,
+    notify: &BTreeSet<i64>,
+    changes: &BTreeMap<i64, Changes>,
+) -> Result<()> {
+    for (site, changes) in changes {
+        if changes.locs.is_empty() || !notify.contains(site) {
+            continue;
+        }
+        // Sorted: rows are locked in loc order, as a settling sender locks them (no deadlock between the two).
+        let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
+        locs.sort_unstable();
+        locs.dedup();
+        DB::enqueue_notifications(conn, *site, &locs).await?;
+    }
+    Ok(())
 }
 
 /// Upserts `entries` (not empty) in `tx`, which holds the write lock, and commits. Each entry goes to the site its
@@ -54,6 +84,7 @@ pub(crate) async fn upsert<DB: Writes>(
     sites: &Sites,
     entries: &[Entry],
     limits: Limits,
+    notify: &BTreeSet<i64>,
 ) -> Result<Written<UpsertCounts>> {
     let groups = by_site(sites, entries)?;
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
@@ -95,6 +126,7 @@ pub(crate) async fn upsert<DB: Writes>(
         written.counts += plan.counts;
         merge(&mut written.changes, *site, plan.into_changes());
     }
+    enqueue::<DB>(&mut tx, notify, &written.changes).await?;
     tx.commit().await?;
     Ok(written)
 }
@@ -143,7 +175,11 @@ fn merge(changes: &mut BTreeMap<i64, Changes>, site: i64, more: Changes) {
 
 /// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits. Each is
 /// deleted from the site it is stored in.
-pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str]) -> Result<Written<DeleteCounts>> {
+pub(crate) async fn delete<DB: Writes>(
+    mut tx: Transaction<'_, DB>,
+    locs: &[&str],
+    notify: &BTreeSet<i64>,
+) -> Result<Written<DeleteCounts>> {
     let now = DB::now(&mut tx).await?;
     let mut found: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
     for url in DB::lookup(&mut tx, locs).await? {
@@ -164,6 +200,7 @@ pub(crate) async fn delete<DB: Writes>(mut tx: Transaction<'_, DB>, locs: &[&str
         written.counts.missing -= plan.deleted;
         merge(&mut written.changes, site, plan.into_changes());
     }
+    enqueue::<DB>(&mut tx, notify, &written.changes).await?;
     tx.commit().await?;
     Ok(written)
 }

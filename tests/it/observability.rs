@@ -13,9 +13,9 @@ use crate::support::{Backend, PUBLIC_URL, TestApp, urlencode};
 const TOKEN: &str = "obs-test-token-5f1c";
 
 /// One sample of the Prometheus text format: name, labels, value.
-type Sample = (String, BTreeMap<String, String>, f64);
+pub(crate) type Sample = (String, BTreeMap<String, String>, f64);
 
-fn samples(text: &str) -> Vec<Sample> {
+pub(crate) fn samples(text: &str) -> Vec<Sample> {
     text.lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|line| {
@@ -41,7 +41,7 @@ fn samples(text: &str) -> Vec<Sample> {
 }
 
 /// The sum of the samples named `name` whose labels include `labels`.
-fn sum(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn sum(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
         .filter(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v)))
@@ -66,7 +66,7 @@ impl TestApp {
         self.request(method, uri, &headers, Body::from(body)).await
     }
 
-    async fn scrape(&self) -> Vec<Sample> {
+    pub(crate) async fn scrape(&self) -> Vec<Sample> {
         let r = self.get("/metrics", &[]).await;
         assert_eq!(r.status, StatusCode::OK, "/metrics needs no token: {}", r.text());
         assert!(r.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));

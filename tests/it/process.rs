@@ -624,8 +624,6 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
     child.wait().unwrap();
 }
 
-crate::both_backends!(acknowledged_writes_survive_kill_9);
-
 /// `sitemapd` serving `DATABASE_URL=sqlite://{db}` on a free port, public URL [`CRASH_PUBLIC_URL`] (so that ETags do
 /// not depend on the port); returns the child and its port once healthy.
 fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
@@ -784,3 +782,86 @@ fn wait_for_exit_status(mut child: Child, limit: Duration) -> std::process::Exit
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The value of the metric `name` (summed over `labels`' series) that sitemapd on `port` reports.
+fn scraped(port: u16, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let (status, response) = get(port, "/metrics").expect("an answer to /metrics");
+    assert_eq!(status, 200, "{response}");
+    let text = response.split_once("\r\n\r\n").unwrap().1;
+    crate::observability::sum(&crate::observability::samples(text), name, labels)
+}
+
+/// `kill -9` of sitemapd while its IndexNow outbox holds changes it has not sent: the endpoint accepts the
+/// connection and never answers, and the kill comes while that request is in flight, its locs claimed. After a
+/// restart with a working endpoint, every change is sent, exactly once: the outbox is in the database, written with
+/// the changes, and the dead process's claim runs out with its lease (2 × the request timeout + 10 s).
+async fn pending_notifications_survive_kill_9(b: Backend) {
+    use crate::indexnow::{FakeIndexNow, KEY};
+    let Some(db) = TestDb::new(b).await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let start = |port: u16, endpoint: &str| {
+        let bind = format!("127.0.0.1:{port}");
+        let vars = [
+            ("DATABASE_URL", db.url.as_str()),
+            ("SITEMAPD_BIND", &bind),
+            ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL),
+            ("SITEMAPD_INDEXNOW_KEYS", KEY),
+            ("SITEMAPD_INDEXNOW_ENDPOINT", endpoint),
+            ("SITEMAPD_INDEXNOW_INTERVAL_MS", "20"),
+            ("SITEMAPD_INDEXNOW_RETRY_BASE_MS", "20"),
+            ("SITEMAPD_INDEXNOW_TIMEOUT_SECS", "1"),
+            ("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "1000"),
+        ];
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        wait_until_healthy(port, &mut child);
+        child
+    };
+    // A dead endpoint: it accepts connections and never reads from them.
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}/indexnow", dead.local_addr().unwrap());
+    let port = free_port();
+    let mut child = start(port, &dead_url);
+    const N: usize = 300;
+    let locs: Vec<String> = (0..N).map(|i| format!("{CRASH_PUBLIC_URL}/pending/{i}")).collect();
+    put_ndjson(port, &locs.iter().map(|l| format!("{{\"loc\": \"{l}\"}}\n")).collect::<String>());
+    assert_eq!(scraped(port, "sitemapd_indexnow_outbox_urls", &[]), N as f64);
+    // A send has begun: its request waits for an answer (1 s at most), and its locs are claimed.
+    dead.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let in_flight = loop {
+        match dead.accept() {
+            Ok((stream, _)) => break stream,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "no send was tried within 30 s");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    child.kill().unwrap(); // SIGKILL: no graceful anything.
+    child.wait().unwrap();
+    drop((in_flight, dead));
+
+    let fake = FakeIndexNow::start(&[]);
+    let port = free_port();
+    let child = start(port, &fake.url);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fake.accepted().len() < N || scraped(port, "sitemapd_indexnow_outbox_urls", &[]) > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "{b:?}: after the restart, {} of {N} changes were sent in 60 s",
+            fake.accepted().len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let accepted = fake.accepted();
+    let missing: Vec<&String> = locs.iter().filter(|l| !accepted.contains_key(*l)).collect();
+    assert!(missing.is_empty(), "{b:?}: lost: {missing:?}");
+    assert!(accepted.values().all(|n| *n == 1), "{b:?}: a change was sent twice: {accepted:?}");
+    assert_eq!(accepted.len(), N);
+    // With the sender running, SIGTERM still stops sitemapd cleanly.
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
+}
+
+crate::both_backends!(acknowledged_writes_survive_kill_9, pending_notifications_survive_kill_9);

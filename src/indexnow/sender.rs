@@ -1,0 +1,344 @@
+//! The sender: a background task that sends each notifying site's outbox to the endpoint, and its HTTP client.
+//!
+//! It never touches a write: it reads and settles the outbox in statements of its own (a claim skips rows a write
+//! holds), and holds one batch at a time (at most 10,000 locs), so a dead endpoint grows the outbox in the database
+//! (a gauge), never this process's memory. After a failed send a site is paused for the retry delay, so a dead
+//! endpoint sees one request per delay, never a loop.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{MAX_URLS_PER_REQUEST, Outcome, Target, classify, retry_delay, split_foreign, targets};
+use crate::config::Config;
+use crate::store::{Claim, Settle, Store};
+use crate::telemetry;
+
+/// How the sender sends.
+#[derive(Clone, Debug)]
+pub struct SenderOptions {
+    pub endpoint: url::Url,
+    /// How often it looks for queued locs when it has nothing to send.
+    pub interval: Duration,
+    /// The first retry delay ([`retry_delay`]).
+    pub retry_base: Duration,
+    /// Failed sends after which a loc is dropped (`gave_up`).
+    pub max_attempts: u32,
+    /// The longest one request may take, connecting included.
+    pub timeout: Duration,
+    /// Locs per request: [`MAX_URLS_PER_REQUEST`] (tests take smaller batches to have many of them).
+    pub batch: usize,
+}
+
+impl SenderOptions {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            endpoint: config.indexnow_endpoint.clone(),
+            interval: Duration::from_millis(config.indexnow_interval_ms),
+            retry_base: Duration::from_millis(config.indexnow_retry_base_ms),
+            max_attempts: config.indexnow_max_attempts,
+            timeout: Duration::from_secs(config.indexnow_timeout_secs),
+            batch: MAX_URLS_PER_REQUEST,
+        }
+    }
+
+    /// How long a claim holds its locs from other senders: longer than its request and its settling can take. A
+    /// sender that dies with a claim delays its locs by this much, then another (or the restarted one) sends them.
+    pub fn lease(&self) -> Duration {
+        self.timeout * 2 + Duration::from_secs(10)
+    }
+}
+
+/// The HTTP client: rustls with the *ring* provider and the root certificates compiled in (webpki-roots), as the
+/// Postgres driver's TLS, so the binary needs no CA files and links one crypto library; a `User-Agent` naming
+/// sitemapd and its version; every request bounded by `timeout` (connecting by at most 10 s of it).
+pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS configuration")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .user_agent(concat!("sitemapd/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout)
+        .build()
+        .context("cannot build the HTTP client")
+}
+
+/// Starts the sender for the sites that notify (see [`targets`]); `None` when none does.
+pub fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<Option<Running>> {
+    let targets = targets(config, &store.sites());
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let options = SenderOptions::from_config(config);
+    for t in &targets {
+        tracing::info!(
+            site = t.site_id,
+            key_location = %t.key_location(),
+            endpoint = %options.endpoint,
+            "IndexNow: changes are sent"
+        );
+    }
+    Ok(Some(Sender::new(store, targets, options)?.spawn()))
+}
+
+pub struct Sender {
+    store: Arc<dyn Store>,
+    targets: Vec<Target>,
+    options: SenderOptions,
+    client: reqwest::Client,
+}
+
+/// What a batch came to, for the loop.
+enum Next {
+    /// A full batch went: more may be due.
+    More,
+    /// Nothing more is due now (or the store did not answer: the next round tries again).
+    Idle,
+    /// The send failed: the site waits this long.
+    Pause(Duration),
+}
+
+impl Sender {
+    pub fn new(store: Arc<dyn Store>, targets: Vec<Target>, options: SenderOptions) -> anyhow::Result<Self> {
+        let client = client(options.timeout)?;
+        Ok(Self { store, targets, options, client })
+    }
+
+    /// Runs the sender as a task until [`Running::stop`].
+    pub fn spawn(self) -> Running {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(self.run(stop.clone()));
+        Running { stop, task }
+    }
+
+    async fn run(self, stop: CancellationToken) {
+        let mut paused_until: Vec<Option<Instant>> = vec![None; self.targets.len()];
+        loop {
+            for (target, paused) in self.targets.iter().zip(&mut paused_until) {
+                if paused.is_some_and(|until| Instant::now() < until) {
+                    continue;
+                }
+                *paused = None;
+                while !stop.is_cancelled() {
+                    match self.send_batch(target).await {
+                        Next::More => {}
+                        Next::Idle => break,
+                        Next::Pause(delay) => {
+                            *paused = Some(Instant::now() + delay);
+                            break;
+                        }
+                    }
+                }
+            }
+            // The next round: after the interval, or when a paused site may send again if that is sooner.
+            let mut wake = Instant::now() + self.options.interval;
+            wake = paused_until.iter().flatten().fold(wake, |w, until| w.min(*until));
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Claims, sends and settles one batch of `target`'s due locs.
+    async fn send_batch(&self, target: &Target) -> Next {
+        let lease = self.options.lease();
+        let batch = u32::try_from(self.options.batch).unwrap_or(u32::MAX);
+        let claim = match self.store.claim_notifications(target.site_id, batch, lease).await {
+            Ok(Some(claim)) => claim,
+            Ok(None) => return Next::Idle,
+            Err(e) => {
+                tracing::warn!(site = target.site_id, error = %e, "IndexNow: cannot read the outbox; trying again later");
+                return Next::Idle;
+            }
+        };
+        let full = claim.locs.len() >= self.options.batch;
+        let (urls, foreign) = split_foreign(&target.public_url, claim.locs.clone());
+        if !foreign.is_empty() {
+            tracing::warn!(
+                site = target.site_id,
+                urls = foreign.len(),
+                first = %foreign[0],
+                public_url = %target.public_url,
+                "IndexNow: dropped queued URLs that are not under the public URL (it was changed since)"
+            );
+            telemetry::indexnow_dropped("not_under_public_url", foreign.len() as u64);
+        }
+        let outcome = if urls.is_empty() { None } else { Some(self.post(target, &urls).await) };
+        let (settle, next) = match outcome {
+            None => (Settle::Done, Next::More),
+            Some((Outcome::Sent, status)) => {
+                tracing::info!(site = target.site_id, urls = urls.len(), %status, "IndexNow: sent");
+                telemetry::indexnow_sent(urls.len());
+                (Settle::Done, Next::More)
+            }
+            Some((Outcome::Dropped(reason), answer)) => {
+                tracing::warn!(
+                    site = target.site_id,
+                    urls = urls.len(),
+                    reason,
+                    answer = %answer,
+                    "IndexNow: the endpoint refused the URLs; dropped"
+                );
+                telemetry::indexnow_dropped(reason, urls.len() as u64);
+                (Settle::Done, Next::More)
+            }
+            Some((Outcome::Retry { reason, after }, answer)) => {
+                let attempt = claim.attempts + 1;
+                let delay = retry_delay(attempt, self.options.retry_base, after, unit_random());
+                tracing::warn!(
+                    site = target.site_id,
+                    urls = urls.len(),
+                    reason,
+                    answer = %answer,
+                    attempt,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "IndexNow: the send failed; sending again later"
+                );
+                telemetry::indexnow_retry(reason);
+                (Settle::Retry { delay, max_attempts: self.options.max_attempts }, Next::Pause(delay))
+            }
+        };
+        self.settle(&claim, settle).await;
+        match next {
+            Next::More if !full => Next::Idle,
+            next => next,
+        }
+    }
+
+    /// Settles `claim`; a failure leaves its locs claimed until the lease ends, when they are sent again.
+    async fn settle(&self, claim: &Claim, settle: Settle) {
+        match self.store.settle_notifications(claim, settle).await {
+            Ok(settled) => {
+                if matches!(settle, Settle::Retry { .. }) && settled.deleted > 0 {
+                    tracing::warn!(
+                        site = claim.site,
+                        urls = settled.deleted,
+                        attempts = self.options.max_attempts,
+                        "IndexNow: gave up on URLs after as many failed sends; dropped"
+                    );
+                    telemetry::indexnow_dropped("gave_up", settled.deleted);
+                }
+            }
+            Err(e) => tracing::warn!(
+                site = claim.site,
+                error = %e,
+                "IndexNow: cannot record the outcome of a send; its URLs are sent again once their claim expires"
+            ),
+        }
+    }
+
+    /// One request: the outcome, and what the endpoint answered as the log shows it (its status, and the start of
+    /// its body when it refused; or the error).
+    async fn post(&self, target: &Target, urls: &[String]) -> (Outcome, String) {
+        let request = self.client.post(self.options.endpoint.clone()).json(&target.body(urls));
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status();
+                let outcome = classify(status, response.headers().get(reqwest::header::RETRY_AFTER), SystemTime::now());
+                if outcome == Outcome::Sent {
+                    return (outcome, status.to_string());
+                }
+                let body = body_start(response).await;
+                (outcome, if body.is_empty() { status.to_string() } else { format!("{status}: {body}") })
+            }
+            Err(e) => (Outcome::Retry { reason: "network", after: None }, error_chain(&e)),
+        }
+    }
+}
+
+/// The first 300 bytes of a refusal's body, on one line: engines say there why they refused.
+async fn body_start(mut response: reqwest::Response) -> String {
+    const SHOWN: usize = 300;
+    let mut bytes = Vec::new();
+    while bytes.len() < SHOWN {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    bytes.truncate(SHOWN);
+    String::from_utf8_lossy(&bytes)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+/// An error and its causes, `: `-separated (reqwest's own message names only the URL).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut shown = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        shown.push_str(": ");
+        shown.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    shown
+}
+
+/// A random number in [0, 1) for the jitter: the standard library's randomly keyed hasher over a counter.
+fn unit_random() -> f64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let bits = RandomState::new().hash_one(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The running sender.
+pub struct Running {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops the sender: at once when it is waiting; a request in flight may finish within `within`, else it is
+    /// abandoned (its locs stay claimed until the lease ends, and are sent again then).
+    pub async fn stop(self, within: Duration) {
+        self.stop.cancel();
+        let mut task = self.task;
+        if tokio::time::timeout(within, &mut task).await.is_err() {
+            tracing::warn!("IndexNow: a send still in flight at shutdown was abandoned; it is sent again later");
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_builds_with_the_preconfigured_tls() {
+        client(Duration::from_secs(5)).expect("reqwest takes the rustls configuration");
+    }
+
+    #[test]
+    fn random_units_are_in_range_and_vary() {
+        let draws: Vec<f64> = (0..1000).map(|_| unit_random()).collect();
+        assert!(draws.iter().all(|u| (0.0..1.0).contains(u)));
+        let distinct: std::collections::HashSet<u64> = draws.iter().map(|u| u.to_bits()).collect();
+        assert!(distinct.len() > 990);
+        assert!(draws.iter().any(|u| *u < 0.1) && draws.iter().any(|u| *u > 0.9));
+    }
+
+    #[test]
+    fn the_lease_outlasts_a_request() {
+        let config = Config::load_from(None, |_| None).unwrap();
+        let options = SenderOptions::from_config(&config);
+        assert!(options.lease() > options.timeout * 2);
+        assert_eq!(options.batch, 10_000);
+    }
+}
