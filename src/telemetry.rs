@@ -389,8 +389,21 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     if !state.config.indexnow_keys.is_empty() {
         match state.reads().outbox_size().await {
             Ok(sizes) => {
-                let queued: i64 = sizes.iter().map(|(_, n)| n).sum();
-                gauge(INDEXNOW_OUTBOX, "Locs queued for IndexNow (the outbox, shared by all replicas)", queued as f64);
+                // Every site with a key, 0 when nothing is queued; and a site no longer configured, by its id.
+                let mut by_site: std::collections::BTreeMap<String, i64> =
+                    state.config.indexnow_keys.iter().map(|(name, _)| (name.to_owned(), 0)).collect();
+                for (id, n) in sizes {
+                    let name = state.sites.by_id(id).map_or_else(|| format!("#{id}"), |s| s.name.clone());
+                    *by_site.entry(name).or_default() += n;
+                }
+                let _ = write!(
+                    text,
+                    "# HELP {INDEXNOW_OUTBOX} Locs queued for IndexNow per site (the outbox, shared by all replicas)\n\
+                     # TYPE {INDEXNOW_OUTBOX} gauge\n"
+                );
+                for (site, n) in by_site {
+                    let _ = writeln!(text, "{INDEXNOW_OUTBOX}{{site=\"{site}\"}} {n}");
+                }
             }
             Err(e) => tracing::warn!(error = %e, "metrics: cannot read the IndexNow outbox"),
         }

@@ -436,6 +436,8 @@ async fn each_site_sends_its_own_batches(b: Backend) {
     ]);
     assert_eq!(app.put_json(&entries).await.status, StatusCode::OK);
     assert_eq!(queued(&app).await, 3, "de has no key: nothing of it is queued");
+    assert_eq!(metric(&app, "sitemapd_indexnow_outbox_urls", &[("site", "shop")]).await, 2.0);
+    assert_eq!(metric(&app, "sitemapd_indexnow_outbox_urls", &[("site", "default")]).await, 1.0);
     let sender = start(&app);
     let mut seen = drained(&app, &fake).await;
     seen.sort_by_key(|s| s.body["host"].as_str().unwrap().to_owned());
@@ -448,6 +450,16 @@ async fn each_site_sends_its_own_batches(b: Backend) {
     assert_eq!(url_list(&seen[0]), ["https://shop.example.com/x", "https://shop.example.com/y"]);
     assert_eq!((seen[1].body["host"].clone(), seen[1].body["key"].clone()), (json!("www.example.com"), json!(KEY)));
     assert_eq!(url_list(&seen[1]), [loc("a")]);
+    for site in ["default", "shop"] {
+        assert_eq!(metric(&app, "sitemapd_indexnow_outbox_urls", &[("site", site)]).await, 0.0, "{site}");
+    }
+    let samples = app.scrape().await;
+    let outbox_sites: Vec<&str> = samples
+        .iter()
+        .filter(|(name, _, _)| name == "sitemapd_indexnow_outbox_urls")
+        .map(|(_, labels, _)| labels["site"].as_str())
+        .collect();
+    assert_eq!(outbox_sites, ["default", "shop"], "a gauge per site with a key");
     sender.stop(Duration::from_secs(5)).await;
 }
 
