@@ -108,6 +108,8 @@ settings! {
     sites: Vec<SiteSpec> = "SITEMAPD_SITES", parse parse_sites, show show_sites;
     /// Peers whose `Forwarded` / `X-Forwarded-Host` headers name the host a request was for.
     trusted_proxies: TrustedProxies = "SITEMAPD_TRUSTED_PROXIES", parse TrustedProxies::parse, show TrustedProxies::shown;
+    /// Which header a trusted proxy names the host in; the other is ignored (a client may have sent it).
+    forwarded_header: ForwardedHeader = "SITEMAPD_FORWARDED_HEADER", parse parse_forwarded_header;
     bind: SocketAddr = "SITEMAPD_BIND", parse parse_bind;
     /// Held as digests, never in clear; each for every site or scoped to some.
     api_tokens: ApiTokens = "SITEMAPD_API_TOKENS", parse ApiTokens::parse;
@@ -309,6 +311,23 @@ fn parse_bind(raw: &str, named: Named) -> anyhow::Result<SocketAddr> {
     raw.parse().with_context(|| format!("{named} {raw:?} is not an IP address and port"))
 }
 
+fn parse_forwarded_header(raw: &str, named: Named) -> anyhow::Result<ForwardedHeader> {
+    match raw.to_ascii_lowercase().as_str() {
+        "x-forwarded-host" => Ok(ForwardedHeader::XForwardedHost),
+        "forwarded" => Ok(ForwardedHeader::Forwarded),
+        _ => bail!("{named} must be \"x-forwarded-host\" or \"forwarded\", not {raw:?}"),
+    }
+}
+
+/// The one header a trusted proxy's host is read from: `X-Forwarded-Host` (its last value) or `Forwarded`
+/// (`host=` of its last element). Only one is believed, so that a header the client sent and the proxy passed on
+/// unchanged cannot name the host instead of the one the proxy set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    XForwardedHost,
+    Forwarded,
+}
+
 fn parse_log_format(raw: &str, named: Named) -> anyhow::Result<LogFormat> {
     match raw {
         "text" => Ok(LogFormat::Text),
@@ -434,6 +453,8 @@ impl ApiTokens {
                 Some((_, Access::Sites(names))) => {
                     if let Access::Sites(more) = access {
                         names.extend(more);
+                        names.sort();
+                        names.dedup();
                     }
                 }
                 None => tokens.push((digest, access)),
@@ -968,7 +989,7 @@ mod tests {
         assert_eq!(
             format!("{:?}", load(&[]).unwrap()),
             "Config { database_url: \"sqlite://sitemapd.db\", public_url: \"http://localhost:8080/\", sites: [], \
-             trusted_proxies: [], bind: \
+             trusted_proxies: [], forwarded_header: XForwardedHost, bind: \
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
              16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
@@ -1210,10 +1231,10 @@ mod tests {
     #[test]
     fn tokens_may_be_scoped_to_configured_sites() {
         let sites = ("SITEMAPD_SITES", "www=https://www.example.com, shop=https://shop.example.com");
-        let c = load(&[sites, ("SITEMAPD_API_TOKENS", "all, shop:s, www:both, shop:both, www:all")]).unwrap();
+        let c = load(&[sites, ("SITEMAPD_API_TOKENS", "all, shop:s, www:both, shop:both, www:all, shop:s")]).unwrap();
         let t = &c.api_tokens;
         assert_eq!(t.access("all"), Some(&Access::All), "a scope given to a global token does not narrow it");
-        assert_eq!(t.access("s"), Some(&Access::Sites(vec!["shop".into()])));
+        assert_eq!(t.access("s"), Some(&Access::Sites(vec!["shop".into()])), "a scope given twice counts once");
         assert!(t.access("both").is_some_and(|a| a.may("www") && a.may("shop")));
         assert_eq!(t.access("shop:s"), None, "the scope is not part of the token");
         assert_eq!(t.access("x"), None);

@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 
 use crate::AppState;
+use crate::config::ForwardedHeader;
 use crate::domain::Site;
 use crate::error::ApiError;
 
@@ -21,7 +22,8 @@ impl FromRequestParts<AppState> for RequestSite {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
         let trusted = peer.is_some_and(|ip| state.config.trusted_proxies.trusts(ip));
-        let host = request_host(&parts.headers, trusted);
+        let from_proxy = trusted.then_some(state.config.forwarded_header);
+        let host = request_host(parts.uri.authority().map(|a| a.as_str()), &parts.headers, from_proxy);
         match state.sites.for_host(host.as_deref()) {
             Some(site) => Ok(Self(site.clone())),
             None => Err(ApiError::not_found("no site is configured for this host")),
@@ -29,16 +31,25 @@ impl FromRequestParts<AppState> for RequestSite {
     }
 }
 
-/// The host a request names: from a trusted proxy, the last `Forwarded` element's `host`, else the last
-/// `X-Forwarded-Host` value (each proxy appends; the last is the one that reached us), else `Host`.
-pub fn request_host(headers: &HeaderMap, trusted_proxy: bool) -> Option<String> {
-    if trusted_proxy {
-        if let Some(host) = last_value(headers, "forwarded").and_then(forwarded_host) {
-            return Some(host);
+/// The host a request names. From a trusted proxy, the host the proxy names in `header` (only that one: the other
+/// may be the client's): the last `Forwarded` element's `host`, or the last `X-Forwarded-Host` value. Else the
+/// authority of an absolute-form request target (RFC 9112 §3.2.2: it wins over `Host`), else `Host`.
+pub fn request_host(target: Option<&str>, headers: &HeaderMap, from_proxy: Option<ForwardedHeader>) -> Option<String> {
+    match from_proxy {
+        Some(ForwardedHeader::Forwarded) => {
+            if let Some(host) = last_value(headers, "forwarded").and_then(forwarded_host) {
+                return Some(host);
+            }
         }
-        if let Some(host) = last_value(headers, "x-forwarded-host") {
-            return Some(host.trim().to_owned()).filter(|h| !h.is_empty());
+        Some(ForwardedHeader::XForwardedHost) => {
+            if let Some(host) = last_value(headers, "x-forwarded-host").map(str::trim).filter(|h| !h.is_empty()) {
+                return Some(host.to_owned());
+            }
         }
+        None => {}
+    }
+    if let Some(authority) = target {
+        return Some(authority.to_owned());
     }
     headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
@@ -76,33 +87,45 @@ mod tests {
         h
     }
 
+    const XFH: Option<ForwardedHeader> = Some(ForwardedHeader::XForwardedHost);
+    const FWD: Option<ForwardedHeader> = Some(ForwardedHeader::Forwarded);
+
     #[test]
     fn only_a_trusted_proxy_names_the_host() {
         let h = headers(&[("host", "a.test"), ("x-forwarded-host", "b.test")]);
-        assert_eq!(request_host(&h, false).as_deref(), Some("a.test"));
-        assert_eq!(request_host(&h, true).as_deref(), Some("b.test"));
+        assert_eq!(request_host(None, &h, None).as_deref(), Some("a.test"));
+        assert_eq!(request_host(None, &h, XFH).as_deref(), Some("b.test"));
     }
 
     #[test]
-    fn forwarded_comes_first_and_its_last_element_counts() {
+    fn only_the_configured_header_counts() {
         let h = headers(&[
             ("host", "a.test"),
             ("x-forwarded-host", "b.test"),
             ("forwarded", "for=1.2.3.4;host=evil.test, for=10.0.0.1;host=\"shop.example.com\";proto=https"),
         ]);
-        assert_eq!(request_host(&h, true).as_deref(), Some("shop.example.com"));
-        let h = headers(&[("host", "a.test"), ("forwarded", "for=10.0.0.1;proto=https")]);
-        assert_eq!(request_host(&h, true).as_deref(), Some("a.test"), "no host= in it: Host");
+        assert_eq!(request_host(None, &h, XFH).as_deref(), Some("b.test"), "a client's Forwarded is not read");
+        assert_eq!(request_host(None, &h, FWD).as_deref(), Some("shop.example.com"), "its last element");
+        let h = headers(&[("host", "a.test"), ("forwarded", "for=10.0.0.1;proto=https"), ("x-forwarded-host", "x")]);
+        assert_eq!(request_host(None, &h, FWD).as_deref(), Some("a.test"), "no host= in it: Host, not the other");
     }
 
     #[test]
     fn the_last_line_and_value_of_x_forwarded_host() {
         let h = headers(&[("host", "a.test"), ("x-forwarded-host", "x.test"), ("x-forwarded-host", "y.test, z.test")]);
-        assert_eq!(request_host(&h, true).as_deref(), Some("z.test"));
+        assert_eq!(request_host(None, &h, XFH).as_deref(), Some("z.test"));
+    }
+
+    #[test]
+    fn an_absolute_form_target_wins_over_host() {
+        let h = headers(&[("host", "shop.example.com")]);
+        assert_eq!(request_host(Some("www.example.com"), &h, None).as_deref(), Some("www.example.com"));
+        let h = headers(&[("host", "a.test"), ("x-forwarded-host", "b.test")]);
+        assert_eq!(request_host(Some("c.test"), &h, XFH).as_deref(), Some("b.test"), "the proxy's word first");
     }
 
     #[test]
     fn no_host_at_all() {
-        assert_eq!(request_host(&HeaderMap::new(), true), None);
+        assert_eq!(request_host(None, &HeaderMap::new(), XFH), None);
     }
 }

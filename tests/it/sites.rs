@@ -141,11 +141,35 @@ async fn forwarding_headers_are_believed_from_trusted_proxies_only(b: Backend) {
             assert!(r.text().contains("https://www.example.com/"), "{peer:?}{path}");
         }
     }
-    // The trusted proxy: Forwarded first, then X-Forwarded-Host.
+    // The trusted proxy: the header it sets (X-Forwarded-Host by default).
     for peer in ["10.1.2.3:40000", "[::1]:40000", "[::ffff:10.0.0.9]:1"] {
         let r = get_from(&app, Some(peer), "/sitemap-1.xml", forged).await;
         assert_eq!(xml_texts(&r.text(), "loc"), ["https://shop.example.com/secret"], "{peer}");
     }
+    // A client's own Forwarded, passed on by the trusted proxy beside the X-Forwarded-Host it set, is not read.
+    let passed_on = [
+        ("host", "127.0.0.1:8080"),
+        ("x-forwarded-host", "www.example.com"),
+        ("forwarded", "host=shop.example.com"),
+        ("accept-encoding", "identity"),
+    ];
+    let r = get_from(&app, Some("10.0.0.1:1"), "/sitemap-1.xml", &passed_on).await;
+    assert_eq!(xml_texts(&r.text(), "loc"), ["https://www.example.com/a"]);
+    // With SITEMAPD_FORWARDED_HEADER=forwarded, the other way round.
+    let fwd = app.another_process_with(&[("SITEMAPD_FORWARDED_HEADER", "forwarded")]).await;
+    let r = get_from(&fwd, Some("10.0.0.1:1"), "/sitemap-1.xml", &passed_on).await;
+    assert_eq!(xml_texts(&r.text(), "loc"), ["https://shop.example.com/secret"]);
+    let r = get_from(
+        &fwd,
+        Some("10.0.0.1:1"),
+        "/sitemap-1.xml",
+        &[("host", "www.example.com"), ("x-forwarded-host", "shop.example.com")],
+    )
+    .await;
+    assert!(!r.text().contains("shop.example.com"), "X-Forwarded-Host is not read then: {}", r.text());
+    // An absolute-form target names the host, whatever Host says.
+    let r = get_from(&app, None, "https://www.example.com/sitemap-1.xml", &[("host", "shop.example.com")]).await;
+    assert_eq!(xml_texts(&r.text(), "loc"), ["https://www.example.com/a"]);
     let xfh = [("host", "127.0.0.1:8080"), ("x-forwarded-host", "shop.example.com"), ("accept-encoding", "identity")];
     let r = get_from(&app, Some("10.0.0.1:1"), "/sitemap-1.xml", &xfh).await;
     assert_eq!(xml_texts(&r.text(), "loc"), ["https://shop.example.com/secret"]);
@@ -277,7 +301,8 @@ async fn a_record_moves_when_its_site_changes(b: Backend) {
     assert_eq!(locs_at(&after, "www.example.com", "/sitemap-1.xml").await, ["https://www.example.com/a"]);
     let record = after.find("https://www.example.com/a").await.json();
     assert_eq!(record["site"], "www");
-    // `b` stays where it was stored (no host serves it now) until it is written again.
+    // `b` stays where it was stored, listed by the old site's sitemap (README: Several sites), until it is written
+    // again.
     let b_record = after.find("https://www.example.com/b").await.json();
     assert_eq!(
         (b_record["site"].clone(), b_record["sitemap"].clone()),
