@@ -125,14 +125,17 @@ impl Sender {
 
     async fn run(self, stop: CancellationToken) {
         let mut paused_until: Vec<Option<Instant>> = vec![None; self.targets.len()];
+        // Failed sends in a row per target, so that the pause grows with the failures even when each batch holds
+        // freshly queued rows (a backlog after an outage), not only with the claimed rows' own attempts.
+        let mut streaks: Vec<u32> = vec![0; self.targets.len()];
         loop {
-            for (target, paused) in self.targets.iter().zip(&mut paused_until) {
+            for ((target, paused), streak) in self.targets.iter().zip(&mut paused_until).zip(&mut streaks) {
                 if paused.is_some_and(|until| Instant::now() < until) {
                     continue;
                 }
                 *paused = None;
                 while !stop.is_cancelled() {
-                    match self.send_batch(target).await {
+                    match self.send_batch(target, streak).await {
                         Next::More => {}
                         Next::Idle => break,
                         Next::Pause(delay) => {
@@ -152,8 +155,9 @@ impl Sender {
         }
     }
 
-    /// Claims, sends and settles one batch of `target`'s due locs.
-    async fn send_batch(&self, target: &Target) -> Next {
+    /// Claims, sends and settles one batch of `target`'s due locs; `streak` counts the target's failed sends in a
+    /// row.
+    async fn send_batch(&self, target: &Target, streak: &mut u32) -> Next {
         let lease = self.options.lease();
         let batch = u32::try_from(self.options.batch).unwrap_or(u32::MAX);
         let claim = match self.store.claim_notifications(target.site_id, batch, lease).await {
@@ -180,11 +184,13 @@ impl Sender {
         let (settle, next) = match outcome {
             None => (Settle::Done, Next::More),
             Some((Outcome::Sent, status)) => {
+                *streak = 0;
                 tracing::info!(site = target.site_id, urls = urls.len(), %status, "IndexNow: sent");
                 telemetry::indexnow_sent(urls.len());
                 (Settle::Done, Next::More)
             }
             Some((Outcome::Dropped(reason), answer)) => {
+                *streak = 0;
                 tracing::warn!(
                     site = target.site_id,
                     urls = urls.len(),
@@ -196,7 +202,8 @@ impl Sender {
                 (Settle::Done, Next::More)
             }
             Some((Outcome::Retry { reason, after }, answer)) => {
-                let attempt = claim.attempts + 1;
+                *streak = streak.saturating_add(1);
+                let attempt = (claim.attempts + 1).max(*streak);
                 let delay = retry_delay(attempt, self.options.retry_base, after, unit_random());
                 tracing::warn!(
                     site = target.site_id,

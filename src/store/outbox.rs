@@ -92,7 +92,10 @@ const PG_CLAIM_SQL: &str = concat!(
 );
 
 /// Locks the claim's rows in loc order, before they are deleted or updated (see the module's note on deadlocks).
-const PG_LOCK_SQL: &str = "SELECT loc FROM indexnow_outbox WHERE loc = ANY($2) AND claim = $1 ORDER BY loc FOR UPDATE";
+/// In byte order (`COLLATE "C"`), the order writes queue locs in (sorted in Rust): the two never wait on each other
+/// in opposite orders, whatever the database's collation.
+const PG_LOCK_SQL: &str =
+    "SELECT loc FROM indexnow_outbox WHERE loc = ANY($2) AND claim = $1 ORDER BY loc COLLATE \"C\" FOR UPDATE";
 const PG_DONE_SQL: &str = "DELETE FROM indexnow_outbox WHERE loc = ANY($2) AND claim = $1 AND seq = claimed_seq";
 const PG_GIVE_UP_SQL: &str = "DELETE FROM indexnow_outbox \
      WHERE loc = ANY($2) AND claim = $1 AND seq = claimed_seq AND attempts + 1 >= $3";
