@@ -104,7 +104,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let store = store::open(&options).await?;
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
-            tracing::info!(address = %listener.local_addr()?, public_url = %config.public_url, "listening");
+            let sites: Vec<String> =
+                config.site_specs().iter().map(|s| format!("{}={}", s.name, s.public_url)).collect();
+            tracing::info!(address = %listener.local_addr()?, sites = ?sites, "listening");
             // Change notification (IndexNow), when a site has a key: a task of its own, never in a write's way.
             let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
             let served = serve(
