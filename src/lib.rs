@@ -8,6 +8,7 @@ pub mod api;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod export;
 pub mod host;
 pub mod indexnow;
 pub mod page;

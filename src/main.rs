@@ -40,6 +40,16 @@ enum Command {
         /// Where to write the copy.
         file: PathBuf,
     },
+    /// Write every stored entry as NDJSON, one entry a line in the write API's form (PUT /api/v1/urls takes it
+    /// back), in storage order. Logs go to stderr.
+    Export {
+        /// Only this site's entries (its name); default: every site's.
+        #[arg(long)]
+        site: Option<String>,
+        /// Write to FILE (which must not exist) instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// jemalloc, with its background threads, rather than glibc's malloc. glibc raises its mmap threshold after the
@@ -74,7 +84,8 @@ async fn main() -> ExitCode {
         }
     };
     let log_format = config.log_format;
-    init_tracing(log_format);
+    // `export` writes its data to standard output: its log goes to stderr.
+    init_tracing(log_format, matches!(command, Command::Export { .. }));
     match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -127,7 +138,47 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Backup { file } => store::backup(&config.database_url, &file).await,
+        Command::Export { site, output } => {
+            let store = store::open(&options).await?;
+            let exported = export(&*store, site.as_deref(), output.as_deref()).await;
+            store.close().await;
+            let (count, to) = exported?;
+            tracing::info!(entries = count, to = %to, "exported");
+            Ok(())
+        }
         Command::Healthcheck => unreachable!("answered before telemetry starts"),
+    }
+}
+
+/// `sitemapd export`: the entries of `site` (all: `None`) to `output` (standard output: `None`), which must not exist
+/// and is synced to disk when written. Returns how many entries, and where they went.
+async fn export(
+    store: &dyn store::Store,
+    site: Option<&str>,
+    output: Option<&std::path::Path>,
+) -> anyhow::Result<(u64, String)> {
+    let sites = store.sites();
+    let site = match site {
+        None => None,
+        Some(name) => Some(
+            sites
+                .by_name(name)
+                .map(|s| s.id)
+                .with_context(|| format!("no site is named {name:?}; the sites are {sites}"))?,
+        ),
+    };
+    match output {
+        None => {
+            let mut out = tokio::io::stdout();
+            Ok((sitemapd::export::export(store, site, &mut out).await?, "standard output".to_owned()))
+        }
+        Some(path) => {
+            let file = std::fs::File::create_new(path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = tokio::fs::File::from_std(file);
+            let count = sitemapd::export::export(store, site, &mut out).await?;
+            out.sync_all().await.with_context(|| format!("cannot sync {}", path.display()))?;
+            Ok((count, path.display().to_string()))
+        }
     }
 }
 
@@ -165,20 +216,26 @@ fn say(line: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, to_stderr: bool) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("sitemapd=info,tower_http=info"))
         // sqlx warns about each connect parameter it does not know with its value (`sslpassword=…`), whatever
         // RUST_LOG says: only its errors.
         .add_directive("sqlx_postgres::options=error".parse().expect("a valid directive"));
     // Colour only for a person at a terminal, never into a log file or a collector.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal())
-        .with_writer(sitemapd::telemetry::LogOutput);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if to_stderr {
+        let builder = builder.with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr);
+        match format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
+    } else {
+        let builder = builder.with_ansi(std::io::stdout().is_terminal()).with_writer(sitemapd::telemetry::LogOutput);
+        match format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
     }
     sitemapd::telemetry::install_panic_hook();
 }

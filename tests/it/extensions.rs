@@ -23,7 +23,7 @@ fn clock_at(us: i64) -> (Clock, Arc<AtomicI64>) {
 }
 
 /// An entry with all four extensions, as a client sends it (odd case and order included).
-fn full_entry(path: &str) -> Value {
+pub(crate) fn full_entry(path: &str) -> Value {
     let loc = format!("{PUBLIC_URL}/{path}");
     json!({
         "loc": loc,

@@ -8,6 +8,7 @@
 
 mod api;
 mod contract;
+mod export;
 mod extensions;
 mod indexnow;
 mod json_body;
