@@ -49,8 +49,7 @@ impl AppState {
         let ttl = Duration::from_millis(config.state_ttl_ms);
         let directories = sites.iter().map(|s| (s.id, Directories::new(s.id, ttl, Arc::clone(&clock)))).collect();
         drop(clock);
-        let notify_sites =
-            config.indexnow_keys.iter().filter_map(|(name, _)| sites.by_name(name)).map(|s| s.id).collect();
+        let notify_sites = crate::indexnow::targets(config, &sites).iter().map(|t| t.site_id).collect();
         Self(Arc::new(Inner {
             store,
             config: config.clone(),

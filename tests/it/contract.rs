@@ -237,40 +237,47 @@ async fn page_urls_is_cut_by_size(b: Backend) {
     assert_eq!(all, (0..10).map(|i| format!("big/{i}")).collect::<Vec<_>>());
 }
 
-/// `page_urls` reads a range of the `(site_id, page_id, id)` index, in its order: no sort, no scan of the table or of the
-/// primary key (which would read every page's rows before this page's). On Postgres, under the planner settings
-/// its transaction sets, as the page's stream does.
-async fn page_urls_is_a_range_of_the_page_index(b: Backend) {
-    use sitemapd::store::PAGE_URLS_SQL;
+/// The plan of `sql` with `binds`, after `ANALYZE`, as text: Postgres's `EXPLAIN` (in a transaction that runs
+/// `pg_settings` first, when given), SQLite's `EXPLAIN QUERY PLAN` details.
+async fn plan_of(b: Backend, url: &str, sql: &str, binds: &[i64], pg_settings: Option<&str>) -> String {
     use sqlx::{AssertSqlSafe, Connection};
-    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
-    store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
-    let binds = [1i64, 3, 120, 201];
-    let plan: Vec<String> = match b {
+    let lines: Vec<String> = match b {
         Backend::Postgres => {
-            use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
-            let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
             sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
             let mut tx = conn.begin().await.unwrap();
-            sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await.unwrap();
-            let mut query = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {PAGE_URLS_SQL}")));
+            if let Some(settings) = pg_settings {
+                sqlx::query(AssertSqlSafe(settings.to_owned())).execute(&mut *tx).await.unwrap();
+            }
+            let mut query = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {sql}")));
             for v in binds {
-                query = query.bind(v);
+                query = query.bind(*v);
             }
             query.fetch_all(&mut *tx).await.unwrap()
         }
         Backend::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
+            let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
             sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
-            let mut query = sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {PAGE_URLS_SQL}")));
+            let mut query = sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
             for v in binds {
-                query = query.bind(v);
+                query = query.bind(*v);
             }
             let rows: Vec<(i64, i64, i64, String)> = query.fetch_all(&mut conn).await.unwrap();
             rows.into_iter().map(|r| r.3).collect()
         }
     };
-    let text = plan.join("\n");
+    lines.join("\n")
+}
+
+/// `page_urls` reads a range of the `(site_id, page_id, id)` index, in its order: no sort, no scan of the table or of the
+/// primary key (which would read every page's rows before this page's). On Postgres, under the planner settings
+/// its transaction sets, as the page's stream does.
+async fn page_urls_is_a_range_of_the_page_index(b: Backend) {
+    use sitemapd::store::PAGE_URLS_SQL;
+    use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
+    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
+    store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
+    let text = plan_of(b, &app.db.url, PAGE_URLS_SQL, &[1, 3, 120, 201], Some(PAGE_PLANNER_SETTINGS)).await;
     assert!(text.contains("urls_site_page_id"), "{text}");
     for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
         assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
@@ -472,38 +479,16 @@ async fn page_state_is_shared_by_every_process(b: Backend) {
 /// Property 7: a page is read by an ordered scan of the (site_id, page_id, id) index: no sort, no scan of other pages' rows,
 /// whatever the planner's statistics say.
 async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
-    use sqlx::{AssertSqlSafe, Connection};
+    use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
     let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
     store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
-    let plan: Vec<String> = match b {
+    let text = match b {
         Backend::Postgres => {
-            use sitemapd::store::postgres::{PAGE_ENTRIES_SQL, PAGE_PLANNER_SETTINGS};
-            let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
-            sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
-            let mut tx = conn.begin().await.unwrap();
-            sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await.unwrap();
-            sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {PAGE_ENTRIES_SQL}")))
-                .bind(1i64)
-                .bind(3i64)
-                .fetch_all(&mut *tx)
-                .await
-                .unwrap()
+            let sql = sitemapd::store::postgres::PAGE_ENTRIES_SQL;
+            plan_of(b, &app.db.url, sql, &[1, 3], Some(PAGE_PLANNER_SETTINGS)).await
         }
-        Backend::Sqlite => {
-            use sitemapd::store::sqlite::PAGE_ENTRIES_SQL;
-            let mut conn = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
-            sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
-            let rows: Vec<(i64, i64, i64, String)> =
-                sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {PAGE_ENTRIES_SQL}")))
-                    .bind(1i64)
-                    .bind(3i64)
-                    .fetch_all(&mut conn)
-                    .await
-                    .unwrap();
-            rows.into_iter().map(|r| r.3).collect()
-        }
+        Backend::Sqlite => plan_of(b, &app.db.url, sitemapd::store::sqlite::PAGE_ENTRIES_SQL, &[1, 3], None).await,
     };
-    let text = plan.join("\n");
     assert!(text.contains("urls_site_page_id"), "{text}");
     for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
         assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
@@ -515,7 +500,6 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
 async fn the_news_window_is_read_through_its_index(b: Backend) {
     use sitemapd::domain::ext::{News, Publication};
     use sitemapd::store::{NEWS_BEFORE_SQL, NEWS_SQL};
-    use sqlx::{AssertSqlSafe, Connection};
     let Some((app, store)) = store(b, &[]).await else { return };
     let mut batch: Vec<Entry> = entries((0..600).map(|i| format!("n{i}")));
     for (i, e) in batch.iter_mut().enumerate().filter(|(i, _)| i % 50 == 0) {
@@ -530,28 +514,7 @@ async fn the_news_window_is_read_through_its_index(b: Backend) {
     let (since, until) = (1_793_000_000_000_000i64, 1_795_000_000_000_000i64);
     let mut text = String::new();
     for (sql, binds) in [(NEWS_SQL, &[since, until, 1000, 1][..]), (NEWS_BEFORE_SQL, &[since, 1][..])] {
-        let plan: Vec<String> = match b {
-            Backend::Postgres => {
-                let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
-                sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
-                let mut query = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {sql}")));
-                for v in binds {
-                    query = query.bind(*v);
-                }
-                query.fetch_all(&mut conn).await.unwrap()
-            }
-            Backend::Sqlite => {
-                let mut conn = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
-                sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
-                let mut query = sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
-                for v in binds {
-                    query = query.bind(*v);
-                }
-                let rows: Vec<(i64, i64, i64, String)> = query.fetch_all(&mut conn).await.unwrap();
-                rows.into_iter().map(|r| r.3).collect()
-            }
-        };
-        let plan = plan.join("\n");
+        let plan = plan_of(b, &app.db.url, sql, binds, None).await;
         assert!(plan.contains("urls_news_us"), "{sql}:\n{plan}");
         text.push_str(&plan);
     }
