@@ -10,6 +10,8 @@ pub mod domain;
 pub mod error;
 pub mod export;
 pub mod host;
+pub mod http_client;
+pub mod import;
 pub mod indexnow;
 pub mod page;
 pub mod placement;

@@ -4,11 +4,14 @@ use std::io::IsTerminal;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
+use sitemapd::domain::{Site, Sites};
+use sitemapd::import::{HttpOptions, ImportOptions, Progress, Source};
 use sitemapd::store;
 use sitemapd::{AppState, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,6 +53,43 @@ enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Import existing sitemaps through the write path: sitemap and sitemap index URLs, a site's robots.txt (its
+    /// Sitemap: lines), files (.xml, .xml.gz, .txt with one URL a line, or NDJSON as `export` writes it), or `-` for
+    /// standard input. Indexes are followed (10 levels at most, each sitemap once). Invalid entries go to the
+    /// rejects file and the import goes on. Re-importing the same sitemaps changes nothing. The summary goes to
+    /// standard output, the log to stderr. Exit status: 0 when every source was read whole, 1 when one failed,
+    /// was cut at a protocol limit, or the store failed, 2 for a bad command line or configuration.
+    Import {
+        /// What to import (at least one).
+        #[arg(required = true, value_name = "SOURCE")]
+        sources: Vec<String>,
+        /// Replace the URL prefix FROM with TO in every entry URL before validation (an old host, staging);
+        /// may be given more than once (the first that matches applies).
+        #[arg(long, value_name = "FROM=TO")]
+        rewrite: Vec<String>,
+        /// Read and validate everything, count it, and write nothing (the database is not opened).
+        #[arg(long)]
+        dry_run: bool,
+        /// Where the invalid entries go, as NDJSON (source, line, loc, reason, errors); emptied at the start.
+        #[arg(long, value_name = "FILE", default_value = "import-rejects.ndjson")]
+        rejects: PathBuf,
+        /// Sources fetched and read at once.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        concurrency: u16,
+        /// Queue nothing for IndexNow, whatever the configuration says (a first import of URLs search engines
+        /// already know).
+        #[arg(long)]
+        no_indexnow: bool,
+        /// The longest one HTTP request may take, its body included, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 300)]
+        timeout: u64,
+        /// Tries after the first for an answer 429 or 5xx, or a failure to connect.
+        #[arg(long, default_value_t = 3)]
+        retries: u32,
+        /// Seconds between progress lines when standard error is not a terminal (a terminal gets a progress bar).
+        #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+        progress_interval: f64,
+    },
 }
 
 /// jemalloc, with its background threads, rather than glibc's malloc. glibc raises its mmap threshold after the
@@ -84,8 +124,18 @@ async fn main() -> ExitCode {
         }
     };
     let log_format = config.log_format;
-    // `export` writes its data to standard output: its log goes to stderr.
-    init_tracing(log_format, matches!(command, Command::Export { .. }));
+    // `export` writes its data, `import` its summary, to standard output: their log goes to stderr.
+    init_tracing(log_format, matches!(command, Command::Export { .. } | Command::Import { .. }));
+    if let Command::Import { .. } = command {
+        return match import(command, &config).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                say(format_args!("sitemapd import: {e:#}"));
+                if e.is::<Usage>() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            }
+        };
+    }
     match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -146,9 +196,94 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             tracing::info!(entries = count, to = %to, "exported");
             Ok(())
         }
+        Command::Import { .. } => unreachable!("run by import()"),
         Command::Healthcheck => unreachable!("answered before telemetry starts"),
     }
 }
+
+/// `sitemapd import`: runs it and prints its summary; the exit status says whether every source was read whole.
+async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
+    let Command::Import {
+        sources,
+        rewrite,
+        dry_run,
+        rejects,
+        concurrency,
+        no_indexnow,
+        timeout,
+        retries,
+        progress_interval,
+    } = command
+    else {
+        unreachable!("only import")
+    };
+    let sources = sources.iter().map(|s| Source::parse(s)).collect::<Result<Vec<_>, _>>().map_err(Usage)?;
+    if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
+        return Err(Usage("standard input (-) can be read once".to_owned()).into());
+    }
+    let rewrites = rewrite
+        .iter()
+        .map(|r| match r.split_once('=') {
+            Some((from, to)) if !from.is_empty() => Ok((from.to_owned(), to.to_owned())),
+            _ => Err(Usage(format!("--rewrite {r:?}: give FROM=TO, with FROM not empty"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if !(progress_interval > 0.0 && progress_interval.is_finite()) {
+        return Err(Usage("--progress-interval must be a positive number of seconds".to_owned()).into());
+    }
+    let mut store_options = config.store_options();
+    if no_indexnow {
+        store_options.notify_sites.clear();
+    }
+    // A dry run opens nothing: the sites are the configured ones, with the ids they would be given.
+    let (store, sites) = if dry_run {
+        let sites = config.site_specs().into_iter().zip(1..).map(|(spec, id)| Site::new(id, spec)).collect();
+        (None, Arc::new(Sites::new(sites)))
+    } else {
+        let store = store::open(&store_options).await?;
+        let sites = store.sites();
+        (Some(store), sites)
+    };
+    let options = ImportOptions {
+        sources,
+        rewrites,
+        dry_run,
+        rejects: Some(rejects),
+        concurrency: usize::from(concurrency),
+        batch: config.ndjson_batch,
+        limits: config.limits(),
+        max_line_bytes: config.max_line_bytes as u64,
+        http: HttpOptions { timeout: Duration::from_secs(timeout.max(1)), retries, ..HttpOptions::default() },
+        progress: if std::io::stderr().is_terminal() {
+            Progress::Bar
+        } else {
+            Progress::Lines(Duration::from_secs_f64(progress_interval))
+        },
+    };
+    let summary = sitemapd::import::import(store.clone(), sites, options).await;
+    if let Some(store) = store {
+        store.close().await;
+    }
+    let summary = summary?;
+    tracing::info!(
+        sources = summary.sources.len(),
+        entries = summary.entries,
+        valid = summary.valid,
+        rejected = summary.rejected,
+        created = summary.created,
+        updated = summary.updated,
+        unchanged = summary.unchanged,
+        complete = summary.success(),
+        "imported"
+    );
+    println!("{summary}");
+    Ok(summary.success())
+}
+
+/// A command line that cannot run (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
 
 /// `sitemapd export`: the entries of `site` (all: `None`) to `output` (standard output: `None`), which must not exist
 /// and is synced to disk when written. Returns how many entries, and where they went.

@@ -22,7 +22,7 @@ use crate::AppState;
 use crate::config::Access;
 use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, LocScope, Priority, ext};
 use crate::error::ApiError;
-use crate::page::{Fields, Limits, url_size};
+use crate::page::{Limits, entry_fits};
 use crate::placement::UpsertCounts;
 use crate::store::{DeleteCounts, SiteUrl};
 use crate::telemetry::{count_deletes, count_upserts};
@@ -136,15 +136,6 @@ fn check_sizes(entries: &[Entry], limits: Limits) -> Result<(), ApiError> {
         return Err(problems.into_error(|n| format!("{n} of {total} entries are too large; nothing was stored")));
     }
     Ok(())
-}
-
-/// Whether `entry` fits in a page; the error states its size and the limit.
-fn entry_fits(entry: &Entry, limits: Limits) -> Result<(), FieldError> {
-    if entry.ext.is_none() {
-        return Ok(());
-    }
-    let size = url_size(entry.loc.as_str(), &Fields::from(entry));
-    limits.check_entry(size).map_err(|e| FieldError { field: String::new(), message: e.to_string() })
 }
 
 /// Bodies from this size on are parsed on the blocking pool.

@@ -55,20 +55,9 @@ impl SenderOptions {
     }
 }
 
-/// The HTTP client: rustls with the *ring* provider and the root certificates compiled in (webpki-roots), as the
-/// Postgres driver's TLS, so the binary needs no CA files and links one crypto library; a `User-Agent` naming
-/// sitemapd and its version; every request bounded by `timeout` (connecting by at most 10 s of it).
+/// The HTTP client ([`crate::http_client`]): every request bounded by `timeout` (connecting by at most 10 s of it).
 pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS configuration")?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .user_agent(concat!("sitemapd/", env!("CARGO_PKG_VERSION")))
+    crate::http_client::builder()?
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .timeout(timeout)
         .build()

@@ -191,6 +191,17 @@ pub struct StoredUrl {
     pub size: i64,
 }
 
+/// Whether `entry` fits in a page under `limits`; the error states its size and the limit. Only an entry with
+/// extensions can fail: configuration makes every page large enough for any entry without. The API and
+/// `sitemapd import` both refuse an entry by this rule.
+pub fn entry_fits(entry: &Entry, limits: Limits) -> Result<(), crate::domain::FieldError> {
+    if entry.ext.is_none() {
+        return Ok(());
+    }
+    let size = url_size(entry.loc.as_str(), &Fields::from(entry));
+    limits.check_entry(size).map_err(|e| crate::domain::FieldError { field: String::new(), message: e.to_string() })
+}
+
 /// The bytes of the `<url>` element a record renders to: what a page's `byte_size` counts.
 pub fn url_size(loc: &str, f: &Fields) -> i64 {
     url_len(loc, f) as i64

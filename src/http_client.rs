@@ -1,0 +1,22 @@
+//! The outgoing HTTP client's common part (IndexNow notifications, `sitemapd import`): rustls with the *ring*
+//! provider and the root certificates compiled in (webpki-roots), as the Postgres driver's TLS, so the binary needs
+//! no CA files and links one crypto library; a `User-Agent` naming sitemapd and its version.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+/// `sitemapd/<version>`.
+pub const USER_AGENT: &str = concat!("sitemapd/", env!("CARGO_PKG_VERSION"));
+
+/// A client builder with TLS and the `User-Agent` set; timeouts and redirects are the caller's.
+pub fn builder() -> anyhow::Result<reqwest::ClientBuilder> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS configuration")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls).user_agent(USER_AGENT))
+}

@@ -1,0 +1,252 @@
+//! Where an import's bytes come from: the sources (a URL, a file, standard input), the HTTP client (timeouts,
+//! redirects, retries of 429 and 5xx with backoff) and how a listed sitemap is found from where its index was read.
+
+use std::fmt;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use futures_util::TryStreamExt;
+use reqwest::StatusCode;
+use tokio_util::io::{StreamReader, SyncIoBridge};
+use url::Url;
+
+/// One source of an import.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// An `http` or `https` URL: a sitemap, an index, or a site's `/robots.txt`.
+    Url(Url),
+    /// A local file: a sitemap (`.xml`, `.xml.gz`), a text sitemap, NDJSON, or a file named `robots.txt`.
+    File(PathBuf),
+    /// Standard input (`-`).
+    Stdin,
+}
+
+impl Source {
+    /// A command-line source: `-`, an `http(s)://` URL, or a path.
+    pub fn parse(arg: &str) -> Result<Self, String> {
+        if arg == "-" {
+            return Ok(Self::Stdin);
+        }
+        if arg.contains("://") {
+            let url = Url::parse(arg).map_err(|e| format!("{arg:?} is not a URL: {e}"))?;
+            return match url.scheme() {
+                "http" | "https" => Ok(Self::Url(url)),
+                other => Err(format!("{arg:?}: only http and https URLs are read, not {other}")),
+            };
+        }
+        Ok(Self::File(PathBuf::from(arg)))
+    }
+
+    /// Whether the source is a robots.txt (read for its `Sitemap:` lines).
+    pub fn is_robots(&self) -> bool {
+        match self {
+            Self::Url(url) => url.path().eq_ignore_ascii_case("/robots.txt"),
+            Self::File(path) => path.file_name().is_some_and(|n| n.eq_ignore_ascii_case("robots.txt")),
+            Self::Stdin => false,
+        }
+    }
+
+    /// What identifies the source when it is listed again (a URL without its fragment; a file by its full path).
+    pub fn key(&self) -> String {
+        match self {
+            Self::Url(url) => {
+                let mut url = url.clone();
+                url.set_fragment(None);
+                url.to_string()
+            }
+            Self::File(path) => std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()).display().to_string(),
+            Self::Stdin => "-".to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Url(url) => f.write_str(url.as_str()),
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::Stdin => f.write_str("standard input"),
+        }
+    }
+}
+
+/// Where a source was read from, to find the sitemaps it lists by relative location.
+#[derive(Clone, Debug)]
+pub enum Base {
+    /// The URL after redirects.
+    Url(Url),
+    /// The directory of a file.
+    Dir(PathBuf),
+    Stdin,
+}
+
+impl Base {
+    /// The source a listed `loc` names: an absolute `http(s)` URL as it is; otherwise relative to this base.
+    pub fn resolve(&self, loc: &str) -> Result<Source, String> {
+        match Url::parse(loc) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Source::Url(url)),
+            Ok(url) => Err(format!("only http and https URLs are read, not {}", url.scheme())),
+            Err(_) => match self {
+                Self::Url(base) => base.join(loc).map(Source::Url).map_err(|e| format!("not a URL: {e}")),
+                Self::Dir(dir) => Ok(Source::File(dir.join(loc))),
+                Self::Stdin => Err("a relative location in standard input".to_owned()),
+            },
+        }
+    }
+}
+
+/// The HTTP client's settings.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub connect_timeout: Duration,
+    /// The longest wait for the next bytes of an answer.
+    pub read_timeout: Duration,
+    /// The longest one request may take, its body included.
+    pub timeout: Duration,
+    pub max_redirects: usize,
+    /// Tries after the first, for 429, 5xx and failures to connect.
+    pub retries: u32,
+    /// The first wait before a retry (doubling after each), unless the answer says `Retry-After`.
+    pub retry_base: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            timeout: Duration::from_secs(300),
+            max_redirects: 10,
+            retries: 3,
+            retry_base: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The longest wait a `Retry-After` may ask for.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The import's HTTP client ([`crate::http_client`]): its timeouts, and at most `max_redirects` redirects.
+pub fn client(options: &HttpOptions) -> anyhow::Result<reqwest::Client> {
+    crate::http_client::builder()?
+        .connect_timeout(options.connect_timeout)
+        .read_timeout(options.read_timeout)
+        .timeout(options.timeout)
+        .redirect(reqwest::redirect::Policy::limited(options.max_redirects))
+        .build()
+        .context("cannot build the HTTP client")
+}
+
+/// A source opened: its bytes, and where they came from.
+pub struct Opened {
+    pub reader: Box<dyn Read + Send>,
+    pub base: Base,
+}
+
+/// Opens `source`: a file or standard input as they are; a URL by GET, retried on 429, 5xx and failures to
+/// connect. A blocking reader: it is read on the blocking pool (an HTTP body through [`SyncIoBridge`]).
+pub async fn open(source: &Source, client: &reqwest::Client, options: &HttpOptions) -> Result<Opened, String> {
+    match source {
+        Source::Stdin => Ok(Opened { reader: Box::new(io::stdin()), base: Base::Stdin }),
+        Source::File(path) => {
+            let file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
+            let dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+            Ok(Opened { reader: Box::new(file), base: Base::Dir(dir) })
+        }
+        Source::Url(url) => {
+            let response = get(client, url, options).await?;
+            let base = Base::Url(response.url().clone());
+            let body = StreamReader::new(response.bytes_stream().map_err(io::Error::other));
+            Ok(Opened { reader: Box::new(SyncIoBridge::new(body)), base })
+        }
+    }
+}
+
+/// GET `url`: the answer when 2xx; retried (after `Retry-After`, or a doubling wait) on 429, 5xx, a timeout or a
+/// failure to connect, at most `options.retries` times.
+async fn get(client: &reqwest::Client, url: &Url, options: &HttpOptions) -> Result<reqwest::Response, String> {
+    let mut wait = options.retry_base;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (why, asked) = match client.get(url.clone()).send().await {
+            Ok(r) if r.status().is_success() => return Ok(r),
+            Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS || r.status().is_server_error() => {
+                (format!("it answered {}", r.status()), retry_after(r.headers()))
+            }
+            Ok(r) => return Err(format!("it answered {}", r.status())),
+            Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => (describe(&e), None),
+            Err(e) => return Err(describe(&e)),
+        };
+        if tries > options.retries {
+            return Err(format!("{why} ({tries} tries)"));
+        }
+        let pause = asked.unwrap_or(wait).min(MAX_RETRY_AFTER);
+        tracing::info!(url = %url, tries, "{why}: trying again in {pause:?}");
+        tokio::time::sleep(pause).await;
+        wait = wait.saturating_mul(2);
+    }
+}
+
+/// A `Retry-After` in seconds or as an HTTP date.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or_default())
+}
+
+/// An error with its causes (reqwest's own message hides them).
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_urls_files_or_standard_input() {
+        assert_eq!(Source::parse("-"), Ok(Source::Stdin));
+        assert!(matches!(Source::parse("https://x.test/sitemap.xml"), Ok(Source::Url(_))));
+        assert_eq!(Source::parse("a/sitemap.xml.gz"), Ok(Source::File("a/sitemap.xml.gz".into())));
+        assert!(Source::parse("ftp://x.test/s.xml").unwrap_err().contains("only http and https"));
+        assert!(Source::parse("https://x.test/ROBOTS.TXT").unwrap().is_robots());
+        assert!(Source::parse("https://x.test/robots.txt").unwrap().is_robots());
+        assert!(!Source::parse("https://x.test/a/robots.txt").unwrap().is_robots());
+        assert!(Source::parse("dir/robots.txt").unwrap().is_robots());
+    }
+
+    #[test]
+    fn listed_sitemaps_resolve_against_where_the_index_was_read() {
+        let base = Base::Url(Url::parse("https://x.test/maps/index.xml").unwrap());
+        assert_eq!(base.resolve("s1.xml").unwrap().to_string(), "https://x.test/maps/s1.xml");
+        assert_eq!(base.resolve("https://y.test/s.xml").unwrap().to_string(), "https://y.test/s.xml");
+        assert!(base.resolve("file:///etc/passwd").unwrap_err().contains("only http and https"));
+        let dir = Base::Dir(PathBuf::from("/data"));
+        assert_eq!(dir.resolve("s1.xml.gz").unwrap(), Source::File("/data/s1.xml.gz".into()));
+        assert!(Base::Stdin.resolve("s1.xml").is_err());
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert(reqwest::header::RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert(reqwest::header::RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::ZERO), "a date in the past: now");
+        h.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
+    }
+}

@@ -1,0 +1,511 @@
+//! `sitemapd import SOURCE…`: existing sitemaps into the store, through the write path the API uses.
+//!
+//! Sources are sitemap or sitemap index URLs, a site's robots.txt (its `Sitemap:` lines), local files (`.xml`,
+//! `.xml.gz`, `.txt`, or NDJSON as `sitemapd export` writes it) and standard input (`-`). Indexes are followed,
+//! at most [`MAX_LEVELS`] deep, each sitemap once; a loop is reported, not followed.
+//!
+//! The flow, in bounded memory whatever the input: a source's bytes (an HTTP body or a file) are read on the
+//! blocking pool by [`read`] (gzip by magic, a streaming XML reader) into entries in the write API's JSON form;
+//! each is validated there by the API's own code ([`Entry::from_input`], [`entry_fits`]) and sent over a bounded
+//! channel to the one writer, which stores batches with [`Store::upsert`] (placement, byte accounting, no churn;
+//! with several sites each entry goes to its own). An invalid entry goes to the rejects file and the import goes
+//! on. At most `concurrency` sources are fetched and read at once.
+
+pub mod fetch;
+mod progress;
+pub mod read;
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::fmt;
+use std::io::Write as _;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+pub use self::fetch::{HttpOptions, Source};
+pub use self::progress::Progress;
+use self::read::{Found, ReadOptions, Report};
+use crate::domain::{Entry, EntryInput, FieldError, Sites};
+use crate::page::{Limits, entry_fits};
+use crate::placement::UpsertCounts;
+use crate::store::{Store, StoreError};
+
+/// The deepest chain of indexes followed: a source is level 1, a sitemap it lists level 2, …
+pub const MAX_LEVELS: usize = 10;
+
+/// How an import runs.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    pub sources: Vec<Source>,
+    /// `(from, to)`: an entry URL starting with `from` starts with `to` instead.
+    pub rewrites: Vec<(String, String)>,
+    /// Validate and count; write nothing.
+    pub dry_run: bool,
+    /// Where invalid entries go (NDJSON: source, line, loc, reason, errors); created (emptied) at the start.
+    pub rejects: Option<PathBuf>,
+    /// Sources fetched and read at once.
+    pub concurrency: usize,
+    /// Entries a write stores at once.
+    pub batch: usize,
+    pub limits: Limits,
+    /// The longest NDJSON line (the API's `max_line_bytes`).
+    pub max_line_bytes: u64,
+    pub http: HttpOptions,
+    pub progress: Progress,
+}
+
+/// What one source gave.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceOutcome {
+    pub source: String,
+    /// "sitemap", "sitemap index", "text sitemap", "NDJSON", "robots.txt".
+    pub format: Option<&'static str>,
+    pub items: u64,
+    /// Why it was read only in part (a protocol limit).
+    pub cut: Option<String>,
+    /// Why it could not be read (whole or at all).
+    pub error: Option<String>,
+}
+
+impl SourceOutcome {
+    /// Read whole.
+    pub fn complete(&self) -> bool {
+        self.cut.is_none() && self.error.is_none()
+    }
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub sources: Vec<SourceOutcome>,
+    /// Entries read from the sources (valid or not).
+    pub entries: u64,
+    /// Valid entries (stored, or in a dry run, that would be).
+    pub valid: u64,
+    pub rejected: u64,
+    /// Of the valid entries stored: created, updated, unchanged (zero in a dry run).
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    /// Sitemaps not followed: a loop, or deeper than [`MAX_LEVELS`].
+    pub not_followed: Vec<String>,
+    /// What was accepted but worth saying, or skipped, over every source: how often.
+    pub notices: BTreeMap<String, u64>,
+    pub dry_run: bool,
+    pub rejects_file: Option<PathBuf>,
+    /// Why the import stopped early (the store failed), if it did.
+    pub error: Option<String>,
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+impl Summary {
+    /// Every source was read whole and every valid entry stored: the exit status is 0.
+    pub fn success(&self) -> bool {
+        self.error.is_none() && self.sources.iter().all(SourceOutcome::complete) && self.not_followed.is_empty()
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let read = self.sources.iter().filter(|s| s.complete()).count();
+        let cut = self.sources.iter().filter(|s| s.cut.is_some() && s.error.is_none()).count();
+        let failed = self.sources.iter().filter(|s| s.error.is_some()).count();
+        writeln!(
+            f,
+            "sitemapd import{}: {read} of {} sources read whole, {cut} cut at a limit, {failed} failed",
+            if self.dry_run { " (dry run: nothing written)" } else { "" },
+            self.sources.len()
+        )?;
+        for s in self.sources.iter().filter(|s| !s.complete()) {
+            let why = s.error.as_deref().or(s.cut.as_deref()).unwrap_or_default();
+            writeln!(f, "  {}: {why}", s.source)?;
+        }
+        for n in &self.not_followed {
+            writeln!(f, "  not followed: {n}")?;
+        }
+        writeln!(f, "entries: {} read, {} valid, {} rejected", self.entries, self.valid, self.rejected)?;
+        if let (Some(path), true) = (&self.rejects_file, self.rejected > 0) {
+            writeln!(f, "  rejects: {}", path.display())?;
+        }
+        if !self.dry_run {
+            writeln!(f, "stored: {} created, {} updated, {} unchanged", self.created, self.updated, self.unchanged)?;
+        }
+        for (notice, n) in &self.notices {
+            writeln!(f, "  {n} × {notice}")?;
+        }
+        let secs = self.elapsed.as_secs_f64();
+        let rate = if secs > 0.0 { self.entries as f64 / secs } else { 0.0 };
+        write!(f, "time: {secs:.1} s ({rate:.0} entries/s)")?;
+        if let Some(e) = &self.error {
+            write!(f, "\nstopped: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Counters the readers, the writer and the progress display share.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sources_done: AtomicU64,
+    pub sources_total: AtomicU64,
+    pub entries: AtomicU64,
+    pub written: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+/// An invalid entry, as the rejects file has it.
+#[derive(Debug, Serialize)]
+struct Reject {
+    source: String,
+    line: u64,
+    loc: Option<String>,
+    reason: String,
+    errors: Vec<FieldError>,
+}
+
+/// Where an entry was read: its source and line.
+type Origin = (Arc<str>, u64);
+
+/// What the readers send the writer.
+enum Msg {
+    Entry(Entry, Origin),
+    Reject(Reject),
+}
+
+/// A source to read, and the chain of indexes that led to it (itself last).
+#[derive(Clone, Debug)]
+struct Job {
+    source: Source,
+    chain: Arc<Vec<String>>,
+}
+
+/// What the jobs share.
+struct Ctx {
+    client: reqwest::Client,
+    http: HttpOptions,
+    sites: Arc<Sites>,
+    limits: Limits,
+    read: ReadOptions,
+    counters: Arc<Counters>,
+    tx: mpsc::Sender<Msg>,
+}
+
+/// Imports `options.sources` into `store` (`None` with `dry_run`: nothing is opened or written), validating each
+/// entry against `sites`. Errors only when it cannot start (the rejects file, the HTTP client); what happens to
+/// each source and the store is in the [`Summary`].
+pub async fn import(
+    store: Option<Arc<dyn Store>>,
+    sites: Arc<Sites>,
+    options: ImportOptions,
+) -> anyhow::Result<Summary> {
+    let started = Instant::now();
+    let rejects = match &options.rejects {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let counters = Arc::new(Counters::default());
+    let (tx, rx) = mpsc::channel(options.batch.max(1) * 2);
+    let writer = tokio::spawn(write(
+        rx,
+        if options.dry_run { None } else { store },
+        options.batch.max(1),
+        rejects,
+        counters.clone(),
+    ));
+    let ctx = Arc::new(Ctx {
+        client: fetch::client(&options.http)?,
+        http: options.http.clone(),
+        sites,
+        limits: options.limits,
+        read: ReadOptions { robots: false, rewrites: options.rewrites.clone(), max_line_bytes: options.max_line_bytes },
+        counters: counters.clone(),
+        tx,
+    });
+    let progress = options.progress.start(counters.clone());
+
+    let mut summary = Summary { dry_run: options.dry_run, rejects_file: options.rejects.clone(), ..Summary::default() };
+    let mut queue: VecDeque<Job> = VecDeque::new();
+    let mut seen = HashSet::new();
+    for source in options.sources {
+        if seen.insert(source.key()) {
+            queue.push_back(Job { chain: Arc::new(vec![source.to_string()]), source });
+        }
+    }
+    counters.sources_total.store(queue.len() as u64, Ordering::Relaxed);
+    let mut running = JoinSet::new();
+    loop {
+        while running.len() < options.concurrency.max(1) {
+            let Some(job) = queue.pop_front() else { break };
+            running.spawn(run_job(job, ctx.clone()));
+        }
+        let Some(done) = running.join_next().await else { break };
+        let (job, outcome, report, listed) = match done {
+            Ok(done) => done,
+            Err(e) => {
+                // A reader that panicked: said, and the import goes on without that source.
+                tracing::error!(error = %e, "a source's reader failed");
+                continue;
+            }
+        };
+        counters.sources_done.fetch_add(1, Ordering::Relaxed);
+        for (notice, n) in report.notices {
+            *summary.notices.entry(notice).or_default() += n;
+        }
+        for child in listed {
+            let key = child.key();
+            if job.chain.len() >= MAX_LEVELS {
+                summary.not_followed.push(format!("{child}: listed {MAX_LEVELS} levels deep (by {})", job.source));
+                continue;
+            }
+            if !seen.insert(key) {
+                let name = child.to_string();
+                if job.chain.contains(&name) {
+                    let chain = job.chain.join(" → ");
+                    summary.not_followed.push(format!("{name}: a loop of indexes ({chain} → {name})"));
+                } else {
+                    *summary.notices.entry("a sitemap listed twice: read once".to_owned()).or_default() += 1;
+                }
+                continue;
+            }
+            let mut chain = (*job.chain).clone();
+            chain.push(child.to_string());
+            queue.push_back(Job { source: child, chain: Arc::new(chain) });
+            counters.sources_total.fetch_add(1, Ordering::Relaxed);
+        }
+        progress.source_done(&outcome);
+        summary.sources.push(outcome);
+    }
+    drop(ctx);
+    let written = writer.await.context("the writer task failed")?;
+    summary.created = written.counts.created;
+    summary.updated = written.counts.updated;
+    summary.unchanged = written.counts.unchanged;
+    summary.valid = written.valid;
+    summary.rejected = written.rejected;
+    summary.error = written.error;
+    summary.entries = counters.entries.load(Ordering::Relaxed);
+    summary.elapsed = started.elapsed();
+    progress.finish();
+    Ok(summary)
+}
+
+/// Reads one source: its outcome, what reading it reported, and the sitemaps it lists (to follow).
+async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<Source>) {
+    let name = job.source.to_string();
+    let mut outcome = SourceOutcome { source: name.clone(), format: None, items: 0, cut: None, error: None };
+    let opened = match fetch::open(&job.source, &ctx.client, &ctx.http).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            outcome.error = Some(e);
+            return (job, outcome, Report::default(), Vec::new());
+        }
+    };
+    let base = opened.base.clone();
+    let mut options = ctx.read.clone();
+    options.robots = job.source.is_robots();
+    let ctx2 = ctx.clone();
+    let source_name: Arc<str> = name.clone().into();
+    let blocking = tokio::task::spawn_blocking(move || {
+        let mut listed = Vec::new();
+        let mut handle = |found: Found| handle(&ctx2, &source_name, found, &mut listed);
+        let result = read::read(opened.reader, &options, &mut handle);
+        (result, listed)
+    })
+    .await;
+    let (result, listed) = match blocking {
+        Ok(pair) => pair,
+        Err(e) => {
+            outcome.error = Some(format!("its reader failed: {e}"));
+            return (job, outcome, Report::default(), Vec::new());
+        }
+    };
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            outcome.error = Some(e.message);
+            *e.report
+        }
+    };
+    outcome.format = report.format.map(read::Format::as_str);
+    outcome.items = report.items;
+    outcome.cut = report.cut.clone();
+    // The sitemaps it lists, resolved against where it was read from.
+    let mut children = Vec::new();
+    for (line, loc) in listed {
+        match base.resolve(&loc) {
+            Ok(child) => children.push(child),
+            Err(e) => {
+                let reason = format!("the sitemap {loc:?} (line {line}) cannot be read: {e}");
+                outcome.error.get_or_insert(reason);
+            }
+        }
+    }
+    (job, outcome, report, children)
+}
+
+/// One item a reader found: an entry validated as the API validates it (then sent to the writer, or rejected), or
+/// a listed sitemap (kept). `Break` when the writer is gone (the store failed): reading stops.
+fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, String)>) -> ControlFlow<()> {
+    let (line, loc, json) = match found {
+        Found::Sitemap { line, loc } => {
+            listed.push((line, loc));
+            return ControlFlow::Continue(());
+        }
+        Found::Invalid { line, loc, reason } => {
+            ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
+            let reject = Reject { source: source.to_string(), line, loc, reason, errors: Vec::new() };
+            return send(ctx, Msg::Reject(reject));
+        }
+        Found::Entry { line, loc, json } => (line, loc, json),
+    };
+    ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
+    let validated = match serde_json::from_str::<EntryInput>(&json) {
+        Ok(input) => Entry::from_input(input, &*ctx.sites)
+            .and_then(|entry| entry_fits(&entry, ctx.limits).map(|()| entry).map_err(|e| vec![e])),
+        Err(e) => Err(vec![FieldError { field: String::new(), message: format!("not valid JSON: {e}") }]),
+    };
+    match validated {
+        Ok(entry) => send(ctx, Msg::Entry(entry, (source.clone(), line))),
+        Err(errors) => {
+            let reason = errors
+                .iter()
+                .map(|e| if e.field.is_empty() { e.message.clone() } else { format!("{}: {}", e.field, e.message) })
+                .collect::<Vec<_>>()
+                .join("; ");
+            send(ctx, Msg::Reject(Reject { source: source.to_string(), line, loc, reason, errors }))
+        }
+    }
+}
+
+fn send(ctx: &Ctx, msg: Msg) -> ControlFlow<()> {
+    match ctx.tx.blocking_send(msg) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(_) => ControlFlow::Break(()),
+    }
+}
+
+/// What the writer did.
+struct Written {
+    counts: UpsertCounts,
+    valid: u64,
+    rejected: u64,
+    error: Option<String>,
+}
+
+/// The one writer: stores the valid entries in batches of `batch` (none with no store: a dry run) and writes the
+/// rejects file. Stops at a store error it cannot get past: the readers then stop too (their sends fail).
+async fn write(
+    mut rx: mpsc::Receiver<Msg>,
+    store: Option<Arc<dyn Store>>,
+    batch: usize,
+    mut rejects: Option<std::io::BufWriter<std::fs::File>>,
+    counters: Arc<Counters>,
+) -> Written {
+    let mut written = Written { counts: UpsertCounts::default(), valid: 0, rejected: 0, error: None };
+    let mut entries: Vec<Entry> = Vec::with_capacity(batch);
+    let mut origins: Vec<Origin> = Vec::with_capacity(batch);
+    let mut reject_lines: Vec<Reject> = Vec::new();
+    loop {
+        let msg = rx.recv().await;
+        let end = msg.is_none();
+        match msg {
+            Some(Msg::Entry(entry, origin)) => {
+                entries.push(entry);
+                origins.push(origin);
+            }
+            Some(Msg::Reject(reject)) => reject_lines.push(reject),
+            None => {}
+        }
+        if entries.len() >= batch || (end && !entries.is_empty()) {
+            let before = reject_lines.len();
+            if let Some(store) = &store {
+                match store_batch(&**store, &entries, &origins, &mut reject_lines).await {
+                    Ok(counts) => written.counts += counts,
+                    Err(e) => {
+                        written.error = Some(format!(
+                            "the store failed ({e}); the {} entries of the batch being written were not stored, \
+                             every batch before it was",
+                            entries.len()
+                        ));
+                        rx.close();
+                        break;
+                    }
+                }
+            }
+            let valid = (entries.len() - (reject_lines.len() - before)) as u64;
+            written.valid += valid;
+            counters.written.fetch_add(valid, Ordering::Relaxed);
+            entries.clear();
+            origins.clear();
+        }
+        for reject in reject_lines.drain(..) {
+            written.rejected += 1;
+            counters.rejected.fetch_add(1, Ordering::Relaxed);
+            if let Some(file) = &mut rejects
+                && let Err(e) = serde_json::to_writer(&mut *file, &reject)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| file.write_all(b"\n"))
+            {
+                written.error.get_or_insert(format!("cannot write the rejects file: {e}"));
+            }
+        }
+        if end {
+            break;
+        }
+    }
+    if let Some(mut file) = rejects
+        && let Err(e) = file.flush().and_then(|()| file.get_ref().sync_all())
+    {
+        written.error.get_or_insert(format!("cannot write the rejects file: {e}"));
+    }
+    written
+}
+
+/// Stores one batch, retrying while the store is unavailable (five tries, waiting 1, 2, 4, 8 s between). An entry
+/// the store refuses on its own (too large for a page, under no site: the validation's rules, checked again)
+/// moves to the rejects, and the rest of its batch is stored one by one.
+async fn store_batch(
+    store: &dyn Store,
+    entries: &[Entry],
+    origins: &[Origin],
+    rejects: &mut Vec<Reject>,
+) -> Result<UpsertCounts, StoreError> {
+    let mut wait = Duration::from_secs(1);
+    let mut attempt = 1;
+    loop {
+        match store.upsert(entries).await {
+            Ok(written) => return Ok(written.counts),
+            Err(StoreError::Unavailable(e)) if attempt < 5 => {
+                tracing::warn!(error = %e, attempt, "the store is unavailable: the batch is tried again in {wait:?}");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+                attempt += 1;
+            }
+            Err(StoreError::TooLarge(..) | StoreError::NoSite(..)) if entries.len() > 1 => {
+                let mut counts = UpsertCounts::default();
+                for (entry, origin) in entries.iter().zip(origins) {
+                    let one = std::slice::from_ref(entry);
+                    counts += Box::pin(store_batch(store, one, std::slice::from_ref(origin), rejects)).await?;
+                }
+                return Ok(counts);
+            }
+            Err(e @ (StoreError::TooLarge(..) | StoreError::NoSite(..))) => {
+                let (source, line) = origins.first().map(|(s, l)| (s.to_string(), *l)).unwrap_or_default();
+                let loc = entries.first().map(|e| e.loc.as_str().to_owned());
+                rejects.push(Reject { source, line, loc, reason: e.to_string(), errors: Vec::new() });
+                return Ok(UpsertCounts::default());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

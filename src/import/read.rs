@@ -1,0 +1,933 @@
+//! Reading one source's bytes into what it lists, in bounded memory: pure (a `Read` in, [`Found`] items out).
+//!
+//! The bytes are sniffed, never trusted by name or `Content-Type`: gzip by its magic number (decompressed as a
+//! stream, members and all), then by the first significant byte (after a UTF-8 BOM and whitespace) a sitemap or
+//! sitemap index (`<`), NDJSON in the write API's form (`{`, what `sitemapd export` writes), or a text sitemap
+//! (one URL a line). A `robots.txt` is said by the caller, and read for its `Sitemap:` lines.
+//!
+//! Bounded memory whatever the input: the decompressed bytes are cut at the protocol's 52,428,800 (and the
+//! compressed ones a little above), one XML event or text line at [`MAX_EVENT_BYTES`], a sitemap's entries at
+//! 50,000, nesting at [`MAX_DEPTH`]. What is cut is read up to the limit and reported ([`Report::cut`]).
+//!
+//! Each `<url>` becomes the JSON text of the write API's entry (`{"loc": …, "images": [...], …}`), which the
+//! caller validates with the API's own code: a field given twice stays twice, so it is refused as the API refuses
+//! it. The deprecated extension fields are skipped and counted, as are elements this service does not keep.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, Read};
+use std::ops::ControlFlow;
+
+use flate2::bufread::MultiGzDecoder;
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::ResolveResult;
+use quick_xml::{NsReader, XmlVersion};
+
+/// The protocol's limits of one sitemap (or index): uncompressed bytes, and entries.
+pub const MAX_BYTES: u64 = 52_428_800;
+pub const MAX_ENTRIES: u64 = 50_000;
+/// A gzip body's compressed bytes may pass its uncompressed size by its framing only: this bounds a stream of
+/// empty gzip members, which decompress to nothing forever.
+pub const MAX_COMPRESSED_BYTES: u64 = MAX_BYTES + 1024 * 1024;
+/// The most bytes one XML event (a tag, a text, a comment) or one text line may take: an entry's longest field
+/// is a few kilobytes.
+pub const MAX_EVENT_BYTES: u64 = 1024 * 1024;
+/// Google reads the first 500 KiB of a robots.txt.
+pub const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
+/// The deepest element nesting read (a sitemap needs five).
+pub const MAX_DEPTH: usize = 32;
+/// Distinct notices kept per source; more are counted under one.
+const MAX_NOTICE_KINDS: usize = 64;
+
+/// What a source is, as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    UrlSet,
+    Index,
+    Text,
+    Ndjson,
+    Robots,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UrlSet => "sitemap",
+            Self::Index => "sitemap index",
+            Self::Text => "text sitemap",
+            Self::Ndjson => "NDJSON",
+            Self::Robots => "robots.txt",
+        }
+    }
+}
+
+/// One thing a source lists.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Found {
+    /// An entry as the JSON text of the write API's entry, to be validated as the API validates it; `loc` is its
+    /// `<loc>` as read (for the rejects file), `line` where it starts (1-based, in the uncompressed text).
+    Entry { line: u64, loc: Option<String>, json: String },
+    /// A sitemap that an index or a robots.txt lists, as written (relative to the source, perhaps).
+    Sitemap { line: u64, loc: String },
+    /// An entry that cannot be read as one (too many elements), with the reason.
+    Invalid { line: u64, loc: Option<String>, reason: String },
+}
+
+/// What reading a source found besides its items.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub format: Option<Format>,
+    /// Entries (or sitemaps) listed.
+    pub items: u64,
+    /// Whether the bytes were gzip.
+    pub gzip: bool,
+    /// Why the source was read only in part (a limit), if it was.
+    pub cut: Option<String>,
+    /// What was accepted but is worth saying (upper-case tags, another namespace), or skipped (deprecated fields,
+    /// elements this service does not keep), and how often.
+    pub notices: BTreeMap<String, u64>,
+}
+
+impl Report {
+    fn notice(&mut self, what: impl Into<String>) {
+        let what = what.into();
+        if self.notices.len() >= MAX_NOTICE_KINDS && !self.notices.contains_key(&what) {
+            *self.notices.entry("other notices".to_owned()).or_default() += 1;
+        } else {
+            *self.notices.entry(what).or_default() += 1;
+        }
+    }
+}
+
+/// How one source is read.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// The source is a robots.txt.
+    pub robots: bool,
+    /// `(from, to)`: an entry URL that starts with `from` starts with `to` instead (the first that matches).
+    pub rewrites: Vec<(String, String)>,
+    /// The longest NDJSON line, as the API's `max_line_bytes`.
+    pub max_line_bytes: u64,
+}
+
+impl ReadOptions {
+    /// `url` with the first matching rewrite applied.
+    pub fn rewrite(&self, url: &str) -> String {
+        for (from, to) in &self.rewrites {
+            if let Some(rest) = url.strip_prefix(from.as_str()) {
+                return format!("{to}{rest}");
+            }
+        }
+        url.to_owned()
+    }
+}
+
+/// Why a source could not be read (what it listed before that was found all the same).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ReadError {
+    pub message: String,
+    pub report: Box<Report>,
+}
+
+/// Reads `input` whole (up to the limits), giving each item to `found`, which may stop the reading early.
+pub fn read(
+    input: impl Read,
+    options: &ReadOptions,
+    found: &mut dyn FnMut(Found) -> ControlFlow<()>,
+) -> Result<Report, ReadError> {
+    let mut report = Report::default();
+    let result = read_into(input, options, found, &mut report);
+    match result {
+        Ok(()) => Ok(report),
+        Err(message) => Err(ReadError { message, report: Box::new(report) }),
+    }
+}
+
+fn read_into(
+    input: impl Read,
+    options: &ReadOptions,
+    found: &mut dyn FnMut(Found) -> ControlFlow<()>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES);
+    let head = raw.fill_buf().map_err(|e| format!("cannot read: {e}"))?;
+    report.gzip = head.starts_with(&[0x1f, 0x8b]);
+    let limit = if options.robots { MAX_ROBOTS_BYTES } else { MAX_BYTES };
+    if report.gzip {
+        let inflated = BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(raw));
+        let mut text = Metered::new(inflated, limit);
+        let result = read_text(&mut text, options, found, report);
+        let compressed_cut = text.inner.get_ref().get_ref().cut;
+        finish(result, text.cut, limit, report, compressed_cut)
+    } else {
+        raw.limit = limit;
+        let result = read_text(&mut raw, options, found, report);
+        finish(result, raw.cut, limit, report, false)
+    }
+}
+
+/// The outcome once the reading stopped: a limit that was reached explains whatever error it caused.
+fn finish(
+    result: Result<(), String>,
+    cut: bool,
+    limit: u64,
+    report: &mut Report,
+    compressed_cut: bool,
+) -> Result<(), String> {
+    if compressed_cut {
+        report.cut = Some(format!("its compressed bytes pass {MAX_COMPRESSED_BYTES}: read up to there"));
+    } else if cut {
+        report.cut = Some(format!("it is larger than {limit} bytes uncompressed: read up to the limit"));
+    }
+    match result {
+        Err(_) if report.cut.is_some() => Ok(()),
+        other => other,
+    }
+}
+
+fn read_text<R: BufRead>(
+    input: &mut Metered<R>,
+    options: &ReadOptions,
+    found: &mut dyn FnMut(Found) -> ControlFlow<()>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let first = skip_bom_and_space(input).map_err(|e| format!("cannot read: {e}"))?;
+    if options.robots {
+        report.format = Some(Format::Robots);
+        return read_lines(input, options, found, report, Format::Robots);
+    }
+    match first {
+        None => Err("it is empty".to_owned()),
+        Some(b'<') => read_xml(input, options, found, report),
+        Some(b'{') => {
+            report.format = Some(Format::Ndjson);
+            read_lines(input, options, found, report, Format::Ndjson)
+        }
+        Some(_) => {
+            report.format = Some(Format::Text);
+            read_lines(input, options, found, report, Format::Text)
+        }
+    }
+}
+
+/// Consumes a UTF-8 byte order mark and leading whitespace; the first byte after them, if any.
+fn skip_bom_and_space<R: BufRead>(input: &mut Metered<R>) -> io::Result<Option<u8>> {
+    let head = input.fill_buf()?;
+    if head.starts_with(&[0xef, 0xbb, 0xbf]) {
+        input.consume(3);
+    }
+    loop {
+        let buf = input.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => {
+                let first = buf[i];
+                input.consume(i);
+                input.mark();
+                return Ok(Some(first));
+            }
+            None => {
+                let n = buf.len();
+                input.consume(n);
+                input.mark();
+            }
+        }
+    }
+}
+
+/// A text sitemap, a robots.txt or NDJSON, a line at a time (each at most [`MAX_EVENT_BYTES`]).
+fn read_lines<R: BufRead>(
+    input: &mut Metered<R>,
+    options: &ReadOptions,
+    found: &mut dyn FnMut(Found) -> ControlFlow<()>,
+    report: &mut Report,
+    format: Format,
+) -> Result<(), String> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        input.mark();
+        let line_no = input.newlines + 1;
+        // Room for the line's own `\r\n`; its length is checked exactly below.
+        let max = if format == Format::Ndjson { options.max_line_bytes.max(1) } else { MAX_EVENT_BYTES };
+        input.max_event = max + 2;
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("line {line_no}: {e}")),
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        let body = body.strip_suffix(b"\r").unwrap_or(body);
+        if body.len() as u64 > max {
+            return Err(format!("line {line_no} is longer than {max} bytes"));
+        }
+        let Ok(text) = std::str::from_utf8(body) else {
+            if format == Format::Robots {
+                continue;
+            }
+            return Err(format!("line {line_no} is not valid UTF-8"));
+        };
+        let item = match format {
+            Format::Robots => {
+                let text = text.split('#').next().unwrap_or_default();
+                match text.split_once(':') {
+                    Some((key, value)) if key.trim().eq_ignore_ascii_case("sitemap") && !value.trim().is_empty() => {
+                        if key.trim() != "Sitemap" {
+                            report.notice(format!("robots.txt line {:?}: any case is read", key.trim()));
+                        }
+                        Found::Sitemap { line: line_no, loc: value.trim().to_owned() }
+                    }
+                    _ => continue,
+                }
+            }
+            Format::Text => {
+                let url = text.trim();
+                if url.is_empty() {
+                    continue;
+                }
+                let loc = options.rewrite(url);
+                let json = serde_json::json!({ "loc": loc }).to_string();
+                Found::Entry { line: line_no, loc: Some(url.to_owned()), json }
+            }
+            _ => {
+                let text = text.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                let (loc, json) = ndjson_line(text, options);
+                Found::Entry { line: line_no, loc, json }
+            }
+        };
+        report.items += 1;
+        if format != Format::Ndjson && format != Format::Robots && report.items > MAX_ENTRIES {
+            report.items = MAX_ENTRIES;
+            report.cut = Some(format!("it lists more than {MAX_ENTRIES} URLs: the first {MAX_ENTRIES} were read"));
+            return Ok(());
+        }
+        if found(item).is_break() {
+            return Ok(());
+        }
+    }
+}
+
+/// One NDJSON line: its loc (for the rejects file) and the JSON to validate, rewritten when rewrites are given.
+/// Without rewrites the line is kept as sent, so a field given twice stays twice.
+fn ndjson_line(text: &str, options: &ReadOptions) -> (Option<String>, String) {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return (None, text.to_owned());
+    };
+    let loc = value.get("loc").and_then(|l| l.as_str()).map(str::to_owned);
+    if options.rewrites.is_empty() {
+        return (loc, text.to_owned());
+    }
+    rewrite_value(&mut value, options);
+    (loc, value.to_string())
+}
+
+/// Applies the rewrites to the URL fields of an entry in the write API's form.
+fn rewrite_value(value: &mut serde_json::Value, options: &ReadOptions) {
+    fn at(value: &mut serde_json::Value, key: &str, options: &ReadOptions) {
+        if let Some(serde_json::Value::String(s)) = value.get_mut(key) {
+            *s = options.rewrite(s);
+        }
+    }
+    fn each(value: &mut serde_json::Value, list: &str, f: impl Fn(&mut serde_json::Value)) {
+        if let Some(serde_json::Value::Array(items)) = value.get_mut(list) {
+            items.iter_mut().for_each(f);
+        }
+    }
+    at(value, "loc", options);
+    each(value, "images", |i| at(i, "loc", options));
+    each(value, "alternates", |a| at(a, "href", options));
+    each(value, "videos", |v| {
+        for key in ["thumbnail_loc", "content_loc", "player_loc"] {
+            at(v, key, options);
+        }
+        if let Some(uploader) = v.get_mut("uploader") {
+            at(uploader, "info", options);
+        }
+    });
+}
+
+/// The extension an element belongs to, by its namespace (or, when its prefix is declared nowhere, as real files
+/// do, by the prefix's usual name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ns {
+    Sitemap,
+    Image,
+    Video,
+    News,
+    Xhtml,
+    Other,
+}
+
+fn namespace(resolved: &ResolveResult<'_>, root: bool, report: &mut Report) -> Ns {
+    match resolved {
+        ResolveResult::Unbound => {
+            if root {
+                report.notice("the root element declares no namespace: read as the protocol's");
+            }
+            Ns::Sitemap
+        }
+        ResolveResult::Bound(ns) => {
+            let uri: &str = ns.as_ref();
+            let lower = uri.to_ascii_lowercase();
+            let ns = if lower.contains("sitemap-image") {
+                Ns::Image
+            } else if lower.contains("sitemap-video") {
+                Ns::Video
+            } else if lower.contains("sitemap-news") {
+                Ns::News
+            } else if lower.trim_end_matches('/') == "http://www.w3.org/1999/xhtml" {
+                Ns::Xhtml
+            } else if lower.contains("sitemaps.org/schemas/sitemap") || lower.contains("google.com/schemas/sitemap/0.")
+            {
+                if root && uri != "http://www.sitemaps.org/schemas/sitemap/0.9" {
+                    report.notice(format!("the sitemap namespace {uri:?} is read as the protocol's"));
+                }
+                Ns::Sitemap
+            } else {
+                Ns::Other
+            };
+            if !matches!(ns, Ns::Sitemap | Ns::Other) && !KNOWN_EXT_NS.contains(&uri) {
+                report.notice(format!("the extension namespace {uri:?} is read as Google's"));
+            }
+            ns
+        }
+        ResolveResult::Unknown(prefix) => {
+            let ns = match prefix.to_ascii_lowercase().as_str() {
+                "image" => Ns::Image,
+                "video" => Ns::Video,
+                "news" => Ns::News,
+                "xhtml" => Ns::Xhtml,
+                _ => Ns::Other,
+            };
+            if ns != Ns::Other {
+                report.notice(format!("the prefix {prefix}: is used without its namespace declared"));
+            }
+            ns
+        }
+    }
+}
+
+const KNOWN_EXT_NS: [&str; 4] = [
+    crate::page::render::IMAGE_NS,
+    crate::page::render::VIDEO_NS,
+    crate::page::render::NEWS_NS,
+    crate::page::render::XHTML_NS,
+];
+
+/// A JSON value being built for an entry: objects keep their keys in order and twice when given twice.
+#[derive(Clone, Debug, PartialEq)]
+enum J {
+    Str(String),
+    /// A number as valid JSON text.
+    Num(String),
+    Bool(bool),
+    Arr(Vec<J>),
+    Obj(Vec<(String, J)>),
+}
+
+impl J {
+    fn write(&self, out: &mut String) {
+        match self {
+            Self::Str(s) => out.push_str(&serde_json::Value::from(s.as_str()).to_string()),
+            Self::Num(n) => out.push_str(n),
+            Self::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Self::Arr(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.write(out);
+                }
+                out.push(']');
+            }
+            Self::Obj(pairs) => {
+                out.push('{');
+                for (i, (key, value)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::from(key.as_str()).to_string());
+                    out.push(':');
+                    value.write(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A number as the API would receive it: an integer or a finite decimal as JSON, anything else as the string it
+/// is (which validation then refuses as "must be a number").
+fn number(text: &str) -> J {
+    if let Ok(n) = text.parse::<u64>() {
+        return J::Num(n.to_string());
+    }
+    if let Ok(n) = text.parse::<i64>() {
+        return J::Num(n.to_string());
+    }
+    match text.parse::<f64>() {
+        Ok(f) if f.is_finite() => J::Num(serde_json::Value::from(f).to_string()),
+        _ => J::Str(text.to_owned()),
+    }
+}
+
+/// `yes`/`no` (as the video extension writes them; also `true`/`false`) as a boolean, anything else as given.
+fn yes_no(text: &str) -> J {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" | "true" => J::Bool(true),
+        "no" | "false" => J::Bool(false),
+        _ => J::Str(text.to_owned()),
+    }
+}
+
+/// The fields Google retired, skipped and counted: (namespace, element).
+const DEPRECATED: [(Ns, &str); 12] = [
+    (Ns::Image, "caption"),
+    (Ns::Image, "title"),
+    (Ns::Image, "geo_location"),
+    (Ns::Image, "license"),
+    (Ns::Video, "category"),
+    (Ns::Video, "gallery_loc"),
+    (Ns::Video, "price"),
+    (Ns::Video, "tvshow"),
+    (Ns::News, "access"),
+    (Ns::News, "genres"),
+    (Ns::News, "keywords"),
+    (Ns::News, "stock_tickers"),
+];
+
+fn prefix(ns: Ns) -> &'static str {
+    match ns {
+        Ns::Sitemap => "",
+        Ns::Image => "image:",
+        Ns::Video => "video:",
+        Ns::News => "news:",
+        Ns::Xhtml => "xhtml:",
+        Ns::Other => "",
+    }
+}
+
+/// The most elements one `<url>` may hold (1,000 images of two elements each, and room for videos).
+pub const MAX_ENTRY_ELEMENTS: usize = 4096;
+
+/// One element of an entry being read: a small tree, at most [`MAX_ENTRY_ELEMENTS`] elements.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    ns: Option<Ns>,
+    /// Lower case.
+    name: String,
+    /// As written, for notices.
+    shown: String,
+    attrs: Vec<(String, String)>,
+    text: String,
+    children: Vec<Node>,
+}
+
+impl Node {
+    fn text(&self) -> &str {
+        self.text.trim()
+    }
+
+    fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim())
+    }
+}
+
+fn read_xml<R: BufRead>(
+    input: &mut Metered<R>,
+    options: &ReadOptions,
+    found: &mut dyn FnMut(Found) -> ControlFlow<()>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mut reader = NsReader::from_reader(input);
+    reader.config_mut().expand_empty_elements = true;
+    // Depth of open elements; the entry being read (its open elements, innermost last) and its size.
+    let mut depth = 0usize;
+    let mut open: Vec<Node> = Vec::new();
+    let mut elements = 0usize;
+    let mut entry_line = 0u64;
+    // Depth at which a skipped subtree began (0: none).
+    let mut skipping = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        reader.get_mut().mark();
+        let (resolved, event) = match reader.read_resolved_event_into(&mut buf) {
+            Ok(pair) => pair,
+            Err(e) => {
+                let line = reader.get_ref().newlines + 1;
+                return Err(format!("it is not well-formed XML (line {line}): {e}"));
+            }
+        };
+        // The namespace of an opening tag, resolved before the reader is looked at again.
+        let ns = match &event {
+            Event::Start(_) if skipping == 0 => namespace(&resolved, depth == 0, report),
+            _ => Ns::Other,
+        };
+        let line = reader.get_ref().newlines + 1;
+        match event {
+            Event::Start(start) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!("its elements are nested more than {MAX_DEPTH} deep (line {line})"));
+                }
+                if skipping > 0 {
+                    continue;
+                }
+                let node = node(&start, ns, report)?;
+                match depth {
+                    1 => {
+                        report.format = Some(match (ns, node.name.as_str()) {
+                            (Ns::Sitemap, "urlset") => Format::UrlSet,
+                            (Ns::Sitemap, "sitemapindex") => Format::Index,
+                            _ => return Err(format!("it is not a sitemap: its root element is <{}>", node.shown)),
+                        });
+                    }
+                    2 => {
+                        let item = match report.format {
+                            Some(Format::Index) => "sitemap",
+                            _ => "url",
+                        };
+                        if (ns, node.name.as_str()) != (Ns::Sitemap, item) {
+                            skip(report, &node);
+                            skipping = depth;
+                            continue;
+                        }
+                        report.items += 1;
+                        if report.items > MAX_ENTRIES {
+                            report.items = MAX_ENTRIES;
+                            let what = if item == "sitemap" { "sitemaps" } else { "URLs" };
+                            report.cut = Some(format!(
+                                "it lists more than {MAX_ENTRIES} {what}: the first {MAX_ENTRIES} were read"
+                            ));
+                            return Ok(());
+                        }
+                        entry_line = line;
+                        elements = 1;
+                        open.push(node);
+                    }
+                    _ => {
+                        elements += 1;
+                        if elements > MAX_ENTRY_ELEMENTS {
+                            skipping = depth;
+                            continue;
+                        }
+                        open.push(node);
+                    }
+                }
+            }
+            Event::End(_) => {
+                depth = depth.saturating_sub(1);
+                if skipping > 0 {
+                    if depth < skipping {
+                        skipping = 0;
+                    }
+                    continue;
+                }
+                let Some(node) = open.pop() else { continue };
+                if let Some(parent) = open.last_mut() {
+                    parent.children.push(node);
+                    continue;
+                }
+                let item = if elements > MAX_ENTRY_ELEMENTS {
+                    let loc = node.children.iter().find(|c| c.name == "loc").map(|c| c.text().to_owned());
+                    let reason = format!("it holds more than {MAX_ENTRY_ELEMENTS} elements");
+                    Found::Invalid { line: entry_line, loc, reason }
+                } else if report.format == Some(Format::Index) {
+                    match node.children.iter().find(|c| c.ns == Some(Ns::Sitemap) && c.name == "loc") {
+                        Some(loc) => Found::Sitemap { line: entry_line, loc: loc.text().to_owned() },
+                        None => {
+                            let reason = "a <sitemap> without a <loc>".to_owned();
+                            Found::Invalid { line: entry_line, loc: None, reason }
+                        }
+                    }
+                } else {
+                    let (loc, json) = entry_json(&node, options, report);
+                    Found::Entry { line: entry_line, loc, json }
+                };
+                if found(item).is_break() {
+                    return Ok(());
+                }
+            }
+            Event::Text(text) => {
+                if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
+                    node.text.push_str(&text.xml10_content());
+                }
+            }
+            Event::CData(data) => {
+                if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
+                    node.text.push_str(&data.xml10_content());
+                }
+            }
+            Event::GeneralRef(r) => {
+                let resolved = match r.resolve_char_ref() {
+                    Ok(Some(ch)) => ch.to_string(),
+                    Ok(None) => match quick_xml::escape::resolve_predefined_entity(&r.xml10_content()) {
+                        Some(s) => s.to_owned(),
+                        None => return Err(format!("it uses the undefined entity &{}; (line {line})", &*r)),
+                    },
+                    Err(e) => return Err(format!("it has a bad character reference (line {line}): {e}")),
+                };
+                if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
+                    node.text.push_str(&resolved);
+                }
+            }
+            Event::Eof => {
+                return match report.format {
+                    None => Err("it holds no XML element".to_owned()),
+                    Some(_) if depth > 0 => Err("it ends before its root element is closed".to_owned()),
+                    Some(_) => Ok(()),
+                };
+            }
+            Event::Empty(_) | Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
+        }
+    }
+}
+
+/// The element `start` opens, reporting a tag that is not lower case (read all the same).
+fn node(start: &BytesStart<'_>, ns: Ns, report: &mut Report) -> Result<Node, String> {
+    let local = start.local_name();
+    let raw: &str = local.as_ref();
+    let name = raw.to_ascii_lowercase();
+    if name != raw && ns != Ns::Other {
+        report.notice(format!("the tag <{}{raw}> is read as <{}{name}>", prefix(ns), prefix(ns)));
+    }
+    let attrs = start
+        .attributes()
+        .with_checks(false)
+        .flatten()
+        .filter_map(|a| {
+            let key = a.key.local_name().as_ref().to_ascii_lowercase();
+            Some((key, a.normalized_value(XmlVersion::Implicit1_0).ok()?.into_owned()))
+        })
+        .collect();
+    let shown = start.name().as_ref().to_owned();
+    Ok(Node { ns: Some(ns), name, shown, attrs, text: String::new(), children: Vec::new() })
+}
+
+/// Counts an element that is skipped: a deprecated field, or one this service does not keep.
+fn skip(report: &mut Report, node: &Node) {
+    let ns = node.ns.unwrap_or(Ns::Other);
+    if DEPRECATED.contains(&(ns, node.name.as_str())) {
+        report.notice(format!("deprecated <{}{}> skipped", prefix(ns), node.name));
+    } else {
+        report.notice(format!("<{}> is not kept: skipped", node.shown));
+    }
+}
+
+/// A `<url>` as the JSON text of the write API's entry, and its `<loc>` as read.
+fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report) -> (Option<String>, String) {
+    let mut entry: Vec<(String, J)> = Vec::new();
+    let mut images = Vec::new();
+    let mut videos = Vec::new();
+    let mut alternates = Vec::new();
+    let mut loc = None;
+    for child in &url.children {
+        let ns = child.ns.unwrap_or(Ns::Other);
+        match (ns, child.name.as_str()) {
+            (Ns::Sitemap, "loc") => {
+                loc.get_or_insert_with(|| child.text().to_owned());
+                entry.push(("loc".into(), J::Str(options.rewrite(child.text()))));
+            }
+            (Ns::Sitemap, "lastmod" | "changefreq") => entry.push((child.name.clone(), J::Str(child.text().into()))),
+            (Ns::Sitemap, "priority") => entry.push(("priority".into(), number(child.text()))),
+            (Ns::Image, "image") => images.push(image(child, options, report)),
+            (Ns::Video, "video") => videos.push(video(child, options, report)),
+            (Ns::News, "news") => entry.push(("news".into(), news(child, report))),
+            (Ns::Xhtml, "link") => match child.attr("rel") {
+                Some(rel) if rel.eq_ignore_ascii_case("alternate") => {
+                    let mut link = Vec::new();
+                    if let Some(hreflang) = child.attr("hreflang") {
+                        link.push(("hreflang".into(), J::Str(hreflang.into())));
+                    }
+                    if let Some(href) = child.attr("href") {
+                        link.push(("href".into(), J::Str(options.rewrite(href))));
+                    }
+                    alternates.push(J::Obj(link));
+                }
+                _ => report.notice("<xhtml:link> without rel=\"alternate\" is not kept: skipped"),
+            },
+            _ => skip(report, child),
+        }
+    }
+    for (key, list) in [("images", images), ("videos", videos), ("alternates", alternates)] {
+        if !list.is_empty() {
+            entry.push((key.into(), J::Arr(list)));
+        }
+    }
+    let mut json = String::with_capacity(256);
+    J::Obj(entry).write(&mut json);
+    (loc, json)
+}
+
+/// The children of `parent` in its namespace named in `names` as string fields; the deprecated ones and the
+/// unknown ones are skipped and counted.
+fn fields(parent: &Node, names: &[&str], report: &mut Report) -> Vec<(String, J)> {
+    let mut out = Vec::new();
+    for child in &parent.children {
+        if child.ns == parent.ns && names.contains(&child.name.as_str()) {
+            out.push((child.name.clone(), string(child.text())));
+        } else {
+            skip(report, child);
+        }
+    }
+    out
+}
+
+fn string(text: &str) -> J {
+    J::Str(text.to_owned())
+}
+
+fn image(node: &Node, options: &ReadOptions, report: &mut Report) -> J {
+    let mut pairs = fields(node, &["loc"], report);
+    rewrite_pairs(&mut pairs, &["loc"], options);
+    J::Obj(pairs)
+}
+
+fn video(node: &Node, options: &ReadOptions, report: &mut Report) -> J {
+    let ns = Some(Ns::Video);
+    let mut pairs = Vec::new();
+    let mut tags = Vec::new();
+    for child in &node.children {
+        let text = child.text();
+        let value = match (child.ns == ns, child.name.as_str()) {
+            (true, "thumbnail_loc" | "title" | "description" | "content_loc" | "expiration_date")
+            | (true, "publication_date") => string(text),
+            (true, "player_loc") => {
+                for retired in ["allow_embed", "autoplay"] {
+                    if child.attr(retired).is_some() {
+                        report.notice(format!("deprecated <video:player_loc {retired}=…> skipped"));
+                    }
+                }
+                string(text)
+            }
+            (true, "duration" | "rating" | "view_count") => number(text),
+            (true, "family_friendly" | "requires_subscription" | "live") => yes_no(text),
+            (true, "restriction") => relationship(child, "countries", text),
+            (true, "platform") => relationship(child, "platforms", text),
+            (true, "uploader") => {
+                let mut uploader = vec![("name".to_owned(), string(text))];
+                if let Some(info) = child.attr("info") {
+                    uploader.push(("info".into(), J::Str(options.rewrite(info))));
+                }
+                J::Obj(uploader)
+            }
+            (true, "tag") => {
+                tags.push(string(text));
+                continue;
+            }
+            _ => {
+                skip(report, child);
+                continue;
+            }
+        };
+        pairs.push((child.name.clone(), value));
+    }
+    if !tags.is_empty() {
+        pairs.push(("tags".into(), J::Arr(tags)));
+    }
+    rewrite_pairs(&mut pairs, &["thumbnail_loc", "content_loc", "player_loc"], options);
+    J::Obj(pairs)
+}
+
+/// `<video:restriction relationship="allow">DE AT</video:restriction>` as `{"relationship", key: [...]}`.
+fn relationship(node: &Node, key: &str, text: &str) -> J {
+    let mut pairs = Vec::new();
+    if let Some(relationship) = node.attr("relationship") {
+        pairs.push(("relationship".to_owned(), J::Str(relationship.to_owned())));
+    }
+    pairs.push((key.to_owned(), J::Arr(text.split_ascii_whitespace().map(string).collect())));
+    J::Obj(pairs)
+}
+
+fn news(node: &Node, report: &mut Report) -> J {
+    let mut pairs = Vec::new();
+    for child in &node.children {
+        match (child.ns == Some(Ns::News), child.name.as_str()) {
+            (true, "publication") => {
+                pairs.push(("publication".into(), J::Obj(fields(child, &["name", "language"], report))))
+            }
+            (true, "publication_date" | "title") => pairs.push((child.name.clone(), string(child.text()))),
+            _ => skip(report, child),
+        }
+    }
+    J::Obj(pairs)
+}
+
+fn rewrite_pairs(pairs: &mut [(String, J)], keys: &[&str], options: &ReadOptions) {
+    for (key, value) in pairs {
+        if let (true, J::Str(s)) = (keys.contains(&key.as_str()), &mut *value) {
+            *s = options.rewrite(s);
+        }
+    }
+}
+
+/// A `BufRead` that counts what passes: the bytes (cut at `limit`, which sets `cut`), the newlines (line numbers),
+/// and the bytes since the last [`Metered::mark`] (refused past `max_event`).
+pub struct Metered<R> {
+    inner: R,
+    consumed: u64,
+    limit: u64,
+    cut: bool,
+    newlines: u64,
+    marked: u64,
+    max_event: u64,
+}
+
+impl<R: BufRead> Metered<R> {
+    pub fn new(inner: R, limit: u64) -> Self {
+        Self { inner, consumed: 0, limit, cut: false, newlines: 0, marked: 0, max_event: MAX_EVENT_BYTES }
+    }
+
+    /// Starts counting an event's bytes again.
+    fn mark(&mut self) {
+        self.marked = self.consumed;
+    }
+}
+
+impl<R: BufRead> Read for Metered<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let buf = self.fill_buf()?;
+        let n = buf.len().min(out.len());
+        out[..n].copy_from_slice(&buf[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Metered<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.consumed - self.marked >= self.max_event {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("one element, text or line is longer than {} bytes", self.max_event),
+            ));
+        }
+        if self.consumed >= self.limit {
+            // Past the limit only if there is more.
+            if !self.cut && !self.inner.fill_buf()?.is_empty() {
+                self.cut = true;
+            }
+            return Ok(&[]);
+        }
+        let room = self.limit - self.consumed;
+        let buf = self.inner.fill_buf()?;
+        let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        Ok(&buf[..n])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        if let Ok(buf) = self.inner.fill_buf() {
+            let n = amount.min(buf.len());
+            self.newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+        }
+        self.consumed += amount as u64;
+        self.inner.consume(amount);
+    }
+}
