@@ -931,3 +931,365 @@ impl<R: BufRead> BufRead for Metered<R> {
         self.inner.consume(amount);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::domain::{Entry, EntryInput, PublicUrl};
+
+    fn options() -> ReadOptions {
+        ReadOptions { robots: false, rewrites: Vec::new(), max_line_bytes: 65_536 }
+    }
+
+    fn read_all(bytes: &[u8], options: &ReadOptions) -> (Vec<Found>, Result<Report, ReadError>) {
+        let mut items = Vec::new();
+        let result = read(bytes, options, &mut |f| {
+            items.push(f);
+            ControlFlow::Continue(())
+        });
+        (items, result)
+    }
+
+    /// The entries' JSON as values.
+    fn entries(items: &[Found]) -> Vec<Value> {
+        items
+            .iter()
+            .filter_map(|f| match f {
+                Found::Entry { json, .. } => Some(serde_json::from_str(json).expect(json)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(bytes).unwrap();
+        z.finish().unwrap()
+    }
+
+    const FULL: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"
+        xmlns:video="http://www.google.com/schemas/sitemap-video/1.1"
+        xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"
+        xmlns:xhtml="http://www.w3.org/1999/xhtml">
+  <url>
+    <loc>https://www.example.com/p?a=1&amp;b=2</loc>
+    <lastmod>2024-05-01T08:20:00+02:00</lastmod>
+    <changefreq>weekly</changefreq>
+    <priority>0.80</priority>
+    <image:image><image:loc>https://cdn.example.com/1.jpg</image:loc><image:caption>gone</image:caption></image:image>
+    <image:image><image:loc> https://cdn.example.com/2.jpg </image:loc></image:image>
+    <video:video>
+      <video:thumbnail_loc>https://cdn.example.com/t.jpg</video:thumbnail_loc>
+      <video:title><![CDATA[Grilling & steaks]]></video:title>
+      <video:description>Alkis &#8217; steaks</video:description>
+      <video:content_loc>https://cdn.example.com/v.mp4</video:content_loc>
+      <video:player_loc autoplay="ap=1">https://player.example.com/v</video:player_loc>
+      <video:duration>0600</video:duration>
+      <video:rating>4.2</video:rating>
+      <video:view_count>12345</video:view_count>
+      <video:family_friendly>Yes</video:family_friendly>
+      <video:restriction relationship="allow">IE GB US</video:restriction>
+      <video:platform relationship="deny">tv</video:platform>
+      <video:uploader info="https://www.example.com/u">Grill Guy</video:uploader>
+      <video:live>no</video:live>
+      <video:tag>steak</video:tag><video:tag>meat</video:tag>
+      <video:category>Grilling</video:category>
+    </video:video>
+    <news:news>
+      <news:publication><news:name>The Times</news:name><news:language>en</news:language></news:publication>
+      <news:publication_date>2024-05-01</news:publication_date>
+      <news:title>Companies A, B in merger talks</news:title>
+      <news:keywords>business</news:keywords>
+    </news:news>
+    <xhtml:link rel="alternate" hreflang="de" href="https://www.example.com/de/p"/>
+    <xhtml:link rel="canonical" href="https://www.example.com/p"/>
+    <mobile:mobile xmlns:mobile="http://www.google.com/schemas/sitemap-mobile/1.0"/>
+  </url>
+</urlset>"#;
+
+    #[test]
+    fn every_field_and_extension_becomes_the_write_apis_json() {
+        let (items, report) = read_all(FULL.as_bytes(), &options());
+        let report = report.unwrap();
+        assert_eq!((report.format, report.items, report.cut.as_deref()), (Some(Format::UrlSet), 1, None));
+        assert_eq!(
+            entries(&items),
+            [json!({
+                "loc": "https://www.example.com/p?a=1&b=2", "lastmod": "2024-05-01T08:20:00+02:00",
+                "changefreq": "weekly", "priority": 0.8,
+                "images": [{"loc": "https://cdn.example.com/1.jpg"}, {"loc": "https://cdn.example.com/2.jpg"}],
+                "videos": [{
+                    "thumbnail_loc": "https://cdn.example.com/t.jpg", "title": "Grilling & steaks",
+                    "description": "Alkis \u{2019} steaks", "content_loc": "https://cdn.example.com/v.mp4",
+                    "player_loc": "https://player.example.com/v", "duration": 600, "rating": 4.2, "view_count": 12345,
+                    "family_friendly": true, "restriction": {"relationship": "allow", "countries": ["IE", "GB", "US"]},
+                    "platform": {"relationship": "deny", "platforms": ["tv"]},
+                    "uploader": {"name": "Grill Guy", "info": "https://www.example.com/u"}, "live": false,
+                    "tags": ["steak", "meat"]}],
+                "news": {"publication": {"name": "The Times", "language": "en"}, "publication_date": "2024-05-01",
+                         "title": "Companies A, B in merger talks"},
+                "alternates": [{"hreflang": "de", "href": "https://www.example.com/de/p"}],
+            })]
+        );
+        let Found::Entry { line, loc, .. } = &items[0] else { panic!("an entry") };
+        assert_eq!((*line, loc.as_deref()), (7, Some("https://www.example.com/p?a=1&b=2")));
+        let notices: Vec<&str> = report.notices.keys().map(String::as_str).collect();
+        assert_eq!(
+            notices,
+            [
+                "<mobile:mobile> is not kept: skipped",
+                "<xhtml:link> without rel=\"alternate\" is not kept: skipped",
+                "deprecated <image:caption> skipped",
+                "deprecated <news:keywords> skipped",
+                "deprecated <video:category> skipped",
+                "deprecated <video:player_loc autoplay=…> skipped",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_json_is_validated_by_the_apis_own_rules() {
+        let public = PublicUrl::parse("https://www.example.com").unwrap();
+        let validate = |json: &str| Entry::from_input(serde_json::from_str::<EntryInput>(json).unwrap(), &public);
+        let (items, _) = read_all(FULL.replace("IE GB US", "IE GB US IE").as_bytes(), &options());
+        let Found::Entry { json, .. } = &items[0] else { panic!("an entry") };
+        let errors = validate(json).unwrap_err();
+        assert!(errors.iter().any(|e| e.field == "alternates"), "no self link: {errors:?}");
+        let twice = "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"><url><loc>https://www.example.com/a\
+                     </loc><loc>https://evil.example/</loc></url></urlset>";
+        let (items, _) = read_all(twice.as_bytes(), &options());
+        let Found::Entry { json, .. } = &items[0] else { panic!("an entry") };
+        let errors = validate(json).unwrap_err();
+        assert_eq!(errors[0].message, "is given more than once; give each field once", "as the API refuses it");
+        let odd = "<urlset><url><loc>https://www.example.com/a</loc><priority>high</priority></url></urlset>";
+        let (items, _) = read_all(odd.as_bytes(), &options());
+        let Found::Entry { json, .. } = &items[0] else { panic!("an entry") };
+        assert_eq!(validate(json).unwrap_err()[0].message, "must be a number, not a string");
+    }
+
+    #[test]
+    fn what_real_files_contain_is_read_and_reported() {
+        let odd = "\u{feff} \n\t<?xml version=\"1.0\"?>\n<URLSET xmlns=\"https://www.sitemaps.org/schemas/sitemap/0.9\">\
+                   <URL><LOC>https://www.example.com/a</LOC></URL>\n\
+                   <url><loc>https://www.example.com/b</loc><image:image><image:loc>https://c.example/i.jpg</image:loc>\
+                   </image:image></url></URLSET>";
+        let (items, report) = read_all(odd.as_bytes(), &options());
+        let report = report.unwrap();
+        assert_eq!(entries(&items).len(), 2);
+        assert_eq!(entries(&items)[1]["images"], json!([{"loc": "https://c.example/i.jpg"}]));
+        let Found::Entry { line, .. } = &items[1] else { panic!() };
+        assert_eq!(*line, 4, "lines count the BOM's line and leading whitespace");
+        for notice in [
+            "the sitemap namespace \"https://www.sitemaps.org/schemas/sitemap/0.9\" is read as the protocol's",
+            "the tag <URLSET> is read as <urlset>",
+            "the tag <LOC> is read as <loc>",
+            "the prefix image: is used without its namespace declared",
+        ] {
+            assert!(report.notices.contains_key(notice), "{notice}: {:?}", report.notices);
+        }
+        let old = "<urlset xmlns=\"http://www.google.com/schemas/sitemap/0.84\"><url><loc>https://www.example.com/\
+                   </loc></url></urlset>";
+        let (items, report) = read_all(old.as_bytes(), &options());
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/"})]);
+        assert_eq!(report.unwrap().notices.len(), 1);
+    }
+
+    #[test]
+    fn an_index_lists_its_sitemaps() {
+        let index = "<sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n\
+                     <sitemap><loc>https://www.example.com/s1.xml.gz</loc><lastmod>2024-01-01</lastmod></sitemap>\n\
+                     <sitemap><loc> s2.xml </loc></sitemap>\n<sitemap><lastmod>2024-01-01</lastmod></sitemap>\n\
+                     </sitemapindex>";
+        let (items, report) = read_all(index.as_bytes(), &options());
+        assert_eq!(report.unwrap().format, Some(Format::Index));
+        assert_eq!(
+            items,
+            [
+                Found::Sitemap { line: 2, loc: "https://www.example.com/s1.xml.gz".into() },
+                Found::Sitemap { line: 3, loc: "s2.xml".into() },
+                Found::Invalid { line: 4, loc: None, reason: "a <sitemap> without a <loc>".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn gzip_is_known_by_its_magic_and_every_member_is_read() {
+        let mut two = gzip(b"<urlset><url><loc>https://www.example.com/a</loc></url>");
+        two.extend(gzip(b"<url><loc>https://www.example.com/b</loc></url></urlset>"));
+        let (items, report) = read_all(&two, &options());
+        let report = report.unwrap();
+        assert!(report.gzip);
+        assert_eq!(entries(&items).len(), 2);
+        let (items, report) = read_all(&gzip(b"https://www.example.com/t\n"), &options());
+        assert_eq!(report.unwrap().format, Some(Format::Text));
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/t"})]);
+    }
+
+    #[test]
+    fn text_sitemaps_robots_and_ndjson_are_read_a_line_at_a_time() {
+        let text = "\u{feff}https://www.example.com/a\r\n\r\n  https://www.example.com/b  \nnot a url";
+        let (items, report) = read_all(text.as_bytes(), &options());
+        assert_eq!(report.unwrap().format, Some(Format::Text));
+        let lines: Vec<(u64, Option<String>)> = items
+            .iter()
+            .map(|f| match f {
+                Found::Entry { line, loc, .. } => (*line, loc.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (1, Some("https://www.example.com/a".into())),
+                (3, Some("https://www.example.com/b".into())),
+                (4, Some("not a url".into()))
+            ]
+        );
+
+        let robots = "User-agent: *\nDisallow: /x # Sitemap: https://no.example/\nSitemap: https://a.example/s.xml\n\
+                      sitemap:https://a.example/news.xml\r\nSITEMAP :  https://b.example/i.xml.gz # main\nSitemap:\n";
+        let (items, report) = read_all(robots.as_bytes(), &ReadOptions { robots: true, ..options() });
+        assert_eq!(report.unwrap().format, Some(Format::Robots));
+        let locs: Vec<&str> = items
+            .iter()
+            .map(|f| match f {
+                Found::Sitemap { loc, .. } => loc.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(locs, ["https://a.example/s.xml", "https://a.example/news.xml", "https://b.example/i.xml.gz"]);
+
+        let ndjson = "{\"loc\":\"https://old.example/a\",\"loc\":\"x\"}\n\n{\"loc\":\"https://old.example/b\",\
+                      \"images\":[{\"loc\":\"https://old.example/i.jpg\"}]}\n";
+        let (items, _) = read_all(ndjson.as_bytes(), &options());
+        let Found::Entry { json, .. } = &items[0] else { panic!() };
+        assert_eq!(json, "{\"loc\":\"https://old.example/a\",\"loc\":\"x\"}", "as sent: a field twice stays twice");
+        let rewrite =
+            ReadOptions { rewrites: vec![("https://old.example/".into(), "https://new.example/".into())], ..options() };
+        let (items, _) = read_all(ndjson.as_bytes(), &rewrite);
+        assert_eq!(
+            entries(&items)[1],
+            json!({"loc": "https://new.example/b", "images": [{"loc": "https://new.example/i.jpg"}]})
+        );
+        let long = format!("{{\"loc\":\"{}\"}}\n", "a".repeat(70_000));
+        let (_, result) = read_all(long.as_bytes(), &options());
+        assert!(result.unwrap_err().message.contains("line 1 is longer than 65536 bytes"));
+    }
+
+    #[test]
+    fn rewrites_apply_to_every_entry_url_and_the_first_match_wins() {
+        let rewrite = ReadOptions {
+            rewrites: vec![
+                ("https://staging.example.com/".into(), "https://www.example.com/".into()),
+                ("https://staging.example.com/p".into(), "https://never.example/".into()),
+            ],
+            ..options()
+        };
+        let (items, _) =
+            read_all(FULL.replace("https://www.example.com/", "https://staging.example.com/").as_bytes(), &rewrite);
+        let entry = &entries(&items)[0];
+        assert_eq!(entry["loc"], "https://www.example.com/p?a=1&b=2");
+        assert_eq!(entry["alternates"][0]["href"], "https://www.example.com/de/p");
+        assert_eq!(entry["videos"][0]["uploader"]["info"], "https://www.example.com/u");
+        assert_eq!(entry["images"][0]["loc"], "https://cdn.example.com/1.jpg", "other hosts untouched");
+        let Found::Entry { loc, .. } = &items[0] else { panic!() };
+        assert_eq!(loc.as_deref(), Some("https://staging.example.com/p?a=1&b=2"), "the rejects file shows it as read");
+    }
+
+    #[test]
+    fn a_sitemap_past_the_protocols_limits_is_read_up_to_them() {
+        let mut many = String::from("<urlset>");
+        for i in 0..=MAX_ENTRIES {
+            many.push_str(&format!("<url><loc>https://www.example.com/{i}</loc></url>"));
+        }
+        many.push_str("</urlset>");
+        let (items, report) = read_all(many.as_bytes(), &options());
+        let report = report.unwrap();
+        assert_eq!(items.len() as u64, MAX_ENTRIES);
+        assert_eq!(report.cut.as_deref(), Some("it lists more than 50000 URLs: the first 50000 were read"));
+
+        // A gzip bomb: 60 MB of comments in 60 KB; read up to 50 MiB, in bounded memory.
+        let comment = format!("<!--{}-->", "x".repeat(1000));
+        let mut bomb = String::from("<urlset><url><loc>https://www.example.com/first</loc></url>");
+        bomb.push_str(&comment.repeat(60_000));
+        bomb.push_str("<url><loc>https://www.example.com/last</loc></url></urlset>");
+        let compressed = gzip(bomb.as_bytes());
+        assert!(compressed.len() < 1_000_000, "{}", compressed.len());
+        let (items, report) = read_all(&compressed, &options());
+        let report = report.unwrap();
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/first"})]);
+        assert_eq!(report.cut.as_deref(), Some("it is larger than 52428800 bytes uncompressed: read up to the limit"));
+        // Exactly at the limit is whole.
+        let mut exact = String::from("<urlset><url><loc>https://www.example.com/a</loc></url>");
+        let tail = "</urlset>";
+        while MAX_BYTES as usize - exact.len() - tail.len() > 2 * comment.len() {
+            exact.push_str(&comment);
+        }
+        let pad = MAX_BYTES as usize - exact.len() - tail.len() - 7;
+        exact.push_str(&format!("<!--{}-->", " ".repeat(pad)));
+        exact.push_str(tail);
+        assert_eq!(exact.len() as u64, MAX_BYTES);
+        let (items, report) = read_all(exact.as_bytes(), &options());
+        assert_eq!((items.len(), report.unwrap().cut), (1, None));
+        let (items, report) = read_all(format!("{exact}\n").as_bytes(), &options());
+        assert_eq!(items.len(), 1);
+        assert!(report.unwrap().cut.is_some(), "one byte more is past the limit");
+    }
+
+    #[test]
+    fn hostile_or_broken_input_is_an_error_not_a_panic_or_a_hoard() {
+        let cases: [(&[u8], &str); 8] = [
+            (b"", "it is empty"),
+            (b"<html><body>Not found</body></html>", "it is not a sitemap: its root element is <html>"),
+            (b"<urlset><url><loc>https://www.example.com/a</loc></urlset>", "not well-formed XML (line 1)"),
+            (b"<urlset><url><loc>https://www.example.com/&nbsp;</loc></url></urlset>", "undefined entity &nbsp;"),
+            (b"<urlset><url><loc>https://www.example.com/a</loc></url>", "ends before its root element is closed"),
+            (b"<?xml version=\"1.0\"?><!-- nothing -->", "it holds no XML element"),
+            (b"<urlset><url><loc>https://www.example.com/\xff</loc></url></urlset>", "not well-formed XML"),
+            (b"\x1f\x8b\x08\x00garbage", "cannot read: "),
+        ];
+        for (bytes, expected) in cases {
+            let (_, result) = read_all(bytes, &options());
+            let message = result.map(|_| String::new()).unwrap_or_else(|e| e.message);
+            assert!(message.contains(expected), "{:?}: {message}", String::from_utf8_lossy(bytes));
+        }
+        let deep = format!("<urlset>{}", "<a>".repeat(100));
+        let (_, result) = read_all(deep.as_bytes(), &options());
+        assert!(result.unwrap_err().message.contains("nested more than 32 deep"));
+        let long = format!("<urlset><url><loc>https://www.example.com/{}</loc></url></urlset>", "a".repeat(2 << 20));
+        let (_, result) = read_all(long.as_bytes(), &options());
+        assert!(result.unwrap_err().message.contains("longer than 1048576 bytes"));
+        let wide = format!(
+            "<urlset><url><loc>https://www.example.com/w</loc>{}</url><url><loc>https://www.example.com/ok</loc></url></urlset>",
+            "<image:image><image:loc>https://c.example/i.jpg</image:loc></image:image>".repeat(3000)
+        );
+        let (items, result) = read_all(wide.as_bytes(), &options());
+        result.unwrap();
+        assert_eq!(
+            items[0],
+            Found::Invalid {
+                line: 1,
+                loc: Some("https://www.example.com/w".into()),
+                reason: "it holds more than 4096 elements".into()
+            }
+        );
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/ok"})], "the next entry is read");
+    }
+
+    #[test]
+    fn the_reader_stops_when_told() {
+        let (mut seen, many) = (0, "https://www.example.com/a\n".repeat(10));
+        let result = read(many.as_bytes(), &options(), &mut |_| {
+            seen += 1;
+            if seen == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        });
+        assert!(result.is_ok());
+        assert_eq!(seen, 3);
+    }
+}

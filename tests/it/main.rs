@@ -1,7 +1,7 @@
 //! Integration tests: one binary. `contract` drives the `Store` trait; `api` and `sitemaps` drive the real router;
 //! `observability` checks `/metrics`, request logs and the OpenAPI document; `indexnow` runs change notification
 //! against a fake endpoint; `process` runs the built binary; `readme` runs the README's "Using it" commands against
-//! it; `sites` serves several sites; `view` checks the HTML view through the router and in headless Chromium
+//! it; `sites` serves several sites; `import` reads sitemaps from a local web server and files; `view` checks the HTML view through the router and in headless Chromium
 //! (screenshots in `target/artifacts/view/`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
 //! and fails if Postgres is unreachable).
@@ -10,6 +10,7 @@ mod api;
 mod contract;
 mod export;
 mod extensions;
+mod import;
 mod indexnow;
 mod json_body;
 mod limits;

@@ -1,0 +1,651 @@
+//! `sitemapd import`: existing sitemaps into the store through the write path, against a local HTTP server that
+//! behaves as real ones do (wrong `Content-Type`s, gzip under any name, redirects, 429 before 200, loops of
+//! indexes, bombs), from files (real-world fixtures among them) and from NDJSON `export` wrote. Re-importing
+//! changes nothing, on both backends. The binary's exit status, summary and progress output are checked too.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use sitemapd::import::{HttpOptions, ImportOptions, Progress, Source, Summary};
+use sitemapd::store::Store;
+
+use crate::both_backends;
+use crate::support::{Backend, PUBLIC_URL, TestApp, validate_xsd};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(bytes).unwrap();
+    z.finish().unwrap()
+}
+
+fn urlset(body: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
+         xmlns:image=\"http://www.google.com/schemas/sitemap-image/1.1\">\n{body}</urlset>\n"
+    )
+}
+
+fn url(path: &str) -> String {
+    format!("<url><loc>{PUBLIC_URL}/{path}</loc></url>\n")
+}
+
+fn index(locs: &[String]) -> String {
+    let items: String = locs.iter().map(|l| format!("<sitemap><loc>{l}</loc></sitemap>\n")).collect();
+    format!("<sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n{items}</sitemapindex>\n")
+}
+
+/// A response with the given status, headers and body.
+fn answer(status: StatusCode, headers: &[(header::HeaderName, &str)], body: impl Into<axum::body::Body>) -> Response {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        response.headers_mut().insert(name.clone(), value.parse().unwrap());
+    }
+    response
+}
+
+/// A local web server: what `routes` makes of its own base URL. Every request's path and `User-Agent` is kept.
+struct Peer {
+    base: String,
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Peer {
+    async fn start(routes: impl FnOnce(&str) -> Router) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let base = format!("http://{addr}");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let router = routes(&base).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let log = log.clone();
+                async move {
+                    let agent = request
+                        .headers()
+                        .get(header::USER_AGENT)
+                        .map(|v| v.to_str().unwrap_or_default().to_owned())
+                        .unwrap_or_default();
+                    log.lock().unwrap().push((request.uri().path().to_owned(), agent));
+                    next.run(request).await
+                }
+            },
+        ));
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        Self { base, seen }
+    }
+
+    fn url(&self, path: &str) -> Source {
+        Source::parse(&format!("{}{path}", self.base)).unwrap()
+    }
+
+    fn hits(&self, path: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|(p, _)| p == path).count()
+    }
+}
+
+fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
+    ImportOptions {
+        sources,
+        rewrites: Vec::new(),
+        dry_run: false,
+        rejects: None,
+        concurrency: 4,
+        batch: 1000,
+        limits: app.config.limits(),
+        max_line_bytes: 1 << 20,
+        http: HttpOptions { retry_base: Duration::from_millis(10), retries: 2, ..HttpOptions::default() },
+        progress: Progress::Off,
+    }
+}
+
+async fn import(app: &TestApp, options: ImportOptions) -> Summary {
+    sitemapd::import::import(Some(app.store.clone()), app.store.sites(), options).await.expect("import runs")
+}
+
+/// Every stored loc, in storage order.
+async fn stored(store: &dyn Store) -> Vec<String> {
+    store.list_after(None, 0, 10_000).await.unwrap().into_iter().map(|r| r.url.loc).collect()
+}
+
+/// The site of the issue: a robots.txt with several `Sitemap:` lines (any case), an index served as HTML listing
+/// gzip pages (one by a relative location) served as `text/plain` and with `Content-Encoding: gzip`, a text
+/// sitemap behind a redirect, and a sitemap that answers 429 before 200.
+async fn legacy_site() -> Peer {
+    Peer::start(|base| {
+        let robots = format!(
+            "User-agent: *\nDisallow: /private\n\nSitemap: {base}/index.xml\nsitemap: {base}/moved.txt\r\n\
+             SITEMAP: {base}/flaky.xml # the news\n"
+        );
+        let index = index(&[format!("{base}/s/1.xml.gz"), "s/2.xml.gz".to_owned()]);
+        let page1 = gzip(
+            urlset(&format!(
+                "<url><loc>{PUBLIC_URL}/</loc><lastmod>2024-05-01</lastmod><priority>1.0</priority></url>\n\
+                 <url><loc>{PUBLIC_URL}/p/1</loc><image:image><image:loc>https://cdn.example.net/1.jpg</image:loc>\
+                 <image:caption>retired</image:caption></image:image></url>\n{}",
+                url("p/2")
+            ))
+            .as_bytes(),
+        );
+        let page2 = gzip(urlset(&(url("q/1") + &url("q/2"))).as_bytes());
+        let flaky = Arc::new(AtomicUsize::new(0));
+        Router::new()
+            .route(
+                "/robots.txt",
+                get(move || async move { answer(StatusCode::OK, &[(header::CONTENT_TYPE, "text/html")], robots) }),
+            )
+            .route(
+                "/index.xml",
+                get(move || async move { answer(StatusCode::OK, &[(header::CONTENT_TYPE, "text/html")], index) }),
+            )
+            .route(
+                "/s/1.xml.gz",
+                get(move || async move { answer(StatusCode::OK, &[(header::CONTENT_TYPE, "text/plain")], page1) }),
+            )
+            .route(
+                "/s/2.xml.gz",
+                get(move || async move {
+                    let headers = [(header::CONTENT_TYPE, "application/xml"), (header::CONTENT_ENCODING, "gzip")];
+                    answer(StatusCode::OK, &headers, page2)
+                }),
+            )
+            .route(
+                "/moved.txt",
+                get(|| async { answer(StatusCode::MOVED_PERMANENTLY, &[(header::LOCATION, "/plain.txt")], "") }),
+            )
+            .route("/plain.txt", get(|| async { format!("{PUBLIC_URL}/t/1\n\n{PUBLIC_URL}/t/2\n") }))
+            .route(
+                "/flaky.xml",
+                get(move || {
+                    let flaky = flaky.clone();
+                    async move {
+                        if flaky.fetch_add(1, Ordering::SeqCst) == 0 {
+                            answer(StatusCode::TOO_MANY_REQUESTS, &[(header::RETRY_AFTER, "0")], "slow down")
+                        } else {
+                            urlset(&url("news/1")).into_response()
+                        }
+                    }
+                }),
+            )
+    })
+    .await
+}
+
+async fn a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let peer = legacy_site().await;
+    let summary = import(&app, options(&app, vec![peer.url("/robots.txt")])).await;
+    assert!(summary.success(), "{summary}");
+    let sources: Vec<(&str, Option<&str>, u64)> = summary
+        .sources
+        .iter()
+        .map(|s| (s.source.strip_prefix(&peer.base).unwrap(), s.format, s.items))
+        .collect::<Vec<_>>();
+    let mut sorted = sources.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            ("/flaky.xml", Some("sitemap"), 1),
+            ("/index.xml", Some("sitemap index"), 2),
+            ("/moved.txt", Some("text sitemap"), 2),
+            ("/robots.txt", Some("robots.txt"), 3),
+            ("/s/1.xml.gz", Some("sitemap"), 3),
+            ("/s/2.xml.gz", Some("sitemap"), 2),
+        ],
+        "{summary}"
+    );
+    assert_eq!((summary.entries, summary.valid, summary.rejected), (8, 8, 0), "{summary}");
+    assert_eq!((summary.created, summary.updated, summary.unchanged), (8, 0, 0), "{summary}");
+    assert_eq!(summary.notices.get("deprecated <image:caption> skipped"), Some(&1), "{summary}");
+    assert_eq!(peer.hits("/flaky.xml"), 2, "429, then tried again");
+    assert_eq!(peer.hits("/plain.txt"), 1, "the redirect was followed");
+    let agents: Vec<String> = peer.seen.lock().unwrap().iter().map(|(_, a)| a.clone()).collect();
+    assert!(agents.iter().all(|a| *a == format!("sitemapd/{}", env!("CARGO_PKG_VERSION"))), "{agents:?}");
+
+    let mut locs = stored(&*app.store).await;
+    locs.sort();
+    let expected: Vec<String> =
+        ["", "news/1", "p/1", "p/2", "q/1", "q/2", "t/1", "t/2"].iter().map(|p| format!("{PUBLIC_URL}/{p}")).collect();
+    assert_eq!(locs, expected);
+    let record = app.store.list_after(None, 0, 100).await.unwrap();
+    let p1 = record.iter().find(|r| r.url.loc.ends_with("/p/1")).unwrap();
+    let images = &p1.url.fields.ext.as_ref().expect("the image was kept").images;
+    assert_eq!(images[0].loc, "https://cdn.example.net/1.jpg");
+    let home = record.iter().find(|r| r.url.loc == format!("{PUBLIC_URL}/")).unwrap();
+    assert_eq!(home.url.fields.lastmod.as_deref(), Some("2024-05-01"));
+
+    let page = app.get("/sitemap-1.xml", &[]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    validate_xsd(&[("sitemap-1.xml", &page.body)]);
+    let again = import(&app, options(&app, vec![peer.url("/robots.txt")])).await;
+    assert!(again.success(), "{again}");
+    assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 8), "no churn: {again}");
+    let page_again = app.get("/sitemap-1.xml", &[]).await;
+    assert_eq!(page_again.header("etag"), page.header("etag"));
+    assert_eq!(page_again.body, page.body);
+}
+
+/// A loop of indexes is read once and reported; a chain deeper than ten levels stops at the tenth; a source that
+/// is missing, not a sitemap, or keeps failing is reported with why; what could be read is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loops_deep_chains_and_failing_sources_are_reported() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let peer = Peer::start(|base| {
+        let a = index(&[format!("{base}/loop-b.xml")]);
+        let b = index(&[format!("{base}/loop-a.xml"), format!("{base}/leaf.xml")]);
+        let mut router = Router::new()
+            .route("/loop-a.xml", get(move || async move { a }))
+            .route("/loop-b.xml", get(move || async move { b }))
+            .route("/leaf.xml", get(|| async { urlset(&url("leaf")) }))
+            .route("/html", get(|| async { "<!DOCTYPE html><html><body>Not here</body></html>" }))
+            .route("/down.xml", get(|| async { StatusCode::SERVICE_UNAVAILABLE }));
+        for level in 1..=12 {
+            let body = index(&[format!("{base}/deep/{}.xml", level + 1)]);
+            router = router.route(&format!("/deep/{level}.xml"), get(move || async move { body }));
+        }
+        router
+    })
+    .await;
+    let sources = ["/loop-a.xml", "/missing.xml", "/html", "/down.xml", "/deep/1.xml"].map(|p| peer.url(p)).to_vec();
+    let summary = import(&app, options(&app, sources)).await;
+    assert!(!summary.success());
+    let base = &peer.base;
+    assert_eq!(
+        summary.not_followed,
+        [
+            format!("{base}/loop-a.xml: a loop of indexes ({base}/loop-a.xml → {base}/loop-b.xml → {base}/loop-a.xml)"),
+            format!("{base}/deep/11.xml: listed 10 levels deep (by {base}/deep/10.xml)"),
+        ],
+        "{summary}"
+    );
+    let failed: Vec<(String, String)> = summary
+        .sources
+        .iter()
+        .filter_map(|s| Some((s.source.strip_prefix(base.as_str())?.to_owned(), s.error.clone()?)))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            ("/missing.xml".to_owned(), "it answered 404 Not Found".to_owned()),
+            ("/html".to_owned(), "it is not a sitemap: its root element is <html>".to_owned()),
+            ("/down.xml".to_owned(), "it answered 503 Service Unavailable (3 tries)".to_owned()),
+        ],
+        "{summary}"
+    );
+    assert_eq!(peer.hits("/loop-a.xml"), 1, "each sitemap once");
+    assert_eq!(peer.hits("/deep/11.xml"), 0);
+    assert_eq!(stored(&*app.store).await, [format!("{PUBLIC_URL}/leaf")]);
+    let text = summary.to_string();
+    assert!(text.contains("13 of 16 sources read whole, 0 cut at a limit, 3 failed"), "{text}");
+}
+
+/// A gzip bomb and a file past 50 MiB are read up to the protocol's limit, what came before it stored, and
+/// reported as cut; so is a sitemap of more than 50,000 URLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_past_the_protocols_limits_are_read_up_to_them() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let comment = format!("<!--{}-->\n", "x".repeat(1000));
+    let bomb =
+        gzip(urlset(&format!("{}{}{}", url("bomb/first"), comment.repeat(60_000), url("bomb/never"))).as_bytes());
+    assert!(bomb.len() < 1_000_000, "a bomb: {} bytes", bomb.len());
+    let big = urlset(&format!("{}{}{}", url("big/first"), comment.repeat(53_000), url("big/never")));
+    assert!(big.len() > 52_428_800);
+    let many: String = (0..50_001).map(|i| format!("{PUBLIC_URL}/many/{i}\n")).collect();
+    let peer = Peer::start(move |_| {
+        Router::new()
+            .route("/bomb.xml.gz", get(move || async move { bomb }))
+            .route("/big.xml", get(move || async move { big }))
+            .route("/many.txt", get(move || async move { many }))
+    })
+    .await;
+    let mut options = options(&app, ["/bomb.xml.gz", "/big.xml", "/many.txt"].map(|p| peer.url(p)).to_vec());
+    options.dry_run = false;
+    let summary = import(&app, options).await;
+    let cut: Vec<(String, Option<String>)> = summary
+        .sources
+        .iter()
+        .map(|s| (s.source.strip_prefix(&peer.base).unwrap().to_owned(), s.cut.clone()))
+        .collect();
+    let over = Some("it is larger than 52428800 bytes uncompressed: read up to the limit".to_owned());
+    let mut cut_sorted = cut.clone();
+    cut_sorted.sort();
+    assert_eq!(
+        cut_sorted,
+        [
+            ("/big.xml".to_owned(), over.clone()),
+            ("/bomb.xml.gz".to_owned(), over),
+            ("/many.txt".to_owned(), Some("it lists more than 50000 URLs: the first 50000 were read".to_owned())),
+        ]
+    );
+    assert!(!summary.success());
+    assert_eq!(summary.created, 50_002, "{summary}");
+    let locs = stored(&*app.store).await;
+    assert!(locs.contains(&format!("{PUBLIC_URL}/bomb/first")) && locs.contains(&format!("{PUBLIC_URL}/big/first")));
+    assert!(!locs.iter().any(|l| l.ends_with("/never") || l.ends_with("/many/50000")));
+}
+
+/// Invalid entries go to the rejects file, one NDJSON line each (source, line, loc, reason, errors), checked line
+/// by line; the valid ones around them are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_entries_go_to_the_rejects_file_and_the_rest_is_stored() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("bad.xml");
+    std::fs::write(
+        &xml,
+        urlset(&format!(
+            "{}<url><loc>{PUBLIC_URL}/b</loc><lastmod>yesterday</lastmod></url>\n\
+             <url><lastmod>2024-01-01</lastmod></url>\n\
+             <url><loc>https://elsewhere.example/c</loc><priority>2</priority></url>\n{}",
+            url("a"),
+            url("d")
+        )),
+    )
+    .unwrap();
+    let txt = dir.path().join("urls.txt");
+    std::fs::write(&txt, format!("{PUBLIC_URL}/t\n/relative\n")).unwrap();
+    let rejects = dir.path().join("rejects.ndjson");
+    let mut options = options(&app, vec![Source::File(xml.clone()), Source::File(txt.clone())]);
+    options.rejects = Some(rejects.clone());
+    options.concurrency = 1;
+    let summary = import(&app, options).await;
+    assert!(summary.success(), "rejects do not make a source unread: {summary}");
+    assert_eq!((summary.entries, summary.valid, summary.rejected, summary.created), (7, 3, 4, 3), "{summary}");
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&rejects).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (xml, txt) = (xml.display().to_string(), txt.display().to_string());
+    let expected = [
+        (xml.as_str(), 4, Some(format!("{PUBLIC_URL}/b")), "lastmod: "),
+        (xml.as_str(), 5, None, "loc: is required"),
+        (xml.as_str(), 6, Some("https://elsewhere.example/c".to_owned()), "loc: must lie under the public URL"),
+        (txt.as_str(), 2, Some("/relative".to_owned()), "loc: not an absolute URL"),
+    ];
+    assert_eq!(lines.len(), expected.len(), "{lines:?}");
+    for (line, (source, at, loc, reason)) in lines.iter().zip(expected) {
+        assert_eq!(line["source"], source, "{line}");
+        assert_eq!(line["line"], at, "{line}");
+        assert_eq!(line["loc"], json!(loc), "{line}");
+        assert!(line["reason"].as_str().unwrap().starts_with(reason), "{line}");
+        assert!(!line["errors"].as_array().unwrap().is_empty(), "{line}");
+    }
+    let priority = lines[2]["errors"].as_array().unwrap();
+    assert_eq!(priority.len(), 2, "every problem of the entry: {priority:?}");
+    let mut locs = stored(&*app.store).await;
+    locs.sort();
+    assert_eq!(locs, ["a", "d", "t"].map(|p| format!("{PUBLIC_URL}/{p}")));
+}
+
+/// `--dry-run` validates and counts without writing (no store at all); `--rewrite` moves entries from an old host
+/// onto the public URL before validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_writes_nothing_and_rewrites_move_hosts() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("staging.xml");
+    std::fs::write(&file, urlset("<url><loc>https://staging.example.org/a</loc></url>\n<url><loc>https://staging.example.org/b</loc></url>\n")).unwrap();
+    let mut dry = options(&app, vec![Source::File(file.clone())]);
+    dry.dry_run = true;
+    let summary = sitemapd::import::import(None, app.store.sites(), dry.clone()).await.unwrap();
+    assert_eq!((summary.valid, summary.rejected), (0, 2), "without the rewrite they lie outside: {summary}");
+    dry.rewrites = vec![("https://staging.example.org/".into(), format!("{PUBLIC_URL}/"))];
+    let summary = sitemapd::import::import(None, app.store.sites(), dry.clone()).await.unwrap();
+    assert_eq!((summary.valid, summary.rejected, summary.created), (2, 0, 0), "{summary}");
+    assert!(summary.to_string().contains("(dry run: nothing written)"));
+    assert!(stored(&*app.store).await.is_empty(), "a dry run writes nothing");
+    dry.dry_run = false;
+    let summary = import(&app, dry).await;
+    assert_eq!(summary.created, 2, "{summary}");
+    assert_eq!(stored(&*app.store).await, [format!("{PUBLIC_URL}/a"), format!("{PUBLIC_URL}/b")]);
+}
+
+/// With several sites, each entry of one sitemap goes to the site its loc lies under.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_entry_goes_to_its_site() {
+    let sites = "default=https://www.example.com/, shop=https://shop.example.com/";
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", sites)]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("both.xml");
+    std::fs::write(&file, urlset(&format!("{}<url><loc>https://shop.example.com/x</loc></url>\n", url("a")))).unwrap();
+    let summary = import(&app, options(&app, vec![Source::File(file)])).await;
+    assert_eq!(summary.created, 2, "{summary}");
+    let shop = app.store.sites().by_name("shop").unwrap().id;
+    let on_shop = app.store.list_after(Some(shop), 0, 10).await.unwrap();
+    assert_eq!(on_shop.iter().map(|r| r.url.loc.as_str()).collect::<Vec<_>>(), ["https://shop.example.com/x"]);
+    let page = app.get("/sitemap-1.xml", &[("host", "shop.example.com")]).await;
+    assert!(page.text().contains("https://shop.example.com/x"));
+}
+
+/// What `export` writes, `import` takes back: every entry unchanged.
+async fn an_export_imported_back_changes_nothing(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let entries: Vec<Value> = (0..3).map(|i| crate::extensions::full_entry(&format!("full/{i}"))).collect();
+    let r = app.put_json(&Value::Array(entries)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    app.put_paths(&["a", "b"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.ndjson");
+    let mut out = Vec::new();
+    sitemapd::export::export(&*app.store, None, &mut out).await.unwrap();
+    std::fs::write(&file, &out).unwrap();
+    let summary = import(&app, options(&app, vec![Source::File(file)])).await;
+    assert!(summary.success(), "{summary}");
+    assert_eq!(summary.sources[0].format, Some("NDJSON"));
+    assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 0, 5), "{summary}");
+}
+
+both_backends!(
+    a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing,
+    an_export_imported_back_changes_nothing
+);
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import/real").join(name)
+}
+
+/// Real sitemaps from peer projects' test data (origin and licence in tests/fixtures/import/real/README.md): each
+/// is read whole, its valid entries stored under the site of its host, the pages they make pass the schemas, and
+/// what is refused is what the files really get wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_world_sitemaps_are_read() {
+    let hosts = [
+        ("hebden", "http://www.hebdenbridgetimes.co.uk/"),
+        ("shinpai", "https://shinpaideshou.wordpress.com/"),
+        ("domain", "http://www.domain.com/"),
+        ("balter", "http://ben.balter.com/"),
+        ("wapo", "https://www.washingtonpost.com/"),
+        ("sitemaps", "https://www.sitemaps.org/"),
+    ];
+    let sites: Vec<String> = hosts.iter().map(|(n, u)| format!("{n}={u}")).collect();
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", &sites.join(","))]).await.unwrap();
+    let files = [
+        "hebdenbridgetimes-articles-sitemap.xml",
+        "shinpaideshou-news-sitemap.xml",
+        "sitemap-with-bom.txt",
+        "ben.balter.com-sitemap.xml.gz",
+        "washingtonpost-video-sitemap.xml",
+        "sitemaps.org-sitemap-crlf.xml",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(&app, files.iter().map(|f| Source::File(fixture(f))).collect());
+    options.rejects = Some(dir.path().join("rejects.ndjson"));
+    let summary = import(&app, options).await;
+    assert!(summary.success(), "{summary}");
+    let items: Vec<(String, Option<&str>, u64)> = summary
+        .sources
+        .iter()
+        .map(|s| (Path::new(&s.source).file_name().unwrap().to_string_lossy().into_owned(), s.format, s.items))
+        .collect();
+    for (file, format, count) in [
+        ("hebdenbridgetimes-articles-sitemap.xml", "sitemap", 74),
+        ("shinpaideshou-news-sitemap.xml", "sitemap", 3),
+        ("sitemap-with-bom.txt", "text sitemap", 2),
+        ("ben.balter.com-sitemap.xml.gz", "sitemap", 3),
+        ("washingtonpost-video-sitemap.xml", "sitemap", 6),
+        ("sitemaps.org-sitemap-crlf.xml", "sitemap", 84),
+    ] {
+        assert!(items.contains(&(file.to_owned(), Some(format), count)), "{file}: {items:?}");
+    }
+    let rejects = std::fs::read_to_string(dir.path().join("rejects.ndjson")).unwrap();
+    let rejected: Vec<Value> = rejects.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        rejected.iter().all(|r| r["source"].as_str().unwrap().ends_with("washingtonpost-video-sitemap.xml")),
+        "only the Post's videos are invalid (content_loc \"None\", no thumbnail): {rejects}"
+    );
+    assert_eq!(rejected.len(), 6, "{rejects}");
+    assert!(rejected[0]["reason"].as_str().unwrap().contains("videos[0].thumbnail_loc: is required"), "{rejects}");
+    assert_eq!(summary.created, 74 + 3 + 2 + 3 + 84, "{summary}");
+    for notice in [
+        "deprecated <image:caption> skipped",
+        "deprecated <video:category> skipped",
+        "<mobile:mobile> is not kept: skipped",
+        "deprecated <news:keywords> skipped",
+    ] {
+        assert!(summary.notices.contains_key(notice), "{notice}: {summary}");
+    }
+    // The pages they make are valid sitemaps, extensions included.
+    let mut bodies = Vec::new();
+    for (host, path) in [
+        ("www.hebdenbridgetimes.co.uk", "/sitemap-1.xml"),
+        ("shinpaideshou.wordpress.com", "/sitemap-1.xml"),
+        ("www.sitemaps.org", "/sitemap-1.xml"),
+        ("www.sitemaps.org", "/sitemap.xml"),
+    ] {
+        let page = app.get(path, &[("host", host)]).await;
+        assert_eq!(page.status, StatusCode::OK, "{host}{path}");
+        bodies.push((path.trim_start_matches('/').to_owned(), page.body));
+    }
+    let bodies: Vec<(&str, &[u8])> = bodies.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
+    validate_xsd(&bodies);
+
+    // The index lists its three sitemaps (read, not fetched: the tests never reach the internet).
+    let mut listed = Vec::new();
+    let file = std::fs::File::open(fixture("wordpress.org-sitemap-index.xml")).unwrap();
+    let report = sitemapd::import::read::read(file, &Default::default(), &mut |f| {
+        listed.push(f);
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(report.format, Some(sitemapd::import::read::Format::Index));
+    assert_eq!(listed.len(), 3, "{listed:?}");
+}
+
+fn run(dir: &Path, db: &str, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs([("DATABASE_URL", db), ("SITEMAPD_PUBLIC_URL", PUBLIC_URL), ("RUST_LOG", "info")])
+        .args(args)
+        .output()
+        .expect("run sitemapd")
+}
+
+/// The binary: the summary on standard output, progress lines on stderr every `--progress-interval` when it is not
+/// a terminal, and the exit status: 0 every source read whole, 1 one was not, 2 a bad command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A source slow enough for several progress lines: a text sitemap that trickles in.
+    let peer = Peer::start(|_| {
+        Router::new().route(
+            "/slow.txt",
+            get(|| async {
+                let lines = (0..6).map(|i| {
+                    let line = format!("{PUBLIC_URL}/slow/{i}\n");
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(150)).await;
+                        Ok::<_, std::io::Error>(line)
+                    }
+                });
+                axum::body::Body::from_stream(futures_util::stream::iter(lines).then(|f| f))
+            }),
+        )
+    })
+    .await;
+    let slow = format!("{}/slow.txt", peer.base);
+    let db = app.db.url.clone();
+    let d = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || run(&d, &db, &["import", "--progress-interval", "0.2", &slow]))
+        .await
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("sitemapd import: 1 of 1 sources read whole"), "{stdout}");
+    assert!(stdout.contains("stored: 6 created, 0 updated, 0 unchanged"), "{stdout}");
+    let progress: Vec<&str> = stderr.lines().filter(|l| l.contains("importing")).collect();
+    assert!(progress.len() >= 2, "a line every 0.2 s of a 0.9 s import: {stderr}");
+    assert!(progress.iter().all(|l| l.contains("sources=\"0/1\"") || l.contains("sources=\"1/1\"")), "{stderr}");
+    assert!(progress.last().unwrap().contains("entries="), "{stderr}");
+    assert!(!stdout.contains("importing"), "progress stays off standard output");
+
+    let db = app.db.url.clone();
+    let d = dir.path().to_owned();
+    let missing = tokio::task::spawn_blocking(move || run(&d, &db, &["import", "nothing-here.xml"])).await.unwrap();
+    assert_eq!(missing.status.code(), Some(1), "{}", String::from_utf8_lossy(&missing.stderr));
+    assert!(String::from_utf8_lossy(&missing.stdout).contains("nothing-here.xml: cannot open it"));
+    let db = app.db.url.clone();
+    let d = dir.path().to_owned();
+    let usage = tokio::task::spawn_blocking(move || run(&d, &db, &["import", "--rewrite", "no-equals", "x.xml"]))
+        .await
+        .unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&usage.stderr).contains("give FROM=TO"),
+        "{}",
+        String::from_utf8_lossy(&usage.stderr)
+    );
+    let db = app.db.url.clone();
+    let d = dir.path().to_owned();
+    let twice = tokio::task::spawn_blocking(move || run(&d, &db, &["import", "-", "-"])).await.unwrap();
+    assert_eq!(twice.status.code(), Some(2));
+}
+
+/// On a terminal (a pseudo-terminal made by `script`), progress is a bar that ends cleared, and the summary
+/// follows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_progress_is_a_bar() {
+    if Command::new("script").arg("--version").output().is_err() {
+        crate::support::note("`script` (util-linux) is missing: the pseudo-terminal progress test is skipped");
+        assert!(std::env::var_os("CI").is_none(), "CI must run the pseudo-terminal test");
+        return;
+    }
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("urls.txt");
+    std::fs::write(&file, (0..3000).map(|i| format!("{PUBLIC_URL}/tty/{i}\n")).collect::<String>()).unwrap();
+    let command = format!("{BIN} import {}", file.display());
+    let db = app.db.url.clone();
+    let d = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("script")
+            .current_dir(&d)
+            .args(["-q", "-e", "-c", &command, "/dev/null"])
+            .env("DATABASE_URL", db)
+            .env("SITEMAPD_PUBLIC_URL", PUBLIC_URL)
+            .env("TERM", "xterm")
+            .output()
+            .expect("run script")
+    })
+    .await
+    .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{tty}");
+    assert!(tty.contains("sources 0/1") || tty.contains("sources 1/1"), "a bar was drawn: {tty:?}");
+    assert!(tty.contains("stored: 3000 created"), "{tty:?}");
+    assert!(!tty.contains("importing"), "no progress log lines on a terminal: {tty:?}");
+}
