@@ -35,7 +35,7 @@ use self::read::{Found, ReadOptions, Report};
 use crate::domain::{Entry, EntryInput, FieldError, Sites};
 use crate::page::{Limits, entry_fits};
 use crate::placement::UpsertCounts;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Upsert};
 
 /// The deepest chain of indexes followed: a source is level 1, a sitemap it lists level 2, …
 pub const MAX_LEVELS: usize = 10;
@@ -483,7 +483,7 @@ async fn store_batch(
     let mut wait = Duration::from_secs(1);
     let mut attempt = 1;
     loop {
-        match store.upsert(entries).await {
+        match store.upsert_with(entries, Upsert::Import).await {
             Ok(written) => return Ok(written.counts),
             Err(StoreError::Unavailable(e)) if attempt < 5 => {
                 tracing::warn!(error = %e, attempt, "the store is unavailable: the batch is tried again in {wait:?}");

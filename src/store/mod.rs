@@ -23,7 +23,7 @@ pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
 pub use self::sqlite::SqliteStore;
-pub use self::write::DEFAULT_SITE_ID;
+pub use self::write::{DEFAULT_SITE_ID, Upsert};
 use crate::domain::Extensions;
 use crate::domain::ext::News;
 use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
@@ -186,8 +186,13 @@ pub trait Store: StoreReads {
     /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
     /// idempotent. Reads need it first.
     async fn migrate(&self) -> anyhow::Result<()>;
-    /// Upserts `entries` in one transaction (a later duplicate of a loc wins), each in the site its loc lies under.
-    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>>;
+    /// Upserts `entries` in one transaction (a later duplicate of a loc wins), each in the site its loc lies under,
+    /// each replacing its stored record whole.
+    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
+        self.upsert_with(entries, Upsert::Replace).await
+    }
+    /// [`Store::upsert`], merging each entry onto its stored record as `mode` says ([`Upsert`]).
+    async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>>;
     /// Deletes the records of `locs` in one transaction.
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
     /// Claims up to `limit` of `site`'s queued change notifications that are due, for `lease` (then another sender

@@ -12,7 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
-use super::write::{self, Writes};
+use super::write::{self, Upsert, Writes};
 use super::{DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
 use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use crate::page::{Limits, PageState, StoredUrl};
@@ -225,11 +225,11 @@ impl Store for PgStore {
         }
     }
 
-    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
+    async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>> {
         if entries.is_empty() {
             return Ok(Written::default());
         }
-        write::upsert(self.begin_write().await?, &Backend::sites(self), entries, self.limits, self.notify()).await
+        write::upsert(self.begin_write().await?, &Backend::sites(self), entries, mode, self.limits, self.notify()).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

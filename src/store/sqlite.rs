@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
-use super::write::{self, Writes};
+use super::write::{self, Upsert, Writes};
 use super::{
     DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
 };
@@ -224,14 +224,14 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
+    async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>> {
         if entries.is_empty() {
             return Ok(Written::default());
         }
         let _writer = self.lock_writer().await?;
         self.check_file()?;
         let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::upsert(tx, &Backend::sites(self), entries, self.limits, self.notify()).await
+        write::upsert(tx, &Backend::sites(self), entries, mode, self.limits, self.notify()).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

@@ -18,8 +18,8 @@ use sqlx::Transaction;
 
 use super::shared::Sql;
 use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
-use crate::domain::{Entry, Sites};
-use crate::page::{Limits, PageState, StoredUrl};
+use crate::domain::{ChangeFreq, Entry, LastMod, Sites};
+use crate::page::{Fields, Limits, PageState, StoredUrl};
 use crate::placement::{self, Changes, NewUrl, UpsertCounts};
 
 /// The id of the site that everything stored before sites existed belongs to (migration 0004).
@@ -83,16 +83,27 @@ pub(crate) async fn upsert<DB: Writes>(
     mut tx: Transaction<'_, DB>,
     sites: &Sites,
     entries: &[Entry],
+    mode: Upsert,
     limits: Limits,
     notify: &BTreeSet<i64>,
 ) -> Result<Written<UpsertCounts>> {
-    let groups = by_site(sites, entries)?;
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
     let now = DB::now(&mut tx).await?;
     let mut existing: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
     for found in DB::lookup(&mut tx, &locs).await? {
         existing.entry(found.site).or_default().push(found.url);
     }
+    let merged;
+    let entries = match mode {
+        Upsert::Replace => entries,
+        Upsert::Import => {
+            let stored: BTreeMap<&str, &Fields> =
+                existing.values().flatten().map(|u| (u.loc.as_str(), &u.fields)).collect();
+            merged = import_merge(entries, &stored);
+            &merged[..]
+        }
+    };
+    let groups = by_site(sites, entries)?;
     let mut written = Written::default();
     // Records stored in a site other than the one their loc lies under leave it first.
     let targets: BTreeMap<&str, i64> =
@@ -129,6 +140,68 @@ pub(crate) async fn upsert<DB: Writes>(
     enqueue::<DB>(&mut tx, notify, &written.changes).await?;
     tx.commit().await?;
     Ok(written)
+}
+
+/// How an upsert treats what is stored for an entry's loc.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Upsert {
+    /// The entry replaces the stored record whole (the write API).
+    #[default]
+    Replace,
+    /// `sitemapd import`: a site's news sitemap and its other sitemaps often list the same URL, one with only its
+    /// news, the others without it. So an entry without news keeps the news stored for its loc, and an entry of
+    /// nothing but a loc and its news (a news sitemap's shape) keeps every other field stored for it; any other
+    /// entry replaces the record. Sources read in any order then give the same records, and a second import of
+    /// the same sitemaps changes nothing. (A news article that its legacy news sitemap drops keeps its news, which
+    /// leaves the news sitemap with the 48-hour window anyway.)
+    Import,
+}
+
+/// `entries` as [`Upsert::Import`] merges them onto `stored` (by loc), in order: a later duplicate of a loc merges
+/// onto the earlier one.
+pub(crate) fn import_merge(entries: &[Entry], stored: &BTreeMap<&str, &Fields>) -> Vec<Entry> {
+    let mut latest: BTreeMap<&str, Entry> = BTreeMap::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let loc = entry.loc.as_str();
+        let base = match latest.get(loc) {
+            Some(earlier) => Some(Fields::from(earlier)),
+            None => stored.get(loc).map(|f| (*f).clone()),
+        };
+        let merged = match base {
+            Some(base) => merge_onto(entry, &base),
+            None => entry.clone(),
+        };
+        latest.insert(loc, merged.clone());
+        out.push(merged);
+    }
+    out
+}
+
+/// `entry` merged onto the record `base` by [`Upsert::Import`]'s rule.
+fn merge_onto(entry: &Entry, base: &Fields) -> Entry {
+    let ext = entry.ext.as_deref();
+    let news_only = ext
+        .is_some_and(|x| x.news.is_some() && x.images.is_empty() && x.videos.is_empty() && x.alternates.is_empty())
+        && entry.lastmod.is_none()
+        && entry.changefreq.is_none()
+        && entry.priority.is_none();
+    let mut merged = entry.clone();
+    if news_only {
+        merged.lastmod = base.lastmod.as_deref().and_then(|l| LastMod::parse(l).ok());
+        merged.changefreq = base.changefreq.as_deref().and_then(|c| ChangeFreq::parse(c).ok());
+        merged.priority = base.priority;
+        let mut kept = base.ext.as_deref().cloned().unwrap_or_default();
+        kept.news = ext.and_then(|x| x.news.clone());
+        merged.ext = Some(Box::new(kept));
+    } else if ext.is_none_or(|x| x.news.is_none())
+        && let Some(news) = base.ext.as_deref().and_then(|x| x.news.clone())
+    {
+        let mut kept = ext.cloned().unwrap_or_default();
+        kept.news = Some(news);
+        merged.ext = Some(Box::new(kept));
+    }
+    merged
 }
 
 /// `entries` by the id of the site each lies under, in site order, each site's in request order. Borrowed when
@@ -249,5 +322,69 @@ fn log_repair(plan: &placement::RepairPlan) {
             pages = plan.pages.len(),
             "upgrade: records re-encoded (RFC 3986) or recounted; only their pages changed"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::PublicUrl;
+
+    fn entry(value: serde_json::Value) -> Entry {
+        Entry::from_json(value, &PublicUrl::parse("https://www.example.com").unwrap()).unwrap()
+    }
+
+    const LOC: &str = "https://www.example.com/a";
+
+    fn news() -> serde_json::Value {
+        json!({"publication": {"name": "The Times", "language": "en"}, "publication_date": "2024-05-01",
+               "title": "A"})
+    }
+
+    fn page() -> Entry {
+        entry(json!({"loc": LOC, "lastmod": "2024-05-02", "images": [{"loc": "https://cdn.example.net/1.jpg"}]}))
+    }
+
+    fn news_only() -> Entry {
+        entry(json!({"loc": LOC, "news": news()}))
+    }
+
+    fn both() -> Entry {
+        entry(json!({"loc": LOC, "lastmod": "2024-05-02", "images": [{"loc": "https://cdn.example.net/1.jpg"}],
+                     "news": news()}))
+    }
+
+    #[test]
+    fn a_news_sitemap_and_a_page_sitemap_make_one_record_in_either_order() {
+        let none = BTreeMap::new();
+        for order in [[page(), news_only()], [news_only(), page()]] {
+            let merged = import_merge(&order, &none);
+            assert_eq!(merged.last().unwrap(), &both(), "{order:?}");
+        }
+        let stored = Fields::from(&both());
+        let on_record = BTreeMap::from([(LOC, &stored)]);
+        assert_eq!(import_merge(&[page()], &on_record), [both()], "the page keeps the stored news");
+        assert_eq!(import_merge(&[news_only()], &on_record), [both()], "the news keeps the stored fields");
+    }
+
+    #[test]
+    fn any_other_entry_replaces_the_record() {
+        let stored = Fields::from(&both());
+        let on_record = BTreeMap::from([(LOC, &stored)]);
+        let fresh_news = entry(json!({"loc": LOC, "priority": 0.5, "news": news()}));
+        assert_eq!(
+            import_merge(std::slice::from_ref(&fresh_news), &on_record),
+            [fresh_news],
+            "news and more: as given"
+        );
+        let bare = entry(json!({"loc": LOC}));
+        let merged = import_merge(&[bare], &on_record);
+        assert_eq!(merged[0].lastmod, None, "lastmod and images go as the API's replace does");
+        assert!(merged[0].ext.as_ref().unwrap().images.is_empty());
+        assert!(merged[0].ext.as_ref().unwrap().news.is_some(), "only the news stays");
+        let other = BTreeMap::new();
+        assert_eq!(import_merge(&[page()], &other), [page()], "nothing stored: as given");
     }
 }

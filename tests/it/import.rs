@@ -447,9 +447,58 @@ async fn an_export_imported_back_changes_nothing(b: Backend) {
     assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 0, 5), "{summary}");
 }
 
+/// A site's news sitemap and its page sitemap list the same article, one with only its news, the other with its
+/// lastmod and image: imported in either order they make one record with all of it, and a second import changes
+/// nothing.
+async fn a_news_sitemap_and_a_page_sitemap_make_one_record(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Published a little while ago: the news window ends at the current whole second.
+    let now = (time::OffsetDateTime::now_utc() - time::Duration::minutes(5))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let article = format!("{PUBLIC_URL}/news/1");
+    let news = dir.path().join("news.xml");
+    std::fs::write(
+        &news,
+        format!(
+            "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
+             xmlns:news=\"http://www.google.com/schemas/sitemap-news/0.9\"><url><loc>{article}</loc><news:news>\
+             <news:publication><news:name>The Times</news:name><news:language>en</news:language></news:publication>\
+             <news:publication_date>{now}</news:publication_date><news:title>A</news:title></news:news></url></urlset>"
+        ),
+    )
+    .unwrap();
+    let pages = dir.path().join("pages.xml");
+    std::fs::write(
+        &pages,
+        urlset(&format!(
+            "<url><loc>{article}</loc><lastmod>2024-05-02</lastmod><image:image><image:loc>https://cdn.example.net/1.jpg\
+             </image:loc></image:image></url>\n"
+        )),
+    )
+    .unwrap();
+    let first = import(&app, options(&app, vec![Source::File(news.clone()), Source::File(pages.clone())])).await;
+    assert_eq!(first.created + first.updated + first.unchanged, 2, "{first}");
+    let record = app.store.list_after(None, 0, 10).await.unwrap().remove(0).url;
+    let ext = record.fields.ext.as_ref().expect("extensions");
+    assert_eq!((record.fields.lastmod.as_deref(), ext.images.len(), ext.news.is_some()), (Some("2024-05-02"), 1, true));
+    let page = app.get("/sitemap-1.xml", &[]).await;
+    let news_page = app.get("/sitemap-news.xml", &[]).await;
+    assert_eq!(news_page.status, StatusCode::OK, "{}", news_page.text());
+    assert!(news_page.text().contains(&article));
+    let mut reversed = options(&app, vec![Source::File(pages), Source::File(news)]);
+    reversed.concurrency = 1;
+    let again = import(&app, reversed).await;
+    assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 2), "{again}");
+    assert_eq!(app.get("/sitemap-1.xml", &[]).await.header("etag"), page.header("etag"));
+    assert_eq!(app.get("/sitemap-news.xml", &[]).await.body, news_page.body);
+}
+
 both_backends!(
     a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing,
-    an_export_imported_back_changes_nothing
+    an_export_imported_back_changes_nothing,
+    a_news_sitemap_and_a_page_sitemap_make_one_record
 );
 
 fn fixture(name: &str) -> PathBuf {
