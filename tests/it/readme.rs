@@ -1,5 +1,6 @@
-//! The README's "Using it" block, run as written: every command, in order, against the built binary on a fresh
-//! SQLite database with the README's settings (the defaults), each output compared with the one shown after `# →`.
+//! The README's "Using it" block, then its "Moving to sitemapd" block (`target/release/sitemapd` there is the binary
+//! under test), run as written: every command, in order, against the built binary on a fresh SQLite database with
+//! the README's settings (the defaults), each output compared with the one shown after `# →`.
 //! So the examples cannot drift from what sitemapd does. `…` in a shown output matches anything within one line.
 //!
 //! Needs `bash`, `curl` and `gunzip` (`.ci/run` installs them); without curl the test is skipped with a note,
@@ -28,8 +29,14 @@ struct Step {
 
 /// The first ```sh block of the section `## Using it`.
 fn using_it_block(readme: &str) -> &str {
-    let section = &readme[readme.find("\n## Using it\n").expect("README has a \"## Using it\" section")..];
-    let start = section.find("```sh\n").expect("a sh block in \"Using it\"") + "```sh\n".len();
+    block(readme, "## Using it")
+}
+
+/// The first ```sh block of the section `heading`.
+fn block<'r>(readme: &'r str, heading: &str) -> &'r str {
+    let at = readme.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("README has a {heading:?} section"));
+    let section = &readme[at..];
+    let start = section.find("```sh\n").unwrap_or_else(|| panic!("a sh block in {heading:?}")) + "```sh\n".len();
     let len = section[start..].find("\n```").expect("the sh block ends");
     &section[start..start + len + 1]
 }
@@ -118,6 +125,13 @@ fn every_command_of_using_it_runs_as_shown() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let steps = steps(using_it_block(&readme));
     assert!(steps.len() >= 10 && steps.iter().filter(|s| s.expected.is_some()).count() >= 10, "{steps:#?}");
+    // Then "Moving to sitemapd", beside the same server: its `target/release/sitemapd` is the binary under test.
+    let moving = self::steps(block(&readme, "## Moving to sitemapd"));
+    assert!(moving.len() >= 5 && moving.iter().filter(|s| s.expected.is_some()).count() >= 5, "{moving:#?}");
+    let steps: Vec<Step> = steps
+        .into_iter()
+        .chain(moving.into_iter().map(|s| Step { command: s.command.replace("target/release/sitemapd", BIN), ..s }))
+        .collect();
 
     // The README's settings are the defaults (./sitemapd.db in the working directory, no token); only the port is
     // the test's own, in the bind address and the public URL alike.
@@ -142,6 +156,8 @@ fn every_command_of_using_it_runs_as_shown() {
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", &command])
             .current_dir(dir.path())
+            // The server's settings, for the sitemapd commands of "Moving to sitemapd" (the README's are the defaults).
+            .env("SITEMAPD_PUBLIC_URL", format!("http://{address}"))
             .stdin(Stdio::null())
             .output()
             .expect("run bash");
