@@ -70,6 +70,10 @@ enum Command {
         /// Read and validate everything, count it, and write nothing (the database is not opened).
         #[arg(long)]
         dry_run: bool,
+        /// Then delete the stored URLs of the sites written to that no source listed (the sources are the
+        /// truth); only when every source was read whole and stored.
+        #[arg(long)]
+        delete_missing: bool,
         /// Where the invalid entries go, as NDJSON (source, line, loc, reason, errors); emptied at the start.
         #[arg(long, value_name = "FILE", default_value = "import-rejects.ndjson")]
         rejects: PathBuf,
@@ -207,6 +211,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         sources,
         rewrite,
         dry_run,
+        delete_missing,
         rejects,
         concurrency,
         no_indexnow,
@@ -248,6 +253,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         sources,
         rewrites,
         dry_run,
+        delete_missing,
         rejects: Some(rejects),
         concurrency: usize::from(concurrency),
         batch: config.ndjson_batch,

@@ -48,6 +48,9 @@ pub struct ImportOptions {
     pub rewrites: Vec<(String, String)>,
     /// Validate and count; write nothing.
     pub dry_run: bool,
+    /// Once every source was read whole and stored, delete the stored URLs of the sites the import wrote to that
+    /// no source listed (the legacy sitemaps are the truth).
+    pub delete_missing: bool,
     /// Where invalid entries go (NDJSON: source, line, loc, reason, errors); created (emptied) at the start.
     pub rejects: Option<PathBuf>,
     /// Sources fetched and read at once.
@@ -99,6 +102,10 @@ pub struct Summary {
     /// What was accepted but worth saying, or skipped, over every source: how often.
     pub notices: BTreeMap<String, u64>,
     pub dry_run: bool,
+    /// Stored URLs no source listed, deleted (`--delete-missing`).
+    pub deleted: u64,
+    /// Why `--delete-missing` deleted nothing, when it was asked for and did not run.
+    pub delete_skipped: Option<String>,
     pub rejects_file: Option<PathBuf>,
     /// Why the import stopped early (the store failed), if it did.
     pub error: Option<String>,
@@ -138,6 +145,11 @@ impl fmt::Display for Summary {
         if !self.dry_run {
             writeln!(f, "stored: {} created, {} updated, {} unchanged", self.created, self.updated, self.unchanged)?;
         }
+        if let Some(why) = &self.delete_skipped {
+            writeln!(f, "deleted: none ({why})")?;
+        } else if self.deleted > 0 {
+            writeln!(f, "deleted: {} stored URLs no source listed", self.deleted)?;
+        }
         for (notice, n) in &self.notices {
             writeln!(f, "  {n} × {notice}")?;
         }
@@ -169,6 +181,10 @@ struct Reject {
     loc: Option<String>,
     reason: String,
     errors: Vec<FieldError>,
+    /// The site and the digest of its loc, when the loc itself is valid: a URL the sources still list, for
+    /// `--delete-missing`.
+    #[serde(skip)]
+    listed: Option<(i64, u64)>,
 }
 
 /// Where an entry was read: its source and line.
@@ -198,6 +214,26 @@ struct Ctx {
     tx: mpsc::Sender<Msg>,
 }
 
+impl Ctx {
+    /// The site and digest of `raw` when it is a valid loc under a site.
+    fn listed(&self, raw: &str) -> Option<(i64, u64)> {
+        let loc = crate::domain::Loc::parse(raw, &*self.sites).ok()?;
+        Some((self.sites.for_loc(loc.as_str())?.id, digest(loc.as_str())))
+    }
+}
+
+/// A loc's digest, for the set of URLs the sources list (`--delete-missing`): 8 bytes a URL, not the URL. Two locs
+/// with one digest (about one chance in 2^64 a pair) would keep a URL that is gone: the safe side.
+fn digest(loc: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    loc.hash(&mut h);
+    h.finish()
+}
+
+/// The URLs the sources listed (valid, or rejected with a valid loc), by site: what `--delete-missing` keeps.
+type Listed = BTreeMap<i64, HashSet<u64>>;
+
 /// Imports `options.sources` into `store` (`None` with `dry_run`: nothing is opened or written), validating each
 /// entry against `sites`. Errors only when it cannot start (the rejects file, the HTTP client); what happens to
 /// each source and the store is in the [`Summary`].
@@ -217,15 +253,17 @@ pub async fn import(
     let (tx, rx) = mpsc::channel(options.batch.max(1) * 2);
     let writer = tokio::spawn(write(
         rx,
-        if options.dry_run { None } else { store },
+        if options.dry_run { None } else { store.clone() },
+        sites.clone(),
         options.batch.max(1),
         rejects,
         counters.clone(),
+        options.delete_missing,
     ));
     let ctx = Arc::new(Ctx {
         client: fetch::client(&options.http)?,
         http: options.http.clone(),
-        sites,
+        sites: sites.clone(),
         limits: options.limits,
         read: ReadOptions { robots: false, rewrites: options.rewrites.clone(), max_line_bytes: options.max_line_bytes },
         counters: counters.clone(),
@@ -294,9 +332,51 @@ pub async fn import(
     summary.rejected = written.rejected;
     summary.error = written.error;
     summary.entries = counters.entries.load(Ordering::Relaxed);
+    if options.delete_missing {
+        match (&store, written.listed) {
+            _ if options.dry_run => summary.delete_skipped = Some("a dry run reads no stored URL".to_owned()),
+            _ if !summary.success() => {
+                summary.delete_skipped = Some("not every source was read whole and stored".to_owned());
+            }
+            (Some(store), Some(listed)) if !listed.is_empty() => {
+                match delete_missing(&**store, &sites, &listed).await {
+                    Ok(deleted) => summary.deleted = deleted,
+                    Err((deleted, e)) => {
+                        summary.deleted = deleted;
+                        summary.error = Some(format!("deleting the URLs no source listed failed: {e}"));
+                    }
+                }
+            }
+            _ => summary.delete_skipped = Some("the sources listed no valid URL".to_owned()),
+        }
+    }
     summary.elapsed = started.elapsed();
     progress.finish();
     Ok(summary)
+}
+
+/// Deletes, through the write path, the stored URLs of each site in `listed` whose digest is not listed there:
+/// read by keyset a listing at a time, deleted a listing's worth at a time. Returns how many; on a store error,
+/// how many before it.
+async fn delete_missing(store: &dyn Store, sites: &Sites, listed: &Listed) -> Result<u64, (u64, StoreError)> {
+    let mut deleted = 0;
+    for (site, keep) in listed {
+        let mut after = 0;
+        loop {
+            let batch = store.list_after(Some(*site), after, 1000).await.map_err(|e| (deleted, e))?;
+            let Some(last) = batch.last() else { break };
+            after = last.url.id;
+            let gone: Vec<crate::domain::Loc> = batch
+                .iter()
+                .filter(|r| !keep.contains(&digest(&r.url.loc)))
+                .filter_map(|r| crate::domain::Loc::parse(&r.url.loc, sites).ok())
+                .collect();
+            if !gone.is_empty() {
+                deleted += store.delete(&gone).await.map_err(|e| (deleted, e))?.counts.deleted;
+            }
+        }
+    }
+    Ok(deleted)
 }
 
 /// Reads one source: its outcome, what reading it reported, and the sitemaps it lists (to follow).
@@ -363,7 +443,8 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
         }
         Found::Invalid { line, loc, reason } => {
             ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
-            let reject = Reject { source: source.to_string(), line, loc, reason, errors: Vec::new() };
+            let listed = loc.as_deref().and_then(|l| ctx.listed(&ctx.read.rewrite(l)));
+            let reject = Reject { source: source.to_string(), line, loc, reason, errors: Vec::new(), listed };
             return send(ctx, Msg::Reject(reject));
         }
         Found::Entry { line, loc, json } => (line, loc, json),
@@ -382,7 +463,8 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
                 .map(|e| if e.field.is_empty() { e.message.clone() } else { format!("{}: {}", e.field, e.message) })
                 .collect::<Vec<_>>()
                 .join("; ");
-            send(ctx, Msg::Reject(Reject { source: source.to_string(), line, loc, reason, errors }))
+            let listed = loc.as_deref().and_then(|l| ctx.listed(&ctx.read.rewrite(l)));
+            send(ctx, Msg::Reject(Reject { source: source.to_string(), line, loc, reason, errors, listed }))
         }
     }
 }
@@ -400,6 +482,8 @@ struct Written {
     valid: u64,
     rejected: u64,
     error: Option<String>,
+    /// Kept only for `--delete-missing`.
+    listed: Option<Listed>,
 }
 
 /// The one writer: stores the valid entries in batches of `batch` (none with no store: a dry run) and writes the
@@ -407,11 +491,19 @@ struct Written {
 async fn write(
     mut rx: mpsc::Receiver<Msg>,
     store: Option<Arc<dyn Store>>,
+    sites: Arc<Sites>,
     batch: usize,
     mut rejects: Option<std::io::BufWriter<std::fs::File>>,
     counters: Arc<Counters>,
+    keep_listed: bool,
 ) -> Written {
-    let mut written = Written { counts: UpsertCounts::default(), valid: 0, rejected: 0, error: None };
+    let mut written = Written {
+        counts: UpsertCounts::default(),
+        valid: 0,
+        rejected: 0,
+        error: None,
+        listed: keep_listed.then(Listed::new),
+    };
     let mut entries: Vec<Entry> = Vec::with_capacity(batch);
     let mut origins: Vec<Origin> = Vec::with_capacity(batch);
     let mut reject_lines: Vec<Reject> = Vec::new();
@@ -420,6 +512,9 @@ async fn write(
         let end = msg.is_none();
         match msg {
             Some(Msg::Entry(entry, origin)) => {
+                if let (Some(listed), Some(site)) = (&mut written.listed, sites.for_loc(entry.loc.as_str())) {
+                    listed.entry(site.id).or_default().insert(digest(entry.loc.as_str()));
+                }
                 entries.push(entry);
                 origins.push(origin);
             }
@@ -429,7 +524,7 @@ async fn write(
         if entries.len() >= batch || (end && !entries.is_empty()) {
             let before = reject_lines.len();
             if let Some(store) = &store {
-                match store_batch(&**store, &entries, &origins, &mut reject_lines).await {
+                match store_batch(&**store, &sites, &entries, &origins, &mut reject_lines).await {
                     Ok(counts) => written.counts += counts,
                     Err(e) => {
                         written.error = Some(format!(
@@ -449,6 +544,9 @@ async fn write(
             origins.clear();
         }
         for reject in reject_lines.drain(..) {
+            if let (Some(listed), Some((site, digest))) = (&mut written.listed, reject.listed) {
+                listed.entry(site).or_default().insert(digest);
+            }
             written.rejected += 1;
             counters.rejected.fetch_add(1, Ordering::Relaxed);
             if let Some(file) = &mut rejects
@@ -476,6 +574,7 @@ async fn write(
 /// moves to the rejects, and the rest of its batch is stored one by one.
 async fn store_batch(
     store: &dyn Store,
+    sites: &Sites,
     entries: &[Entry],
     origins: &[Origin],
     rejects: &mut Vec<Reject>,
@@ -495,14 +594,16 @@ async fn store_batch(
                 let mut counts = UpsertCounts::default();
                 for (entry, origin) in entries.iter().zip(origins) {
                     let one = std::slice::from_ref(entry);
-                    counts += Box::pin(store_batch(store, one, std::slice::from_ref(origin), rejects)).await?;
+                    counts += Box::pin(store_batch(store, sites, one, std::slice::from_ref(origin), rejects)).await?;
                 }
                 return Ok(counts);
             }
             Err(e @ (StoreError::TooLarge(..) | StoreError::NoSite(..))) => {
                 let (source, line) = origins.first().map(|(s, l)| (s.to_string(), *l)).unwrap_or_default();
                 let loc = entries.first().map(|e| e.loc.as_str().to_owned());
-                rejects.push(Reject { source, line, loc, reason: e.to_string(), errors: Vec::new() });
+                let listed =
+                    entries.first().and_then(|e| Some((sites.for_loc(e.loc.as_str())?.id, digest(e.loc.as_str()))));
+                rejects.push(Reject { source, line, loc, reason: e.to_string(), errors: Vec::new(), listed });
                 return Ok(UpsertCounts::default());
             }
             Err(e) => return Err(e),

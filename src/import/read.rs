@@ -150,6 +150,8 @@ fn read_into(
     report: &mut Report,
 ) -> Result<(), String> {
     let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES);
+    // Events are counted in the text a gzip body inflates to, never in its compressed bytes.
+    raw.max_event = u64::MAX;
     let head = raw.fill_buf().map_err(|e| format!("cannot read: {e}"))?;
     report.gzip = head.starts_with(&[0x1f, 0x8b]);
     let limit = if options.robots { MAX_ROBOTS_BYTES } else { MAX_BYTES };
@@ -161,6 +163,7 @@ fn read_into(
         finish(result, text.cut, limit, report, compressed_cut)
     } else {
         raw.limit = limit;
+        raw.max_event = MAX_EVENT_BYTES;
         let result = read_text(&mut raw, options, found, report);
         finish(result, raw.cut, limit, report, false)
     }
@@ -1129,6 +1132,28 @@ mod tests {
         let (items, report) = read_all(&gzip(b"https://www.example.com/t\n"), &options());
         assert_eq!(report.unwrap().format, Some(Format::Text));
         assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/t"})]);
+    }
+
+    #[test]
+    fn a_gzip_body_of_many_megabytes_is_read_whole() {
+        // Hex paths compress to about half: past one event's bound in gzip bytes alone.
+        let mut xml = String::from("<urlset>\n");
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..40_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            xml.push_str(&format!(
+                "<url><loc>https://www.example.com/{x:016x}{:016x}</loc></url>\n",
+                x.rotate_left(29)
+            ));
+        }
+        xml.push_str("</urlset>\n");
+        let compressed = gzip(xml.as_bytes());
+        assert!(compressed.len() as u64 > MAX_EVENT_BYTES, "{}", compressed.len());
+        let (items, report) = read_all(&compressed, &options());
+        let report = report.unwrap();
+        assert_eq!((items.len(), report.cut), (40_000, None));
     }
 
     #[test]

@@ -102,6 +102,7 @@ fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
         sources,
         rewrites: Vec::new(),
         dry_run: false,
+        delete_missing: false,
         rejects: None,
         concurrency: 4,
         batch: 1000,
@@ -410,6 +411,56 @@ async fn a_dry_run_writes_nothing_and_rewrites_move_hosts() {
     let summary = import(&app, dry).await;
     assert_eq!(summary.created, 2, "{summary}");
     assert_eq!(stored(&*app.store).await, [format!("{PUBLIC_URL}/a"), format!("{PUBLIC_URL}/b")]);
+}
+
+/// `--delete-missing`: once every source was read whole and stored, the stored URLs of the sites written to that
+/// no source listed are deleted; a URL listed but rejected stays, another site stays, and a source that failed
+/// (or a dry run) deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_missing_removes_what_no_source_lists_any_more() {
+    let sites = "default=https://www.example.com/, shop=https://shop.example.com/";
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", sites)]).await.unwrap();
+    app.put_paths(&["a", "b", "c", "gone/1", "gone/2"]).await;
+    let r = app.put_json(&json!([{"loc": "https://shop.example.com/x"}])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("legacy.xml");
+    std::fs::write(
+        &file,
+        urlset(&format!(
+            "{}<url><loc>{PUBLIC_URL}/b</loc><lastmod>someday</lastmod></url>\n{}{}",
+            url("a"),
+            url("c"),
+            url("d")
+        )),
+    )
+    .unwrap();
+    let with = |sources: Vec<Source>, dry_run: bool| {
+        let mut o = options(&app, sources);
+        o.delete_missing = true;
+        o.dry_run = dry_run;
+        o
+    };
+    let summary =
+        sitemapd::import::import(None, app.store.sites(), with(vec![Source::File(file.clone())], true)).await.unwrap();
+    assert_eq!(summary.delete_skipped.as_deref(), Some("a dry run reads no stored URL"));
+    let failing = with(vec![Source::File(file.clone()), Source::File(dir.path().join("missing.xml"))], false);
+    let summary = import(&app, failing).await;
+    assert_eq!(summary.delete_skipped.as_deref(), Some("not every source was read whole and stored"), "{summary}");
+    assert_eq!(summary.deleted, 0);
+    assert_eq!(stored(&*app.store).await.len(), 7, "nothing deleted: a, b, c, gone/1, gone/2, x and the new d");
+
+    let summary = import(&app, with(vec![Source::File(file)], false)).await;
+    assert!(summary.success(), "{summary}");
+    assert_eq!(summary.deleted, 2, "{summary}");
+    assert!(summary.to_string().contains("deleted: 2 stored URLs no source listed"), "{summary}");
+    let mut locs = stored(&*app.store).await;
+    locs.sort();
+    let mut expected: Vec<String> = ["a", "b", "c", "d"].iter().map(|p| format!("{PUBLIC_URL}/{p}")).collect();
+    expected.insert(0, "https://shop.example.com/x".to_owned());
+    assert_eq!(locs, expected, "b is listed (if invalid) and the shop was not imported: both stay");
+    let page = app.get("/sitemap-1.xml", &[]).await;
+    assert!(!page.text().contains("/gone/"), "{}", page.text());
 }
 
 /// With several sites, each entry of one sitemap goes to the site its loc lies under.
