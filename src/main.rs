@@ -257,6 +257,8 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         rejects: Some(rejects),
         concurrency: usize::from(concurrency),
         batch: config.ndjson_batch,
+        store_tries: 5,
+        store_retry_base: Duration::from_secs(1),
         limits: config.limits(),
         max_line_bytes: config.max_line_bytes as u64,
         http: HttpOptions { timeout: Duration::from_secs(timeout.max(1)), retries, ..HttpOptions::default() },

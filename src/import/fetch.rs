@@ -65,6 +65,12 @@ impl Source {
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Url(url) if url.password().is_some() => {
+                // Never a password in a summary, a log or the rejects file.
+                let mut shown = url.clone();
+                let _ = shown.set_password(Some("***"));
+                f.write_str(shown.as_str())
+            }
             Self::Url(url) => f.write_str(url.as_str()),
             Self::File(path) => write!(f, "{}", path.display()),
             Self::Stdin => f.write_str("standard input"),

@@ -57,6 +57,9 @@ pub struct ImportOptions {
     pub concurrency: usize,
     /// Entries a write stores at once.
     pub batch: usize,
+    /// Tries of a batch while the store is unavailable, and the first wait between them (doubling).
+    pub store_tries: u32,
+    pub store_retry_base: Duration,
     pub limits: Limits,
     /// The longest NDJSON line (the API's `max_line_bytes`).
     pub max_line_bytes: u64,
@@ -99,6 +102,10 @@ pub struct Summary {
     pub unchanged: u64,
     /// Sitemaps not followed: a loop, or deeper than [`MAX_LEVELS`].
     pub not_followed: Vec<String>,
+    /// Sitemaps not followed beyond those named.
+    pub not_followed_more: u64,
+    /// Sources left unread because the import stopped (the store failed).
+    pub not_read: u64,
     /// What was accepted but worth saying, or skipped, over every source: how often.
     pub notices: BTreeMap<String, u64>,
     pub dry_run: bool,
@@ -109,6 +116,8 @@ pub struct Summary {
     pub rejects_file: Option<PathBuf>,
     /// Why the import stopped early (the store failed), if it did.
     pub error: Option<String>,
+    /// Why the rejects file is not whole, if it is not (the import went on).
+    pub rejects_error: Option<String>,
     #[serde(skip)]
     pub elapsed: Duration,
 }
@@ -116,7 +125,11 @@ pub struct Summary {
 impl Summary {
     /// Every source was read whole and every valid entry stored: the exit status is 0.
     pub fn success(&self) -> bool {
-        self.error.is_none() && self.sources.iter().all(SourceOutcome::complete) && self.not_followed.is_empty()
+        self.error.is_none()
+            && self.rejects_error.is_none()
+            && self.sources.iter().all(SourceOutcome::complete)
+            && self.not_followed.is_empty()
+            && self.not_read == 0
     }
 }
 
@@ -138,6 +151,12 @@ impl fmt::Display for Summary {
         for n in &self.not_followed {
             writeln!(f, "  not followed: {n}")?;
         }
+        if self.not_followed_more > 0 {
+            writeln!(f, "  {} more sitemaps not followed", self.not_followed_more)?;
+        }
+        if self.not_read > 0 {
+            writeln!(f, "  {} more sources not read: the import stopped", self.not_read)?;
+        }
         writeln!(f, "entries: {} read, {} valid, {} rejected", self.entries, self.valid, self.rejected)?;
         if let (Some(path), true) = (&self.rejects_file, self.rejected > 0) {
             writeln!(f, "  rejects: {}", path.display())?;
@@ -156,6 +175,9 @@ impl fmt::Display for Summary {
         let secs = self.elapsed.as_secs_f64();
         let rate = if secs > 0.0 { self.entries as f64 / secs } else { 0.0 };
         write!(f, "time: {secs:.1} s ({rate:.0} entries/s)")?;
+        if let Some(e) = &self.rejects_error {
+            write!(f, "\nfailed: {e}")?;
+        }
         if let Some(e) = &self.error {
             write!(f, "\nstopped: {e}")?;
         }
@@ -190,11 +212,18 @@ struct Reject {
 /// Where an entry was read: its source and line.
 type Origin = (Arc<str>, u64);
 
-/// What the readers send the writer.
+/// What the readers send the writer: an entry holds its share of the byte budget ([`BUDGET_BYTES`]) until its
+/// batch is stored.
 enum Msg {
-    Entry(Entry, Origin),
+    Entry(Entry, Origin, tokio::sync::OwnedSemaphorePermit),
     Reject(Reject),
 }
+
+/// The most bytes of entries (their JSON's size) read and not yet stored, over every reader: with the batch's
+/// count, what bounds the import's memory whatever its entries hold.
+const BUDGET_BYTES: usize = 64 * 1024 * 1024;
+/// A batch is stored once it holds this many bytes, whatever its count (half the budget: never a deadlock).
+const BATCH_BYTES: usize = BUDGET_BYTES / 2;
 
 /// A source to read, and the chain of indexes that led to it (itself last).
 #[derive(Clone, Debug)]
@@ -212,6 +241,8 @@ struct Ctx {
     read: ReadOptions,
     counters: Arc<Counters>,
     tx: mpsc::Sender<Msg>,
+    budget: Arc<tokio::sync::Semaphore>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl Ctx {
@@ -243,6 +274,13 @@ pub async fn import(
     options: ImportOptions,
 ) -> anyhow::Result<Summary> {
     let started = Instant::now();
+    if let Some(path) = &options.rejects {
+        // Emptying the rejects file must never empty a source.
+        let same = |a: &std::path::Path| std::fs::canonicalize(a).ok().zip(std::fs::canonicalize(path).ok());
+        if options.sources.iter().any(|s| matches!(s, Source::File(f) if same(f).is_some_and(|(a, b)| a == b))) {
+            anyhow::bail!("the rejects file {} is one of the sources", path.display());
+        }
+    }
     let rejects = match &options.rejects {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
@@ -253,12 +291,15 @@ pub async fn import(
     let (tx, rx) = mpsc::channel(options.batch.max(1) * 2);
     let writer = tokio::spawn(write(
         rx,
-        if options.dry_run { None } else { store.clone() },
-        sites.clone(),
-        options.batch.max(1),
+        Writer {
+            store: if options.dry_run { None } else { store.clone() },
+            sites: sites.clone(),
+            batch: options.batch.max(1),
+            counters: counters.clone(),
+            keep_listed: options.delete_missing,
+            retry: (options.store_tries.max(1), options.store_retry_base),
+        },
         rejects,
-        counters.clone(),
-        options.delete_missing,
     ));
     let ctx = Arc::new(Ctx {
         client: fetch::client(&options.http)?,
@@ -268,6 +309,8 @@ pub async fn import(
         read: ReadOptions { robots: false, rewrites: options.rewrites.clone(), max_line_bytes: options.max_line_bytes },
         counters: counters.clone(),
         tx,
+        budget: Arc::new(tokio::sync::Semaphore::new(BUDGET_BYTES)),
+        runtime: tokio::runtime::Handle::current(),
     });
     let progress = options.progress.start(counters.clone());
 
@@ -282,6 +325,11 @@ pub async fn import(
     counters.sources_total.store(queue.len() as u64, Ordering::Relaxed);
     let mut running = JoinSet::new();
     loop {
+        if ctx.tx.is_closed() && !queue.is_empty() {
+            // The writer stopped (the store failed): nothing more is read.
+            summary.not_read += queue.len() as u64;
+            queue.clear();
+        }
         while running.len() < options.concurrency.max(1) {
             let Some(job) = queue.pop_front() else { break };
             running.spawn(run_job(job, ctx.clone()));
@@ -297,19 +345,20 @@ pub async fn import(
         };
         counters.sources_done.fetch_add(1, Ordering::Relaxed);
         for (notice, n) in report.notices {
-            *summary.notices.entry(notice).or_default() += n;
+            let room = summary.notices.len() < MAX_NOTICE_KINDS || summary.notices.contains_key(&notice);
+            *summary.notices.entry(if room { notice } else { "other notices".to_owned() }).or_default() += n;
         }
         for child in listed {
             let key = child.key();
             if job.chain.len() >= MAX_LEVELS {
-                summary.not_followed.push(format!("{child}: listed {MAX_LEVELS} levels deep (by {})", job.source));
+                not_followed(&mut summary, format!("{child}: listed {MAX_LEVELS} levels deep (by {})", job.source));
                 continue;
             }
             if !seen.insert(key) {
                 let name = child.to_string();
                 if job.chain.contains(&name) {
                     let chain = job.chain.join(" → ");
-                    summary.not_followed.push(format!("{name}: a loop of indexes ({chain} → {name})"));
+                    not_followed(&mut summary, format!("{name}: a loop of indexes ({chain} → {name})"));
                 } else {
                     *summary.notices.entry("a sitemap listed twice: read once".to_owned()).or_default() += 1;
                 }
@@ -325,6 +374,12 @@ pub async fn import(
     }
     drop(ctx);
     let written = writer.await.context("the writer task failed")?;
+    for outcome in &mut summary.sources {
+        if written.unstored.contains(&outcome.source) {
+            outcome.error.get_or_insert_with(|| "not all its entries were stored: the import stopped".to_owned());
+        }
+    }
+    summary.rejects_error = written.rejects_error;
     summary.created = written.counts.created;
     summary.updated = written.counts.updated;
     summary.unchanged = written.counts.unchanged;
@@ -379,6 +434,23 @@ async fn delete_missing(store: &dyn Store, sites: &Sites, listed: &Listed) -> Re
     Ok(deleted)
 }
 
+/// The most distinct notices a summary lists; more are counted under one.
+const MAX_NOTICE_KINDS: usize = 64;
+/// The most sitemaps not followed that a summary names; more are counted.
+const MAX_NOT_FOLLOWED: usize = 100;
+
+/// Records a sitemap not followed, once, naming at most [`MAX_NOT_FOLLOWED`].
+fn not_followed(summary: &mut Summary, what: String) {
+    if summary.not_followed.contains(&what) {
+        return;
+    }
+    if summary.not_followed.len() < MAX_NOT_FOLLOWED {
+        summary.not_followed.push(what);
+    } else {
+        summary.not_followed_more += 1;
+    }
+}
+
 /// Reads one source: its outcome, what reading it reported, and the sitemaps it lists (to follow).
 async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<Source>) {
     let name = job.source.to_string();
@@ -397,12 +469,17 @@ async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<So
     let source_name: Arc<str> = name.clone().into();
     let blocking = tokio::task::spawn_blocking(move || {
         let mut listed = Vec::new();
-        let mut handle = |found: Found| handle(&ctx2, &source_name, found, &mut listed);
+        let mut stopped = false;
+        let mut handle = |found: Found| {
+            let flow = handle(&ctx2, &source_name, found, &mut listed);
+            stopped |= flow.is_break();
+            flow
+        };
         let result = read::read(opened.reader, &options, &mut handle);
-        (result, listed)
+        (result, listed, stopped)
     })
     .await;
-    let (result, listed) = match blocking {
+    let (result, listed, stopped) = match blocking {
         Ok(pair) => pair,
         Err(e) => {
             outcome.error = Some(format!("its reader failed: {e}"));
@@ -419,6 +496,12 @@ async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<So
     outcome.format = report.format.map(read::Format::as_str);
     outcome.items = report.items;
     outcome.cut = report.cut.clone();
+    if stopped {
+        outcome.error.get_or_insert_with(|| "not read whole: the import stopped (the store failed)".to_owned());
+    }
+    if report.format == Some(read::Format::Robots) && report.items == 0 {
+        outcome.error.get_or_insert_with(|| "it lists no Sitemap: line".to_owned());
+    }
     // The sitemaps it lists, resolved against where it was read from.
     let mut children = Vec::new();
     for (line, loc) in listed {
@@ -436,7 +519,7 @@ async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<So
 /// One item a reader found: an entry validated as the API validates it (then sent to the writer, or rejected), or
 /// a listed sitemap (kept). `Break` when the writer is gone (the store failed): reading stops.
 fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, String)>) -> ControlFlow<()> {
-    let (line, loc, json) = match found {
+    let (line, loc, json): (u64, Option<String>, String) = match found {
         Found::Sitemap { line, loc } => {
             listed.push((line, loc));
             return ControlFlow::Continue(());
@@ -456,7 +539,14 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
         Err(e) => Err(vec![FieldError { field: String::new(), message: format!("not valid JSON: {e}") }]),
     };
     match validated {
-        Ok(entry) => send(ctx, Msg::Entry(entry, (source.clone(), line))),
+        Ok(entry) => {
+            // Its share of the budget (what its JSON took), waited for while the writer catches up.
+            let share = u32::try_from(json.len().min(BATCH_BYTES)).unwrap_or(u32::MAX);
+            let Ok(permit) = ctx.runtime.block_on(ctx.budget.clone().acquire_many_owned(share)) else {
+                return ControlFlow::Break(());
+            };
+            send(ctx, Msg::Entry(entry, (source.clone(), line), permit))
+        }
         Err(errors) => {
             let reason = errors
                 .iter()
@@ -484,18 +574,30 @@ struct Written {
     error: Option<String>,
     /// Kept only for `--delete-missing`.
     listed: Option<Listed>,
+    /// When the store failed: the sources whose entries were not all stored.
+    unstored: std::collections::BTreeSet<String>,
+    rejects_error: Option<String>,
 }
 
 /// The one writer: stores the valid entries in batches of `batch` (none with no store: a dry run) and writes the
 /// rejects file. Stops at a store error it cannot get past: the readers then stop too (their sends fail).
-async fn write(
-    mut rx: mpsc::Receiver<Msg>,
+/// What the writer writes with.
+struct Writer {
+    /// `None`: a dry run.
     store: Option<Arc<dyn Store>>,
     sites: Arc<Sites>,
     batch: usize,
-    mut rejects: Option<std::io::BufWriter<std::fs::File>>,
     counters: Arc<Counters>,
+    /// Keep the listed URLs' digests (`--delete-missing`).
     keep_listed: bool,
+    /// Tries of a batch while the store is unavailable, and the first wait.
+    retry: (u32, Duration),
+}
+
+async fn write(
+    mut rx: mpsc::Receiver<Msg>,
+    Writer { store, sites, batch, counters, keep_listed, retry }: Writer,
+    mut rejects: Option<std::io::BufWriter<std::fs::File>>,
 ) -> Written {
     let mut written = Written {
         counts: UpsertCounts::default(),
@@ -503,15 +605,21 @@ async fn write(
         rejected: 0,
         error: None,
         listed: keep_listed.then(Listed::new),
+        unstored: Default::default(),
+        rejects_error: None,
     };
     let mut entries: Vec<Entry> = Vec::with_capacity(batch);
     let mut origins: Vec<Origin> = Vec::with_capacity(batch);
+    let mut permits: Vec<tokio::sync::OwnedSemaphorePermit> = Vec::with_capacity(batch);
+    let mut bytes = 0usize;
     let mut reject_lines: Vec<Reject> = Vec::new();
     loop {
         let msg = rx.recv().await;
         let end = msg.is_none();
         match msg {
-            Some(Msg::Entry(entry, origin)) => {
+            Some(Msg::Entry(entry, origin, permit)) => {
+                bytes += permit.num_permits();
+                permits.push(permit);
                 if let (Some(listed), Some(site)) = (&mut written.listed, sites.for_loc(entry.loc.as_str())) {
                     listed.entry(site.id).or_default().insert(digest(entry.loc.as_str()));
                 }
@@ -521,55 +629,85 @@ async fn write(
             Some(Msg::Reject(reject)) => reject_lines.push(reject),
             None => {}
         }
-        if entries.len() >= batch || (end && !entries.is_empty()) {
+        if entries.len() >= batch || bytes >= BATCH_BYTES || (end && !entries.is_empty()) {
             let before = reject_lines.len();
-            if let Some(store) = &store {
-                match store_batch(&**store, &sites, &entries, &origins, &mut reject_lines).await {
-                    Ok(counts) => written.counts += counts,
-                    Err(e) => {
-                        written.error = Some(format!(
-                            "the store failed ({e}); the {} entries of the batch being written were not stored, \
-                             every batch before it was",
-                            entries.len()
-                        ));
-                        rx.close();
-                        break;
-                    }
+            let mut counts = UpsertCounts::default();
+            let stored = match &store {
+                Some(store) => {
+                    store_batch(&**store, &sites, &entries, &origins, &mut reject_lines, retry, &mut counts).await
                 }
-            }
-            let valid = (entries.len() - (reject_lines.len() - before)) as u64;
+                None => Ok(()),
+            };
+            let done = counts.received.max(if stored.is_ok() { entries.len() as u64 } else { 0 });
+            written.counts += counts;
+            let valid = done.saturating_sub((reject_lines.len() - before) as u64);
             written.valid += valid;
             counters.written.fetch_add(valid, Ordering::Relaxed);
+            if let Err(e) = stored {
+                written.error = Some(format!(
+                    "the store failed ({e}); what was counted as stored is stored, the rest of that batch and what \
+                     was read after it is not"
+                ));
+                // The sources whose entries were not stored: this batch's, and those read but not yet written.
+                rx.close();
+                written.unstored.extend(origins.iter().map(|(s, _)| s.to_string()));
+                while let Ok(msg) = rx.try_recv() {
+                    match msg {
+                        Msg::Entry(_, (source, _), _) => {
+                            written.unstored.insert(source.to_string());
+                        }
+                        Msg::Reject(reject) => reject_lines.push(reject),
+                    }
+                }
+                write_rejects(&mut written, &mut reject_lines, &mut rejects, &counters);
+                break;
+            }
             entries.clear();
             origins.clear();
+            permits.clear();
+            bytes = 0;
         }
-        for reject in reject_lines.drain(..) {
-            if let (Some(listed), Some((site, digest))) = (&mut written.listed, reject.listed) {
-                listed.entry(site).or_default().insert(digest);
-            }
-            written.rejected += 1;
-            counters.rejected.fetch_add(1, Ordering::Relaxed);
-            if let Some(file) = &mut rejects
-                && let Err(e) = serde_json::to_writer(&mut *file, &reject)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| file.write_all(b"\n"))
-            {
-                written.error.get_or_insert(format!("cannot write the rejects file: {e}"));
-            }
-        }
+        write_rejects(&mut written, &mut reject_lines, &mut rejects, &counters);
         if end {
             break;
         }
     }
-    if let Some(mut file) = rejects
-        && let Err(e) = file.flush().and_then(|()| file.get_ref().sync_all())
-    {
-        written.error.get_or_insert(format!("cannot write the rejects file: {e}"));
+    if let Some(mut file) = rejects {
+        // A regular file is synced; /dev/null or a pipe cannot be, and need not.
+        let regular = file.get_ref().metadata().is_ok_and(|m| m.is_file());
+        if let Err(e) = file.flush().and_then(|()| if regular { file.get_ref().sync_all() } else { Ok(()) }) {
+            written.rejects_error.get_or_insert(format!("cannot write the rejects file: {e}"));
+        }
     }
     written
 }
 
-/// Stores one batch, retrying while the store is unavailable (five tries, waiting 1, 2, 4, 8 s between). An entry
+/// Writes `reject_lines` to the rejects file (once it failed, no more) and counts them.
+fn write_rejects(
+    written: &mut Written,
+    reject_lines: &mut Vec<Reject>,
+    rejects: &mut Option<std::io::BufWriter<std::fs::File>>,
+    counters: &Counters,
+) {
+    for reject in reject_lines.drain(..) {
+        if let (Some(listed), Some((site, digest))) = (&mut written.listed, reject.listed) {
+            listed.entry(site).or_default().insert(digest);
+        }
+        written.rejected += 1;
+        counters.rejected.fetch_add(1, Ordering::Relaxed);
+        if written.rejects_error.is_none()
+            && let Some(file) = rejects
+            && let Err(e) = serde_json::to_writer(&mut *file, &reject)
+                .map_err(std::io::Error::from)
+                .and_then(|()| file.write_all(b"\n"))
+        {
+            written.rejects_error = Some(format!("cannot write the rejects file: {e}"));
+        }
+    }
+}
+
+/// Stores one batch, retrying while the store is unavailable (`retry`: tries, and the first wait, doubling; the
+/// command's are five tries, waiting 1, 2, 4, 8 s between). An entry
 /// the store refuses on its own (too large for a page, under no site: the validation's rules, checked again)
 /// moves to the rejects, and the rest of its batch is stored one by one.
 async fn store_batch(
@@ -578,25 +716,30 @@ async fn store_batch(
     entries: &[Entry],
     origins: &[Origin],
     rejects: &mut Vec<Reject>,
-) -> Result<UpsertCounts, StoreError> {
-    let mut wait = Duration::from_secs(1);
+    (tries, base): (u32, Duration),
+    counts: &mut UpsertCounts,
+) -> Result<(), StoreError> {
+    let mut wait = base;
     let mut attempt = 1;
     loop {
         match store.upsert_with(entries, Upsert::Import).await {
-            Ok(written) => return Ok(written.counts),
-            Err(StoreError::Unavailable(e)) if attempt < 5 => {
+            Ok(written) => {
+                *counts += written.counts;
+                return Ok(());
+            }
+            Err(StoreError::Unavailable(e)) if attempt < tries => {
                 tracing::warn!(error = %e, attempt, "the store is unavailable: the batch is tried again in {wait:?}");
                 tokio::time::sleep(wait).await;
                 wait *= 2;
                 attempt += 1;
             }
             Err(StoreError::TooLarge(..) | StoreError::NoSite(..)) if entries.len() > 1 => {
-                let mut counts = UpsertCounts::default();
+                // One at a time: each stored entry is counted as it commits, whatever happens to the next.
                 for (entry, origin) in entries.iter().zip(origins) {
-                    let one = std::slice::from_ref(entry);
-                    counts += Box::pin(store_batch(store, sites, one, std::slice::from_ref(origin), rejects)).await?;
+                    let (one, from) = (std::slice::from_ref(entry), std::slice::from_ref(origin));
+                    Box::pin(store_batch(store, sites, one, from, rejects, (tries, base), counts)).await?;
                 }
-                return Ok(counts);
+                return Ok(());
             }
             Err(e @ (StoreError::TooLarge(..) | StoreError::NoSite(..))) => {
                 let (source, line) = origins.first().map(|(s, l)| (s.to_string(), *l)).unwrap_or_default();
@@ -604,7 +747,8 @@ async fn store_batch(
                 let listed =
                     entries.first().and_then(|e| Some((sites.for_loc(e.loc.as_str())?.id, digest(e.loc.as_str()))));
                 rejects.push(Reject { source, line, loc, reason: e.to_string(), errors: Vec::new(), listed });
-                return Ok(UpsertCounts::default());
+                counts.received += 1;
+                return Ok(());
             }
             Err(e) => return Err(e),
         }

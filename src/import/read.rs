@@ -13,9 +13,11 @@
 //! caller validates with the API's own code: a field given twice stays twice, so it is refused as the API refuses
 //! it. The deprecated extension fields are skipped and counted, as are elements this service does not keep.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read};
 use std::ops::ControlFlow;
+use std::rc::Rc;
 
 use flate2::bufread::MultiGzDecoder;
 use quick_xml::events::{BytesStart, Event};
@@ -149,21 +151,34 @@ fn read_into(
     found: &mut dyn FnMut(Found) -> ControlFlow<()>,
     report: &mut Report,
 ) -> Result<(), String> {
-    let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES);
-    // Events are counted in the text a gzip body inflates to, never in its compressed bytes.
-    raw.max_event = u64::MAX;
-    let head = raw.fill_buf().map_err(|e| format!("cannot read: {e}"))?;
-    report.gzip = head.starts_with(&[0x1f, 0x8b]);
+    // The magic number is looked for in the first two bytes however the input arrives (a pipe or an HTTP body
+    // may give one byte first).
+    let mut input = input;
+    let mut head = [0u8; 2];
+    let mut got = 0;
+    while got < head.len() {
+        match input.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read: {e}")),
+        }
+    }
+    report.gzip = head[..got] == [0x1f, 0x8b];
+    let input = io::Cursor::new(head[..got].to_vec()).chain(input);
+    let unlimited = Rc::new(Cell::new(false));
+    let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES, unlimited.clone());
     let limit = if options.robots { MAX_ROBOTS_BYTES } else { MAX_BYTES };
     if report.gzip {
+        // Events are counted in the text a gzip body inflates to, never in its compressed bytes.
+        raw.max_event = u64::MAX;
         let inflated = BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(raw));
-        let mut text = Metered::new(inflated, limit);
+        let mut text = Metered::new(inflated, limit, unlimited);
         let result = read_text(&mut text, options, found, report);
         let compressed_cut = text.inner.get_ref().get_ref().cut;
         finish(result, text.cut, limit, report, compressed_cut)
     } else {
         raw.limit = limit;
-        raw.max_event = MAX_EVENT_BYTES;
         let result = read_text(&mut raw, options, found, report);
         finish(result, raw.cut, limit, report, false)
     }
@@ -203,7 +218,9 @@ fn read_text<R: BufRead>(
         None => Err("it is empty".to_owned()),
         Some(b'<') => read_xml(input, options, found, report),
         Some(b'{') => {
+            // `export` writes any number of entries: only the line length bounds NDJSON.
             report.format = Some(Format::Ndjson);
+            input.unlimited.set(true);
             read_lines(input, options, found, report, Format::Ndjson)
         }
         Some(_) => {
@@ -215,9 +232,12 @@ fn read_text<R: BufRead>(
 
 /// Consumes a UTF-8 byte order mark and leading whitespace; the first byte after them, if any.
 fn skip_bom_and_space<R: BufRead>(input: &mut Metered<R>) -> io::Result<Option<u8>> {
-    let head = input.fill_buf()?;
-    if head.starts_with(&[0xef, 0xbb, 0xbf]) {
-        input.consume(3);
+    // A byte at a time: the input may arrive a byte at a time.
+    for expected in [0xef, 0xbb, 0xbf] {
+        match input.fill_buf()?.first() {
+            Some(&b) if b == expected => input.consume(1),
+            _ => break,
+        }
     }
     loop {
         let buf = input.fill_buf()?;
@@ -240,7 +260,9 @@ fn skip_bom_and_space<R: BufRead>(input: &mut Metered<R>) -> io::Result<Option<u
     }
 }
 
-/// A text sitemap, a robots.txt or NDJSON, a line at a time (each at most [`MAX_EVENT_BYTES`]).
+/// A text sitemap, a robots.txt or NDJSON, a line at a time. A line longer than its bound (the API's
+/// `max_line_bytes` for NDJSON, [`MAX_EVENT_BYTES`] else) or not UTF-8 is reported as invalid and skipped to its
+/// end, in bounded memory; a last line that a limit cut short is dropped.
 fn read_lines<R: BufRead>(
     input: &mut Metered<R>,
     options: &ReadOptions,
@@ -248,63 +270,85 @@ fn read_lines<R: BufRead>(
     report: &mut Report,
     format: Format,
 ) -> Result<(), String> {
+    input.max_event = u64::MAX;
+    let max = if format == Format::Ndjson { options.max_line_bytes.max(1) } else { MAX_EVENT_BYTES };
     let mut line = Vec::new();
     loop {
         line.clear();
-        input.mark();
         let line_no = input.newlines + 1;
-        // Room for the line's own `\r\n`; its length is checked exactly below.
-        let max = if format == Format::Ndjson { options.max_line_bytes.max(1) } else { MAX_EVENT_BYTES };
-        input.max_event = max + 2;
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => return Ok(()),
-            Ok(_) => {}
-            Err(e) => return Err(format!("line {line_no}: {e}")),
+        // The line, up to its newline; what passes `max` (and its `\r\n`) is counted, not kept.
+        let (mut length, mut ended) = (0u64, false);
+        loop {
+            let buf = input.fill_buf().map_err(|e| format!("cannot read (line {line_no}): {e}"))?;
+            if buf.is_empty() {
+                break;
+            }
+            let (take, found_end) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            let room = usize::try_from((max + 2).saturating_sub(line.len() as u64)).unwrap_or(usize::MAX);
+            line.extend_from_slice(&buf[..take.min(room)]);
+            length += take as u64;
+            input.consume(take);
+            if found_end {
+                ended = true;
+                break;
+            }
+        }
+        if length == 0 {
+            return Ok(());
+        }
+        if !ended && input.cut {
+            // The limit cut this line short: it is not what the source says.
+            return Ok(());
         }
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
-        if body.len() as u64 > max {
-            return Err(format!("line {line_no} is longer than {max} bytes"));
-        }
-        let Ok(text) = std::str::from_utf8(body) else {
-            if format == Format::Robots {
-                continue;
-            }
-            return Err(format!("line {line_no} is not valid UTF-8"));
-        };
-        let item = match format {
-            Format::Robots => {
-                let text = text.split('#').next().unwrap_or_default();
-                match text.split_once(':') {
-                    Some((key, value)) if key.trim().eq_ignore_ascii_case("sitemap") && !value.trim().is_empty() => {
-                        if key.trim() != "Sitemap" {
-                            report.notice(format!("robots.txt line {:?}: any case is read", key.trim()));
+        let body_length = length - (line.len() - body.len()) as u64;
+        let invalid = |reason: String| Found::Invalid { line: line_no, loc: None, reason };
+        let item = if body_length > max {
+            invalid(format!("the line is longer than {max} bytes"))
+        } else if let Ok(text) = std::str::from_utf8(body) {
+            match format {
+                Format::Robots => {
+                    let text = text.split('#').next().unwrap_or_default();
+                    match text.split_once(':') {
+                        Some((key, value))
+                            if key.trim().eq_ignore_ascii_case("sitemap") && !value.trim().is_empty() =>
+                        {
+                            if key.trim() != "Sitemap" {
+                                report.notice(format!("robots.txt line {:?}: any case is read", shorten(key.trim())));
+                            }
+                            Found::Sitemap { line: line_no, loc: value.trim().to_owned() }
                         }
-                        Found::Sitemap { line: line_no, loc: value.trim().to_owned() }
+                        _ => continue,
                     }
-                    _ => continue,
+                }
+                Format::Text => {
+                    let url = text.trim();
+                    if url.is_empty() {
+                        continue;
+                    }
+                    let json = serde_json::json!({ "loc": options.rewrite(url) }).to_string();
+                    Found::Entry { line: line_no, loc: Some(url.to_owned()), json }
+                }
+                _ => {
+                    let text = text.trim();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    let (loc, json) = ndjson_line(text, options);
+                    Found::Entry { line: line_no, loc, json }
                 }
             }
-            Format::Text => {
-                let url = text.trim();
-                if url.is_empty() {
-                    continue;
-                }
-                let loc = options.rewrite(url);
-                let json = serde_json::json!({ "loc": loc }).to_string();
-                Found::Entry { line: line_no, loc: Some(url.to_owned()), json }
-            }
-            _ => {
-                let text = text.trim();
-                if text.is_empty() {
-                    continue;
-                }
-                let (loc, json) = ndjson_line(text, options);
-                Found::Entry { line: line_no, loc, json }
-            }
+        } else if format == Format::Robots {
+            continue;
+        } else {
+            invalid("the line is not valid UTF-8".to_owned())
         };
         report.items += 1;
-        if format != Format::Ndjson && format != Format::Robots && report.items > MAX_ENTRIES {
+        if !matches!(format, Format::Ndjson | Format::Robots) && report.items > MAX_ENTRIES {
             report.items = MAX_ENTRIES;
             report.cut = Some(format!("it lists more than {MAX_ENTRIES} URLs: the first {MAX_ENTRIES} were read"));
             return Ok(());
@@ -314,6 +358,17 @@ fn read_lines<R: BufRead>(
         }
     }
 }
+
+/// At most [`MAX_SHOWN`] characters of `text`, for notices and messages.
+pub fn shorten(text: &str) -> String {
+    match text.char_indices().nth(MAX_SHOWN) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// The most characters of a name or value a notice shows.
+const MAX_SHOWN: usize = 64;
 
 /// One NDJSON line: its loc (for the rejects file) and the JSON to validate, rewritten when rewrites are given.
 /// Without rewrites the line is kept as sent, so a field given twice stays twice.
@@ -388,14 +443,14 @@ fn namespace(resolved: &ResolveResult<'_>, root: bool, report: &mut Report) -> N
             } else if lower.contains("sitemaps.org/schemas/sitemap") || lower.contains("google.com/schemas/sitemap/0.")
             {
                 if root && uri != "http://www.sitemaps.org/schemas/sitemap/0.9" {
-                    report.notice(format!("the sitemap namespace {uri:?} is read as the protocol's"));
+                    report.notice(format!("the sitemap namespace {:?} is read as the protocol's", shorten(uri)));
                 }
                 Ns::Sitemap
             } else {
                 Ns::Other
             };
             if !matches!(ns, Ns::Sitemap | Ns::Other) && !KNOWN_EXT_NS.contains(&uri) {
-                report.notice(format!("the extension namespace {uri:?} is read as Google's"));
+                report.notice(format!("the extension namespace {:?} is read as Google's", shorten(uri)));
             }
             ns
         }
@@ -408,7 +463,7 @@ fn namespace(resolved: &ResolveResult<'_>, root: bool, report: &mut Report) -> N
                 _ => Ns::Other,
             };
             if ns != Ns::Other {
-                report.notice(format!("the prefix {prefix}: is used without its namespace declared"));
+                report.notice(format!("the prefix {}: is used without its namespace declared", shorten(prefix)));
             }
             ns
         }
@@ -555,6 +610,10 @@ fn read_xml<R: BufRead>(
     let mut open: Vec<Node> = Vec::new();
     let mut elements = 0usize;
     let mut entry_line = 0u64;
+    // A field of the entry being read passed [`MAX_FIELD_BYTES`]: the entry is invalid.
+    let mut too_long = false;
+    // The root element was closed: nothing may follow it.
+    let mut closed = false;
     // Depth at which a skipped subtree began (0: none).
     let mut skipping = 0usize;
     let mut buf = Vec::new();
@@ -563,6 +622,10 @@ fn read_xml<R: BufRead>(
         reader.get_mut().mark();
         let (resolved, event) = match reader.read_resolved_event_into(&mut buf) {
             Ok(pair) => pair,
+            Err(quick_xml::Error::Io(e)) => {
+                let line = reader.get_ref().newlines + 1;
+                return Err(format!("cannot read (line {line}): {e}"));
+            }
             Err(e) => {
                 let line = reader.get_ref().newlines + 1;
                 return Err(format!("it is not well-formed XML (line {line}): {e}"));
@@ -585,11 +648,17 @@ fn read_xml<R: BufRead>(
                 }
                 let node = node(&start, ns, report)?;
                 match depth {
+                    1 if closed => {
+                        return Err(format!("it has a second root element <{}> (line {line})", shorten(&node.shown)));
+                    }
                     1 => {
                         report.format = Some(match (ns, node.name.as_str()) {
                             (Ns::Sitemap, "urlset") => Format::UrlSet,
                             (Ns::Sitemap, "sitemapindex") => Format::Index,
-                            _ => return Err(format!("it is not a sitemap: its root element is <{}>", node.shown)),
+                            _ => {
+                                let root = shorten(&node.shown);
+                                return Err(format!("it is not a sitemap: its root element is <{root}>"));
+                            }
                         });
                     }
                     2 => {
@@ -613,6 +682,7 @@ fn read_xml<R: BufRead>(
                         }
                         entry_line = line;
                         elements = 1;
+                        too_long = false;
                         open.push(node);
                     }
                     _ => {
@@ -627,6 +697,7 @@ fn read_xml<R: BufRead>(
             }
             Event::End(_) => {
                 depth = depth.saturating_sub(1);
+                closed |= depth == 0;
                 if skipping > 0 {
                     if depth < skipping {
                         skipping = 0;
@@ -638,14 +709,20 @@ fn read_xml<R: BufRead>(
                     parent.children.push(node);
                     continue;
                 }
-                let item = if elements > MAX_ENTRY_ELEMENTS {
+                let item = if elements > MAX_ENTRY_ELEMENTS || too_long {
                     let loc = node.children.iter().find(|c| c.name == "loc").map(|c| c.text().to_owned());
-                    let reason = format!("it holds more than {MAX_ENTRY_ELEMENTS} elements");
+                    let reason = if too_long {
+                        format!("a field of it is longer than {MAX_FIELD_BYTES} bytes")
+                    } else {
+                        format!("it holds more than {MAX_ENTRY_ELEMENTS} elements")
+                    };
                     Found::Invalid { line: entry_line, loc, reason }
                 } else if report.format == Some(Format::Index) {
                     match node.children.iter().find(|c| c.ns == Some(Ns::Sitemap) && c.name == "loc") {
-                        Some(loc) => Found::Sitemap { line: entry_line, loc: loc.text().to_owned() },
-                        None => {
+                        Some(loc) if !loc.text().is_empty() => {
+                            Found::Sitemap { line: entry_line, loc: loc.text().to_owned() }
+                        }
+                        _ => {
                             let reason = "a <sitemap> without a <loc>".to_owned();
                             Found::Invalid { line: entry_line, loc: None, reason }
                         }
@@ -660,12 +737,12 @@ fn read_xml<R: BufRead>(
             }
             Event::Text(text) => {
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
-                    node.text.push_str(&text.xml10_content());
+                    too_long |= !append(&mut node.text, &text.xml10_content());
                 }
             }
             Event::CData(data) => {
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
-                    node.text.push_str(&data.xml10_content());
+                    too_long |= !append(&mut node.text, &data.xml10_content());
                 }
             }
             Event::GeneralRef(r) => {
@@ -678,7 +755,7 @@ fn read_xml<R: BufRead>(
                     Err(e) => return Err(format!("it has a bad character reference (line {line}): {e}")),
                 };
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
-                    node.text.push_str(&resolved);
+                    too_long |= !append(&mut node.text, &resolved);
                 }
             }
             Event::Eof => {
@@ -688,9 +765,33 @@ fn read_xml<R: BufRead>(
                     Some(_) => Ok(()),
                 };
             }
-            Event::Empty(_) | Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
+            Event::Decl(decl) => {
+                if let Some(Ok(encoding)) = decl.encoding()
+                    && !encoding.eq_ignore_ascii_case("utf-8")
+                    && !encoding.eq_ignore_ascii_case("utf8")
+                {
+                    let encoding = shorten(&encoding);
+                    return Err(format!(
+                        "it declares the encoding {encoding}: sitemaps are UTF-8 (convert it first, e.g. iconv -f \
+                         {encoding} -t UTF-8)"
+                    ));
+                }
+            }
+            Event::Empty(_) | Event::Comment(_) | Event::PI(_) | Event::DocType(_) => {}
         }
     }
+}
+
+/// The most bytes one field of an entry may hold (a URL is at most 2,048 characters, a video description 2,048).
+pub const MAX_FIELD_BYTES: usize = 64 * 1024;
+
+/// Appends `more` to a field's `text` unless that passes [`MAX_FIELD_BYTES`]; whether it did not.
+fn append(text: &mut String, more: &str) -> bool {
+    if text.len() + more.len() > MAX_FIELD_BYTES {
+        return false;
+    }
+    text.push_str(more);
+    true
 }
 
 /// The element `start` opens, reporting a tag that is not lower case (read all the same).
@@ -699,6 +800,7 @@ fn node(start: &BytesStart<'_>, ns: Ns, report: &mut Report) -> Result<Node, Str
     let raw: &str = local.as_ref();
     let name = raw.to_ascii_lowercase();
     if name != raw && ns != Ns::Other {
+        let (raw, name) = (shorten(raw), shorten(&name));
         report.notice(format!("the tag <{}{raw}> is read as <{}{name}>", prefix(ns), prefix(ns)));
     }
     let attrs = start
@@ -720,7 +822,7 @@ fn skip(report: &mut Report, node: &Node) {
     if DEPRECATED.contains(&(ns, node.name.as_str())) {
         report.notice(format!("deprecated <{}{}> skipped", prefix(ns), node.name));
     } else {
-        report.notice(format!("<{}> is not kept: skipped", node.shown));
+        report.notice(format!("<{}> is not kept: skipped", shorten(&node.shown)));
     }
 }
 
@@ -873,10 +975,12 @@ fn rewrite_pairs(pairs: &mut [(String, J)], keys: &[&str], options: &ReadOptions
 
 /// A `BufRead` that counts what passes: the bytes (cut at `limit`, which sets `cut`), the newlines (line numbers),
 /// and the bytes since the last [`Metered::mark`] (refused past `max_event`).
-pub struct Metered<R> {
+struct Metered<R> {
     inner: R,
     consumed: u64,
     limit: u64,
+    /// Set once the format has no byte limit (NDJSON): shared by the compressed and the inflated counter.
+    unlimited: Rc<Cell<bool>>,
     cut: bool,
     newlines: u64,
     marked: u64,
@@ -884,8 +988,8 @@ pub struct Metered<R> {
 }
 
 impl<R: BufRead> Metered<R> {
-    pub fn new(inner: R, limit: u64) -> Self {
-        Self { inner, consumed: 0, limit, cut: false, newlines: 0, marked: 0, max_event: MAX_EVENT_BYTES }
+    fn new(inner: R, limit: u64, unlimited: Rc<Cell<bool>>) -> Self {
+        Self { inner, consumed: 0, limit, unlimited, cut: false, newlines: 0, marked: 0, max_event: MAX_EVENT_BYTES }
     }
 
     /// Starts counting an event's bytes again.
@@ -912,14 +1016,14 @@ impl<R: BufRead> BufRead for Metered<R> {
                 format!("one element, text or line is longer than {} bytes", self.max_event),
             ));
         }
-        if self.consumed >= self.limit {
+        if self.consumed >= self.limit && !self.unlimited.get() {
             // Past the limit only if there is more.
             if !self.cut && !self.inner.fill_buf()?.is_empty() {
                 self.cut = true;
             }
             return Ok(&[]);
         }
-        let room = self.limit - self.consumed;
+        let room = if self.unlimited.get() { u64::MAX } else { self.limit - self.consumed };
         let buf = self.inner.fill_buf()?;
         let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
         Ok(&buf[..n])
@@ -1202,9 +1306,12 @@ mod tests {
             entries(&items)[1],
             json!({"loc": "https://new.example/b", "images": [{"loc": "https://new.example/i.jpg"}]})
         );
-        let long = format!("{{\"loc\":\"{}\"}}\n", "a".repeat(70_000));
-        let (_, result) = read_all(long.as_bytes(), &options());
-        assert!(result.unwrap_err().message.contains("line 1 is longer than 65536 bytes"));
+        let long = format!("{{\"loc\":\"{}\"}}\n{{\"loc\":\"https://www.example.com/next\"}}\n", "a".repeat(70_000));
+        let (items, result) = read_all(long.as_bytes(), &options());
+        result.unwrap();
+        let Found::Invalid { line: 1, reason, .. } = &items[0] else { panic!("not refused") };
+        assert_eq!(reason, "the line is longer than 65536 bytes");
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/next"})], "the next line is read");
     }
 
     #[test]
@@ -1305,6 +1412,114 @@ mod tests {
             }
         );
         assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/ok"})], "the next entry is read");
+    }
+
+    /// A reader that gives one byte a read, as a pipe or an HTTP body may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let Some((first, rest)) = self.0.split_first() else { return Ok(0) };
+            if out.is_empty() {
+                return Ok(0);
+            }
+            out[0] = *first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn gzip_and_a_byte_order_mark_are_known_however_the_bytes_arrive() {
+        let xml = "\u{feff}<urlset><url><loc>https://www.example.com/a</loc></url></urlset>";
+        for bytes in [xml.as_bytes().to_vec(), gzip(xml.as_bytes())] {
+            let mut items = Vec::new();
+            let report = read(Trickle(&bytes), &options(), &mut |f| {
+                items.push(f);
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!(report.format, Some(Format::UrlSet));
+            assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/a"})]);
+        }
+    }
+
+    #[test]
+    fn a_line_the_limit_cuts_short_is_dropped_and_a_bad_line_is_skipped() {
+        let url = "https://www.example.com/abcdefghijklmnopqrstuvwxyz\n";
+        let mut text = "\n".repeat(MAX_BYTES as usize - 20);
+        text.push_str(url);
+        let (items, report) = read_all(text.as_bytes(), &options());
+        assert!(items.is_empty(), "never a truncated URL: {items:?}");
+        assert!(report.unwrap().cut.is_some());
+
+        let robots = format!(
+            "{}\nSitemap: https://a.example/other.xml-that-is-cut.xml\n",
+            "#".repeat(MAX_ROBOTS_BYTES as usize - 20)
+        );
+        let (items, _) = read_all(robots.as_bytes(), &ReadOptions { robots: true, ..options() });
+        assert!(items.is_empty(), "never a truncated sitemap URL: {items:?}");
+
+        let mut bytes = b"https://www.example.com/a\n".to_vec();
+        bytes.extend(vec![b'x'; 2 << 20]);
+        bytes.extend(b"\nhttps://www.example.com/\xff\nhttps://www.example.com/b\n");
+        let (items, report) = read_all(&bytes, &options());
+        report.unwrap();
+        let kinds: Vec<String> = items
+            .iter()
+            .map(|f| match f {
+                Found::Entry { loc, .. } => loc.clone().unwrap(),
+                Found::Invalid { reason, .. } => reason.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(kinds[0], "https://www.example.com/a");
+        assert_eq!(
+            kinds,
+            [
+                "https://www.example.com/a",
+                "the line is longer than 1048576 bytes",
+                "the line is not valid UTF-8",
+                "https://www.example.com/b"
+            ],
+            "the rest is read"
+        );
+    }
+
+    #[test]
+    fn ndjson_has_no_sitemap_limits() {
+        let line = format!("{{\"loc\":\"https://www.example.com/{}\"}}\n", "a".repeat(1000));
+        let n = MAX_BYTES as usize / line.len() + 10;
+        let (items, report) = read_all(line.repeat(n).as_bytes(), &options());
+        let report = report.unwrap();
+        assert_eq!((items.len(), report.cut), (n, None));
+    }
+
+    #[test]
+    fn a_field_past_its_bound_makes_its_entry_invalid_not_a_hoard() {
+        let xml = format!(
+            "<urlset><url><loc>https://www.example.com/{}</loc></url><url><loc>https://www.example.com/ok</loc></url></urlset>",
+            "a&amp;".repeat(40_000)
+        );
+        let (items, report) = read_all(xml.as_bytes(), &options());
+        report.unwrap();
+        let Found::Invalid { reason, .. } = &items[0] else { panic!("not refused") };
+        assert_eq!(reason, "a field of it is longer than 65536 bytes");
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/ok"})]);
+    }
+
+    #[test]
+    fn two_roots_an_empty_loc_and_another_encoding_are_said() {
+        let two = "<urlset></urlset><sitemapindex><sitemap><loc>https://x.test/s.xml</loc></sitemap></sitemapindex>";
+        let (items, result) = read_all(two.as_bytes(), &options());
+        assert!(items.is_empty());
+        assert!(result.unwrap_err().message.contains("a second root element <sitemapindex>"));
+        let empty = "<sitemapindex><sitemap><loc> </loc></sitemap></sitemapindex>";
+        let (items, _) = read_all(empty.as_bytes(), &options());
+        assert!(matches!(&items[0], Found::Invalid { .. }), "{items:?}");
+        let latin = b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><urlset><url><loc>https://x.test/caf\xe9</loc></url></urlset>";
+        let (_, result) = read_all(latin, &options());
+        assert!(result.unwrap_err().message.contains("declares the encoding ISO-8859-1: sitemaps are UTF-8"));
     }
 
     #[test]

@@ -94,8 +94,13 @@ pub(crate) async fn upsert<DB: Writes>(
         existing.entry(found.site).or_default().push(found.url);
     }
     let merged;
+    // Without news on either side, the import's merge is the API's replace: no copy.
+    let has_news = |f: Option<&crate::domain::Extensions>| f.is_some_and(|x| x.news.is_some());
+    let no_news = entries.iter().all(|e| !has_news(e.ext.as_deref()))
+        && existing.values().flatten().all(|u| !has_news(u.fields.ext.as_deref()));
     let entries = match mode {
         Upsert::Replace => entries,
+        Upsert::Import if no_news => entries,
         Upsert::Import => {
             let stored: BTreeMap<&str, &Fields> =
                 existing.values().flatten().map(|u| (u.loc.as_str(), &u.fields)).collect();
@@ -148,12 +153,13 @@ pub enum Upsert {
     /// The entry replaces the stored record whole (the write API).
     #[default]
     Replace,
-    /// `sitemapd import`: a site's news sitemap and its other sitemaps often list the same URL, one with only its
-    /// news, the others without it. So an entry without news keeps the news stored for its loc, and an entry of
-    /// nothing but a loc and its news (a news sitemap's shape) keeps every other field stored for it; any other
-    /// entry replaces the record. Sources read in any order then give the same records, and a second import of
-    /// the same sitemaps changes nothing. (A news article that its legacy news sitemap drops keeps its news, which
-    /// leaves the news sitemap with the 48-hour window anyway.)
+    /// `sitemapd import`: a site's news sitemap and its other sitemaps often list the same URL, the news sitemap
+    /// with its news (and perhaps a lastmod or an image), the others without news. So an entry without news keeps
+    /// the news stored for its loc, and an entry with news keeps each field it does not give (lastmod, changefreq,
+    /// priority, images, videos, alternates) as stored. Sources read in any order then give the same records
+    /// (where both give a field, the later read wins), and a second import of the same sitemaps changes nothing.
+    /// (An article that its legacy news sitemap drops keeps its news, which leaves the news sitemap with the
+    /// window anyway.)
     Import,
 }
 
@@ -181,22 +187,29 @@ pub(crate) fn import_merge(entries: &[Entry], stored: &BTreeMap<&str, &Fields>) 
 /// `entry` merged onto the record `base` by [`Upsert::Import`]'s rule.
 fn merge_onto(entry: &Entry, base: &Fields) -> Entry {
     let ext = entry.ext.as_deref();
-    let news_only = ext
-        .is_some_and(|x| x.news.is_some() && x.images.is_empty() && x.videos.is_empty() && x.alternates.is_empty())
-        && entry.lastmod.is_none()
-        && entry.changefreq.is_none()
-        && entry.priority.is_none();
     let mut merged = entry.clone();
-    if news_only {
-        merged.lastmod = base.lastmod.as_deref().and_then(|l| LastMod::parse(l).ok());
-        merged.changefreq = base.changefreq.as_deref().and_then(|c| ChangeFreq::parse(c).ok());
-        merged.priority = base.priority;
-        let mut kept = base.ext.as_deref().cloned().unwrap_or_default();
-        kept.news = ext.and_then(|x| x.news.clone());
-        merged.ext = Some(Box::new(kept));
-    } else if ext.is_none_or(|x| x.news.is_none())
-        && let Some(news) = base.ext.as_deref().and_then(|x| x.news.clone())
-    {
+    if ext.is_some_and(|x| x.news.is_some()) {
+        // A news sitemap's entry: what it does not say, the record keeps.
+        if merged.lastmod.is_none() {
+            merged.lastmod = base.lastmod.as_deref().and_then(|l| LastMod::parse(l).ok());
+        }
+        if merged.changefreq.is_none() {
+            merged.changefreq = base.changefreq.as_deref().and_then(|c| ChangeFreq::parse(c).ok());
+        }
+        merged.priority = merged.priority.or(base.priority);
+        if let (Some(kept), Some(x)) = (base.ext.as_deref(), merged.ext.as_deref_mut()) {
+            if x.images.is_empty() {
+                x.images.clone_from(&kept.images);
+            }
+            if x.videos.is_empty() {
+                x.videos.clone_from(&kept.videos);
+            }
+            if x.alternates.is_empty() {
+                x.alternates.clone_from(&kept.alternates);
+            }
+        }
+    } else if let Some(news) = base.ext.as_deref().and_then(|x| x.news.clone()) {
+        // Any other entry keeps the record's news.
         let mut kept = ext.cloned().unwrap_or_default();
         kept.news = Some(news);
         merged.ext = Some(Box::new(kept));
@@ -370,15 +383,14 @@ mod tests {
     }
 
     #[test]
-    fn any_other_entry_replaces_the_record() {
+    fn an_entry_with_news_keeps_what_it_does_not_give_and_any_other_keeps_only_the_news() {
         let stored = Fields::from(&both());
         let on_record = BTreeMap::from([(LOC, &stored)]);
-        let fresh_news = entry(json!({"loc": LOC, "priority": 0.5, "news": news()}));
-        assert_eq!(
-            import_merge(std::slice::from_ref(&fresh_news), &on_record),
-            [fresh_news],
-            "news and more: as given"
-        );
+        let fresh_news = entry(json!({"loc": LOC, "priority": 0.5, "lastmod": "2024-06-01", "news": news()}));
+        let merged = import_merge(std::slice::from_ref(&fresh_news), &on_record);
+        let lastmod = merged[0].lastmod.as_ref().map(LastMod::as_str);
+        assert_eq!((merged[0].priority, lastmod), (fresh_news.priority, Some("2024-06-01")), "what it gives, it sets");
+        assert_eq!(merged[0].ext.as_ref().unwrap().images.len(), 1, "what the news entry does not give stays");
         let bare = entry(json!({"loc": LOC}));
         let merged = import_merge(&[bare], &on_record);
         assert_eq!(merged[0].lastmod, None, "lastmod and images go as the API's replace does");

@@ -106,6 +106,8 @@ fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
         rejects: None,
         concurrency: 4,
         batch: 1000,
+        store_tries: 5,
+        store_retry_base: Duration::from_millis(10),
         limits: app.config.limits(),
         max_line_bytes: 1 << 20,
         http: HttpOptions { retry_base: Duration::from_millis(10), retries: 2, ..HttpOptions::default() },
@@ -360,10 +362,10 @@ async fn invalid_entries_go_to_the_rejects_file_and_the_rest_is_stored() {
     let txt = dir.path().join("urls.txt");
     std::fs::write(&txt, format!("{PUBLIC_URL}/t\n/relative\n")).unwrap();
     let rejects = dir.path().join("rejects.ndjson");
-    let mut options = options(&app, vec![Source::File(xml.clone()), Source::File(txt.clone())]);
-    options.rejects = Some(rejects.clone());
-    options.concurrency = 1;
-    let summary = import(&app, options).await;
+    let mut both = options(&app, vec![Source::File(xml.clone()), Source::File(txt.clone())]);
+    both.rejects = Some(rejects.clone());
+    both.concurrency = 1;
+    let summary = import(&app, both).await;
     assert!(summary.success(), "rejects do not make a source unread: {summary}");
     assert_eq!((summary.entries, summary.valid, summary.rejected, summary.created), (7, 3, 4, 3), "{summary}");
     let lines: Vec<Value> =
@@ -385,6 +387,22 @@ async fn invalid_entries_go_to_the_rejects_file_and_the_rest_is_stored() {
     }
     let priority = lines[2]["errors"].as_array().unwrap();
     assert_eq!(priority.len(), 2, "every problem of the entry: {priority:?}");
+
+    // The rejects file is never one of the sources (emptying it would empty the source); /dev/null takes them.
+    let mut onto_source = options(&app, vec![Source::File(txt.clone().into())]);
+    onto_source.rejects = Some(txt.clone().into());
+    let refused = sitemapd::import::import(Some(app.store.clone()), app.store.sites(), onto_source).await;
+    assert!(refused.unwrap_err().to_string().contains("is one of the sources"));
+    assert!(std::fs::read_to_string(&txt).unwrap().contains("/relative"), "the source is untouched");
+    let mut to_null = options(&app, vec![Source::File(txt.clone().into())]);
+    to_null.rejects = Some("/dev/null".into());
+    let summary = import(&app, to_null).await;
+    assert!(summary.success(), "{summary}");
+    // A robots.txt that lists no sitemap (a soft 404, say) is a failure, not an empty success.
+    let robots = dir.path().join("robots.txt");
+    std::fs::write(&robots, "<html>Not found</html>\n").unwrap();
+    let summary = import(&app, options(&app, vec![Source::File(robots)])).await;
+    assert_eq!(summary.sources[0].error.as_deref(), Some("it lists no Sitemap: line"), "{summary}");
     let mut locs = stored(&*app.store).await;
     locs.sort();
     assert_eq!(locs, ["a", "d", "t"].map(|p| format!("{PUBLIC_URL}/{p}")));
@@ -461,6 +479,54 @@ async fn delete_missing_removes_what_no_source_lists_any_more() {
     assert_eq!(locs, expected, "b is listed (if invalid) and the shop was not imported: both stay");
     let page = app.get("/sitemap-1.xml", &[]).await;
     assert!(!page.text().contains("/gone/"), "{}", page.text());
+}
+
+/// The database disappears during an import: the batch is tried again, then the import stops and says so; what it
+/// counted as stored is stored, and the sources not yet read are not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_fails_stops_the_import_and_the_counts_stay_true() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let peer = Peer::start(|base| {
+        let listed = index(&[format!("{base}/slow.txt"), format!("{base}/later.txt")]);
+        Router::new()
+            .route("/index.xml", get(move || async move { listed }))
+            .route(
+                "/slow.txt",
+                get(|| async {
+                    let lines = (0..20).map(|i| async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Ok::<_, std::io::Error>(format!("{PUBLIC_URL}/slow/{i}\n"))
+                    });
+                    axum::body::Body::from_stream(futures_util::stream::iter(lines).then(|f| f))
+                }),
+            )
+            .route("/later.txt", get(|| async { format!("{PUBLIC_URL}/later\n") }))
+    })
+    .await;
+    let db_file = app.db.url.strip_prefix("sqlite://").unwrap().split('?').next().unwrap().to_owned();
+    let mut o = options(&app, vec![peer.url("/index.xml")]);
+    o.batch = 2;
+    o.concurrency = 1;
+    let store = app.store.clone();
+    let sites = app.store.sites();
+    let running = tokio::spawn(sitemapd::import::import(Some(store), sites, o));
+    // Once some batches are stored, the file goes.
+    while stored(&*app.store).await.len() < 4 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::remove_file(&db_file).unwrap();
+    let summary = running.await.unwrap().unwrap();
+    assert!(!summary.success());
+    let error = summary.error.as_deref().unwrap_or_default();
+    assert!(error.starts_with("the store failed") && error.contains("was deleted or replaced"), "{summary}");
+    assert!(summary.created >= 4 && summary.created < 20, "{summary}");
+    // The pool still reads the file it opened: every batch counted is there, none beyond.
+    let kept = stored(&*app.store).await;
+    assert_eq!(kept.len() as u64, summary.created, "{summary}");
+    assert_eq!(peer.hits("/later.txt"), 0, "nothing more is read once the store failed: {summary}");
+    assert_eq!(summary.not_read, 1, "{summary}");
+    let slow = summary.sources.iter().find(|s| s.source.ends_with("/slow.txt")).unwrap();
+    assert!(slow.error.is_some(), "a source whose entries were not all stored is not read whole: {summary}");
 }
 
 /// With several sites, each entry of one sitemap goes to the site its loc lies under.
