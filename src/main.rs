@@ -80,6 +80,9 @@ enum Command {
         /// Sources fetched and read at once.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
         concurrency: u16,
+        /// The most sitemaps followed from indexes and robots.txt files; more are reported, not read.
+        #[arg(long, value_name = "N", default_value_t = 100_000)]
+        max_sitemaps: usize,
         /// Queue nothing for IndexNow, whatever the configuration says (a first import of URLs search engines
         /// already know).
         #[arg(long)]
@@ -214,6 +217,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         delete_missing,
         rejects,
         concurrency,
+        max_sitemaps,
         no_indexnow,
         timeout,
         retries,
@@ -223,6 +227,14 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         unreachable!("only import")
     };
     let sources = sources.iter().map(|s| Source::parse(s)).collect::<Result<Vec<_>, _>>().map_err(Usage)?;
+    let same = |path: &std::path::Path| std::fs::canonicalize(path).ok().zip(std::fs::canonicalize(&rejects).ok());
+    if sources.iter().any(|s| matches!(s, Source::File(f) if same(f).is_some_and(|(a, b)| a == b))) {
+        return Err(Usage(format!(
+            "the rejects file {} is one of the sources: name another with --rejects",
+            rejects.display()
+        ))
+        .into());
+    }
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(Usage("standard input (-) can be read once".to_owned()).into());
     }
@@ -256,6 +268,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         delete_missing,
         rejects: Some(rejects),
         concurrency: usize::from(concurrency),
+        max_sitemaps,
         batch: config.ndjson_batch,
         store_tries: 5,
         store_retry_base: Duration::from_secs(1),

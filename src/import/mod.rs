@@ -55,6 +55,9 @@ pub struct ImportOptions {
     pub rejects: Option<PathBuf>,
     /// Sources fetched and read at once.
     pub concurrency: usize,
+    /// The most sitemaps followed from indexes and robots.txt files (beyond the sources given): a bound on what an
+    /// index that keeps listing new indexes can make the import fetch and remember.
+    pub max_sitemaps: usize,
     /// Entries a write stores at once.
     pub batch: usize,
     /// Tries of a batch while the store is unavailable, and the first wait between them (doubling).
@@ -225,11 +228,32 @@ const BUDGET_BYTES: usize = 64 * 1024 * 1024;
 /// A batch is stored once it holds this many bytes, whatever its count (half the budget: never a deadlock).
 const BATCH_BYTES: usize = BUDGET_BYTES / 2;
 
+/// One link of a chain of indexes: a sitemap and the index that listed it (shared, not copied, by its children).
+#[derive(Debug)]
+struct Link {
+    name: String,
+    parent: Option<Arc<Link>>,
+    level: usize,
+}
+
+impl Link {
+    fn names(&self) -> Vec<&str> {
+        let mut names = vec![self.name.as_str()];
+        let mut at = self.parent.as_deref();
+        while let Some(link) = at {
+            names.push(&link.name);
+            at = link.parent.as_deref();
+        }
+        names.reverse();
+        names
+    }
+}
+
 /// A source to read, and the chain of indexes that led to it (itself last).
 #[derive(Clone, Debug)]
 struct Job {
     source: Source,
-    chain: Arc<Vec<String>>,
+    chain: Arc<Link>,
 }
 
 /// What the jobs share.
@@ -319,11 +343,14 @@ pub async fn import(
     let mut seen = HashSet::new();
     for source in options.sources {
         if seen.insert(source.key()) {
-            queue.push_back(Job { chain: Arc::new(vec![source.to_string()]), source });
+            queue.push_back(Job { chain: Arc::new(Link { name: source.to_string(), parent: None, level: 1 }), source });
         }
     }
     counters.sources_total.store(queue.len() as u64, Ordering::Relaxed);
+    // Sitemaps that indexes listed and that are followed, at most `max_sitemaps`.
+    let mut followed = 0usize;
     let mut running = JoinSet::new();
+    let mut names = std::collections::HashMap::new();
     loop {
         if ctx.tx.is_closed() && !queue.is_empty() {
             // The writer stopped (the store failed): nothing more is read.
@@ -332,14 +359,22 @@ pub async fn import(
         }
         while running.len() < options.concurrency.max(1) {
             let Some(job) = queue.pop_front() else { break };
-            running.spawn(run_job(job, ctx.clone()));
+            let name = job.source.to_string();
+            names.insert(running.spawn(run_job(job, ctx.clone())).id(), name);
         }
-        let Some(done) = running.join_next().await else { break };
+        let Some(done) = running.join_next_with_id().await else { break };
         let (job, outcome, report, listed) = match done {
-            Ok(done) => done,
+            Ok((id, done)) => {
+                names.remove(&id);
+                done
+            }
             Err(e) => {
-                // A reader that panicked: said, and the import goes on without that source.
-                tracing::error!(error = %e, "a source's reader failed");
+                // A reader that panicked: that source failed, and the import goes on.
+                let source = names.remove(&e.id()).unwrap_or_default();
+                tracing::error!(error = %e, source, "a source's reader failed");
+                counters.sources_done.fetch_add(1, Ordering::Relaxed);
+                let error = Some(format!("its reader failed: {e}"));
+                summary.sources.push(SourceOutcome { source, format: None, items: 0, cut: None, error });
                 continue;
             }
         };
@@ -350,23 +385,31 @@ pub async fn import(
         }
         for child in listed {
             let key = child.key();
-            if job.chain.len() >= MAX_LEVELS {
+            if job.chain.level >= MAX_LEVELS {
                 not_followed(&mut summary, format!("{child}: listed {MAX_LEVELS} levels deep (by {})", job.source));
                 continue;
             }
             if !seen.insert(key) {
                 let name = child.to_string();
-                if job.chain.contains(&name) {
-                    let chain = job.chain.join(" → ");
+                let chain = job.chain.names();
+                if chain.contains(&name.as_str()) {
+                    let chain = chain.join(" → ");
                     not_followed(&mut summary, format!("{name}: a loop of indexes ({chain} → {name})"));
                 } else {
                     *summary.notices.entry("a sitemap listed twice: read once".to_owned()).or_default() += 1;
                 }
                 continue;
             }
-            let mut chain = (*job.chain).clone();
-            chain.push(child.to_string());
-            queue.push_back(Job { source: child, chain: Arc::new(chain) });
+            if followed >= options.max_sitemaps {
+                not_followed(
+                    &mut summary,
+                    format!("{child}: more than {} sitemaps (--max-sitemaps)", options.max_sitemaps),
+                );
+                continue;
+            }
+            followed += 1;
+            let link = Link { name: child.to_string(), parent: Some(job.chain.clone()), level: job.chain.level + 1 };
+            queue.push_back(Job { source: child, chain: Arc::new(link) });
             counters.sources_total.fetch_add(1, Ordering::Relaxed);
         }
         progress.source_done(&outcome);

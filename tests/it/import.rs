@@ -105,6 +105,7 @@ fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
         delete_missing: false,
         rejects: None,
         concurrency: 4,
+        max_sitemaps: 100,
         batch: 1000,
         store_tries: 5,
         store_retry_base: Duration::from_millis(10),
@@ -294,6 +295,13 @@ async fn loops_deep_chains_and_failing_sources_are_reported() {
     assert_eq!(stored(&*app.store).await, [format!("{PUBLIC_URL}/leaf")]);
     let text = summary.to_string();
     assert!(text.contains("13 of 16 sources read whole, 0 cut at a limit, 3 failed"), "{text}");
+
+    // An index that keeps listing indexes is followed up to --max-sitemaps, no further.
+    let mut capped = options(&app, vec![peer.url("/deep/1.xml")]);
+    capped.max_sitemaps = 3;
+    let summary = import(&app, capped).await;
+    assert_eq!(summary.sources.len(), 4, "the source and 3 sitemaps: {summary}");
+    assert_eq!(summary.not_followed, [format!("{base}/deep/5.xml: more than 3 sitemaps (--max-sitemaps)")]);
 }
 
 /// A gzip bomb and a file past 50 MiB are read up to the protocol's limit, what came before it stored, and
@@ -779,6 +787,12 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
     let d = dir.path().to_owned();
     let twice = tokio::task::spawn_blocking(move || run(&d, &db, &["import", "-", "-"])).await.unwrap();
     assert_eq!(twice.status.code(), Some(2));
+    std::fs::write(dir.path().join("import-rejects.ndjson"), "{}\n").unwrap();
+    let db = app.db.url.clone();
+    let d = dir.path().to_owned();
+    let onto = tokio::task::spawn_blocking(move || run(&d, &db, &["import", "import-rejects.ndjson"])).await.unwrap();
+    assert_eq!(onto.status.code(), Some(2), "{}", String::from_utf8_lossy(&onto.stderr));
+    assert_eq!(std::fs::read_to_string(dir.path().join("import-rejects.ndjson")).unwrap(), "{}\n", "left whole");
 }
 
 /// On a terminal (a pseudo-terminal made by `script`), progress is a bar that ends cleared, and the summary
