@@ -134,6 +134,15 @@ def main():
                      fmt(peak, " MB"), f"plain {fmt(pl['peak_rss_MB'], ' MB')}", "", "≤ 64 MB",
                      verdict(None if peak is None else peak <= 64)))
 
+    # 8. sitemapd import (bench/import.sh): 20 gzip sitemap files beside the same rows through the API
+    imp = load(d, "import.json")
+    if imp:
+        for run, what in (("first", f"import of {imp['rows']:,} URLs in 20 gzip sitemap files (new)"),
+                          ("resend", "the same import again (all unchanged)")):
+            x = imp[run]
+            rows.append(("8", what, fmt(x["import_rows_per_s"], " rows/s"), f"NDJSON API {fmt(x['api_rows_per_s'], ' rows/s')}",
+                         f"{fmt(x['ratio'])}x", "≥ 0.8x" if run == "first" else "", verdict(x["ratio"] >= 0.8) if run == "first" else "-"))
+
     print(f"Machine and run: {machine}\n")
     print("| # | measure | sitemapd | compared with | ratio | target | |")
     print("|---|---|---|---|---|---|---|")

@@ -7,10 +7,12 @@
 #   BENCH_SCALE_LARGE=1000000 bench/run.sh        # a smaller large scale (quicker)
 #   BENCH_PEERS=nginx bench/run.sh                # skip Django (its runs take most of the time)
 #   BENCH_EXT=0 bench/run.sh                      # skip the extension-mix stage (5.); alone: bench/ext.sh
+#   BENCH_IMPORT=0 bench/run.sh                   # skip the import stage (6.); alone: bench/import.sh
 #
 # Needs PostgreSQL on 127.0.0.1:5432 with trust auth (as in CI). It creates the databases sitemapd_bench,
 # sitemapd_scale_small and sitemapd_scale_large (dropped and made anew), and the harness's peerbench; the
-# extension stage (bench/ext.sh) sitemapd_ext_plain and sitemapd_ext_mix.
+# extension stage (bench/ext.sh) sitemapd_ext_plain and sitemapd_ext_mix; the import stage (bench/import.sh)
+# sitemapd_import_api and sitemapd_import_cli.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -150,6 +152,12 @@ done
 if [ "${BENCH_EXT:-1}" != 0 ]; then
   log "extensions: plain and mixed data set, ingest, memory, uncached page time per MB, XSD validation"
   BENCH_OUT="$OUT" BENCH_EXT_ROWS="$ROWS" bench/ext.sh >/dev/null
+fi
+
+# --- 6. sitemapd import beside the NDJSON API ingest, BENCH_ROWS rows each (bench/import.sh) -----------------
+if [ "${BENCH_IMPORT:-1}" != 0 ]; then
+  log "import: $ROWS rows as 20 gzip sitemap files beside the same rows through the API"
+  BENCH_OUT="$OUT" BENCH_IMPORT_ROWS="$ROWS" bench/import.sh >/dev/null
 fi
 
 python3 bench/report.py "$OUT" | tee "$OUT/summary.md"

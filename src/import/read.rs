@@ -66,7 +66,8 @@ impl Format {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Found {
     /// An entry as the JSON text of the write API's entry, to be validated as the API validates it; `loc` is its
-    /// `<loc>` as read (for the rejects file), `line` where it starts (1-based, in the uncompressed text).
+    /// `<loc>` as read (for the rejects file), `line` the line its start tag ends on (1-based, in the uncompressed
+    /// text).
     Entry { line: u64, loc: Option<String>, json: String },
     /// A sitemap that an index or a robots.txt lists, as written (relative to the source, perhaps).
     Sitemap { line: u64, loc: String },
@@ -610,8 +611,10 @@ fn read_xml<R: BufRead>(
     let mut open: Vec<Node> = Vec::new();
     let mut elements = 0usize;
     let mut entry_line = 0u64;
-    // A field of the entry being read passed [`MAX_FIELD_BYTES`]: the entry is invalid.
+    // A field of the entry being read passed [`MAX_FIELD_BYTES`], or all of them [`MAX_ENTRY_BYTES`]: the entry
+    // is invalid.
     let mut too_long = false;
+    let mut entry_bytes = 0usize;
     // The root element was closed: nothing may follow it.
     let mut closed = false;
     // Depth at which a skipped subtree began (0: none).
@@ -683,6 +686,7 @@ fn read_xml<R: BufRead>(
                         entry_line = line;
                         elements = 1;
                         too_long = false;
+                        entry_bytes = 0;
                         open.push(node);
                     }
                     _ => {
@@ -712,7 +716,10 @@ fn read_xml<R: BufRead>(
                 let item = if elements > MAX_ENTRY_ELEMENTS || too_long {
                     let loc = node.children.iter().find(|c| c.name == "loc").map(|c| c.text().to_owned());
                     let reason = if too_long {
-                        format!("a field of it is longer than {MAX_FIELD_BYTES} bytes")
+                        format!(
+                            "a field of it is longer than {MAX_FIELD_BYTES} bytes, or all of them than \
+                             {MAX_ENTRY_BYTES}"
+                        )
                     } else {
                         format!("it holds more than {MAX_ENTRY_ELEMENTS} elements")
                     };
@@ -737,12 +744,12 @@ fn read_xml<R: BufRead>(
             }
             Event::Text(text) => {
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
-                    too_long |= !append(&mut node.text, &text.xml10_content());
+                    too_long |= !append(&mut node.text, &text.xml10_content(), &mut entry_bytes);
                 }
             }
             Event::CData(data) => {
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
-                    too_long |= !append(&mut node.text, &data.xml10_content());
+                    too_long |= !append(&mut node.text, &data.xml10_content(), &mut entry_bytes);
                 }
             }
             Event::GeneralRef(r) => {
@@ -755,7 +762,7 @@ fn read_xml<R: BufRead>(
                     Err(e) => return Err(format!("it has a bad character reference (line {line}): {e}")),
                 };
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
-                    too_long |= !append(&mut node.text, &resolved);
+                    too_long |= !append(&mut node.text, &resolved, &mut entry_bytes);
                 }
             }
             Event::Eof => {
@@ -785,11 +792,16 @@ fn read_xml<R: BufRead>(
 /// The most bytes one field of an entry may hold (a URL is at most 2,048 characters, a video description 2,048).
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
 
-/// Appends `more` to a field's `text` unless that passes [`MAX_FIELD_BYTES`]; whether it did not.
-fn append(text: &mut String, more: &str) -> bool {
-    if text.len() + more.len() > MAX_FIELD_BYTES {
+/// The most bytes of text one entry may hold over all its fields (1,000 images' URLs take 2 MB at most).
+pub const MAX_ENTRY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Appends `more` to a field's `text` unless that passes [`MAX_FIELD_BYTES`], or the entry's text (`entry_bytes`)
+/// [`MAX_ENTRY_BYTES`]; whether it did not.
+fn append(text: &mut String, more: &str, entry_bytes: &mut usize) -> bool {
+    if text.len() + more.len() > MAX_FIELD_BYTES || *entry_bytes + more.len() > MAX_ENTRY_BYTES {
         return false;
     }
+    *entry_bytes += more.len();
     text.push_str(more);
     true
 }
@@ -1504,8 +1516,17 @@ mod tests {
         let (items, report) = read_all(xml.as_bytes(), &options());
         report.unwrap();
         let Found::Invalid { reason, .. } = &items[0] else { panic!("not refused") };
-        assert_eq!(reason, "a field of it is longer than 65536 bytes");
+        assert_eq!(reason, "a field of it is longer than 65536 bytes, or all of them than 4194304");
         assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/ok"})]);
+        // Many fields within their bound, past the entry's.
+        let wide = format!(
+            "<urlset><url><loc>https://www.example.com/w</loc>{}</url></urlset>",
+            format!("<image:image><image:loc>https://c.example/{}</image:loc></image:image>", "i".repeat(60_000))
+                .repeat(80)
+        );
+        let (items, report) = read_all(wide.as_bytes(), &options());
+        report.unwrap();
+        assert!(matches!(&items[0], Found::Invalid { .. }), "refused");
     }
 
     #[test]

@@ -795,6 +795,35 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
     assert_eq!(std::fs::read_to_string(dir.path().join("import-rejects.ndjson")).unwrap(), "{}\n", "left whole");
 }
 
+/// What an import changes is queued for IndexNow like the API's writes, unless `--no-indexnow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_indexnow_queues_nothing() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), format!("{PUBLIC_URL}/a\n{PUBLIC_URL}/b\n")).unwrap();
+    std::fs::write(dir.path().join("c.txt"), format!("{PUBLIC_URL}/c\n")).unwrap();
+    let run_with_key = |args: Vec<&'static str>| {
+        let (d, db) = (dir.path().to_owned(), app.db.url.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(BIN)
+                .current_dir(&d)
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .envs([("DATABASE_URL", db.as_str()), ("SITEMAPD_PUBLIC_URL", PUBLIC_URL)])
+                .env("SITEMAPD_INDEXNOW_KEYS", "0123456789abcdef0123456789abcdef")
+                .args(args)
+                .output()
+                .expect("run sitemapd")
+        })
+    };
+    let out = run_with_key(vec!["import", "--no-indexnow", "a.txt"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>(), 0, "nothing queued");
+    let out = run_with_key(vec!["import", "c.txt"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>(), 1, "the change queued");
+}
+
 /// On a terminal (a pseudo-terminal made by `script`), progress is a bar that ends cleared, and the summary
 /// follows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
