@@ -227,8 +227,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         unreachable!("only import")
     };
     let sources = sources.iter().map(|s| Source::parse(s)).collect::<Result<Vec<_>, _>>().map_err(Usage)?;
-    let same = |path: &std::path::Path| std::fs::canonicalize(path).ok().zip(std::fs::canonicalize(&rejects).ok());
-    if sources.iter().any(|s| matches!(s, Source::File(f) if same(f).is_some_and(|(a, b)| a == b))) {
+    if sources.iter().any(|s| matches!(s, Source::File(f) if sitemapd::import::fetch::same_file(f, &rejects))) {
         return Err(Usage(format!(
             "the rejects file {} is one of the sources: name another with --rejects",
             rejects.display()

@@ -78,6 +78,15 @@ impl fmt::Display for Source {
     }
 }
 
+/// Whether `a` and `b` name one existing file (by device and inode: a hard link or another path to it too).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Where a source was read from, to find the sitemaps it lists by relative location.
 #[derive(Clone, Debug)]
 pub enum Base {

@@ -210,6 +210,9 @@ struct Reject {
     /// `--delete-missing`.
     #[serde(skip)]
     listed: Option<(i64, u64)>,
+    /// Its share of the byte budget, until it is written.
+    #[serde(skip)]
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Where an entry was read: its source and line.
@@ -231,21 +234,33 @@ const BATCH_BYTES: usize = BUDGET_BYTES / 2;
 /// One link of a chain of indexes: a sitemap and the index that listed it (shared, not copied, by its children).
 #[derive(Debug)]
 struct Link {
+    /// As shown.
     name: String,
+    /// As compared ([`Source::key`]).
+    key: String,
     parent: Option<Arc<Link>>,
     level: usize,
 }
 
 impl Link {
-    fn names(&self) -> Vec<&str> {
-        let mut names = vec![self.name.as_str()];
+    /// The chain from the first source to this one.
+    fn links(&self) -> Vec<&Link> {
+        let mut links = vec![self];
         let mut at = self.parent.as_deref();
         while let Some(link) = at {
-            names.push(&link.name);
+            links.push(link);
             at = link.parent.as_deref();
         }
-        names.reverse();
-        names
+        links.reverse();
+        links
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.links().into_iter().map(|l| l.name.as_str()).collect()
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.links().into_iter().map(|l| l.key.as_str()).collect()
     }
 }
 
@@ -299,9 +314,8 @@ pub async fn import(
 ) -> anyhow::Result<Summary> {
     let started = Instant::now();
     if let Some(path) = &options.rejects {
-        // Emptying the rejects file must never empty a source.
-        let same = |a: &std::path::Path| std::fs::canonicalize(a).ok().zip(std::fs::canonicalize(path).ok());
-        if options.sources.iter().any(|s| matches!(s, Source::File(f) if same(f).is_some_and(|(a, b)| a == b))) {
+        // Emptying the rejects file must never empty a source (a hard link to it included).
+        if options.sources.iter().any(|s| matches!(s, Source::File(f) if fetch::same_file(f, path))) {
             anyhow::bail!("the rejects file {} is one of the sources", path.display());
         }
     }
@@ -343,7 +357,8 @@ pub async fn import(
     let mut seen = HashSet::new();
     for source in options.sources {
         if seen.insert(source.key()) {
-            queue.push_back(Job { chain: Arc::new(Link { name: source.to_string(), parent: None, level: 1 }), source });
+            let link = Link { name: source.to_string(), key: source.key(), parent: None, level: 1 };
+            queue.push_back(Job { chain: Arc::new(link), source });
         }
     }
     counters.sources_total.store(queue.len() as u64, Ordering::Relaxed);
@@ -385,19 +400,18 @@ pub async fn import(
         }
         for child in listed {
             let key = child.key();
-            if job.chain.level >= MAX_LEVELS {
-                not_followed(&mut summary, format!("{child}: listed {MAX_LEVELS} levels deep (by {})", job.source));
-                continue;
-            }
-            if !seen.insert(key) {
+            if seen.contains(&key) {
                 let name = child.to_string();
-                let chain = job.chain.names();
-                if chain.contains(&name.as_str()) {
-                    let chain = chain.join(" → ");
+                if job.chain.keys().contains(&key.as_str()) {
+                    let chain = job.chain.names().join(" → ");
                     not_followed(&mut summary, format!("{name}: a loop of indexes ({chain} → {name})"));
                 } else {
                     *summary.notices.entry("a sitemap listed twice: read once".to_owned()).or_default() += 1;
                 }
+                continue;
+            }
+            if job.chain.level >= MAX_LEVELS {
+                not_followed(&mut summary, format!("{child}: listed {MAX_LEVELS} levels deep (by {})", job.source));
                 continue;
             }
             if followed >= options.max_sitemaps {
@@ -408,7 +422,9 @@ pub async fn import(
                 continue;
             }
             followed += 1;
-            let link = Link { name: child.to_string(), parent: Some(job.chain.clone()), level: job.chain.level + 1 };
+            seen.insert(key.clone());
+            let link =
+                Link { name: child.to_string(), key, parent: Some(job.chain.clone()), level: job.chain.level + 1 };
             queue.push_back(Job { source: child, chain: Arc::new(link) });
             counters.sources_total.fetch_add(1, Ordering::Relaxed);
         }
@@ -435,6 +451,10 @@ pub async fn import(
             _ if options.dry_run => summary.delete_skipped = Some("a dry run reads no stored URL".to_owned()),
             _ if !summary.success() => {
                 summary.delete_skipped = Some("not every source was read whole and stored".to_owned());
+            }
+            _ if written.unknown_locs > 0 => {
+                summary.delete_skipped =
+                    Some(format!("{} rejected entries have no loc that could be read", written.unknown_locs));
             }
             (Some(store), Some(listed)) if !listed.is_empty() => {
                 match delete_missing(&**store, &sites, &listed).await {
@@ -542,6 +562,11 @@ async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<So
     if stopped {
         outcome.error.get_or_insert_with(|| "not read whole: the import stopped (the store failed)".to_owned());
     }
+    if let Some(first) = report.unreadable.first() {
+        let more = report.unreadable.len() - 1;
+        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        outcome.error.get_or_insert_with(|| format!("a sitemap it lists cannot be read: {first}{more}"));
+    }
     if report.format == Some(read::Format::Robots) && report.items == 0 {
         outcome.error.get_or_insert_with(|| "it lists no Sitemap: line".to_owned());
     }
@@ -570,8 +595,9 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
         Found::Invalid { line, loc, reason } => {
             ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
             let listed = loc.as_deref().and_then(|l| ctx.listed(&ctx.read.rewrite(l)));
-            let reject = Reject { source: source.to_string(), line, loc, reason, errors: Vec::new(), listed };
-            return send(ctx, Msg::Reject(reject));
+            let reject =
+                Reject { source: source.to_string(), line, loc, reason, errors: Vec::new(), listed, permit: None };
+            return send_reject(ctx, reject);
         }
         Found::Entry { line, loc, json } => (line, loc, json),
     };
@@ -597,8 +623,24 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
                 .collect::<Vec<_>>()
                 .join("; ");
             let listed = loc.as_deref().and_then(|l| ctx.listed(&ctx.read.rewrite(l)));
-            send(ctx, Msg::Reject(Reject { source: source.to_string(), line, loc, reason, errors, listed }))
+            let reject = Reject { source: source.to_string(), line, loc, reason, errors, listed, permit: None };
+            send_reject(ctx, reject)
         }
+    }
+}
+
+/// Sends a reject with its share of the byte budget (its loc, reason and errors), waited for as an entry's is.
+fn send_reject(ctx: &Ctx, mut reject: Reject) -> ControlFlow<()> {
+    let size = reject.loc.as_ref().map_or(0, String::len)
+        + reject.reason.len()
+        + reject.errors.iter().map(|e| e.field.len() + e.message.len()).sum::<usize>();
+    let share = u32::try_from(size.clamp(1, BATCH_BYTES)).unwrap_or(u32::MAX);
+    match ctx.runtime.block_on(ctx.budget.clone().acquire_many_owned(share)) {
+        Ok(permit) => {
+            reject.permit = Some(permit);
+            send(ctx, Msg::Reject(reject))
+        }
+        Err(_) => ControlFlow::Break(()),
     }
 }
 
@@ -619,6 +661,8 @@ struct Written {
     listed: Option<Listed>,
     /// When the store failed: the sources whose entries were not all stored.
     unstored: std::collections::BTreeSet<String>,
+    /// Rejected entries whose loc could not be read.
+    unknown_locs: u64,
     rejects_error: Option<String>,
 }
 
@@ -649,6 +693,7 @@ async fn write(
         error: None,
         listed: keep_listed.then(Listed::new),
         unstored: Default::default(),
+        unknown_locs: 0,
         rejects_error: None,
     };
     let mut entries: Vec<Entry> = Vec::with_capacity(batch);
@@ -694,7 +739,7 @@ async fn write(
                 // The sources whose entries were not stored: this batch's, and those read but not yet written.
                 rx.close();
                 written.unstored.extend(origins.iter().map(|(s, _)| s.to_string()));
-                while let Ok(msg) = rx.try_recv() {
+                while let Some(msg) = rx.recv().await {
                     match msg {
                         Msg::Entry(_, (source, _), _) => {
                             written.unstored.insert(source.to_string());
@@ -736,6 +781,8 @@ fn write_rejects(
         if let (Some(listed), Some((site, digest))) = (&mut written.listed, reject.listed) {
             listed.entry(site).or_default().insert(digest);
         }
+        // A reject whose loc is unknown (a line too long, not UTF-8, not JSON) may be any stored URL.
+        written.unknown_locs += u64::from(reject.loc.is_none());
         written.rejected += 1;
         counters.rejected.fetch_add(1, Ordering::Relaxed);
         if written.rejects_error.is_none()
@@ -789,7 +836,8 @@ async fn store_batch(
                 let loc = entries.first().map(|e| e.loc.as_str().to_owned());
                 let listed =
                     entries.first().and_then(|e| Some((sites.for_loc(e.loc.as_str())?.id, digest(e.loc.as_str()))));
-                rejects.push(Reject { source, line, loc, reason: e.to_string(), errors: Vec::new(), listed });
+                let reason = e.to_string();
+                rejects.push(Reject { source, line, loc, reason, errors: Vec::new(), listed, permit: None });
                 counts.received += 1;
                 return Ok(());
             }

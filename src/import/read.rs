@@ -88,6 +88,9 @@ pub struct Report {
     /// What was accepted but is worth saying (upper-case tags, another namespace), or skipped (deprecated fields,
     /// elements this service does not keep), and how often.
     pub notices: BTreeMap<String, u64>,
+    /// Sitemaps an index lists that cannot be read (no `<loc>`, too large), where: the index is then not read
+    /// whole (at most a few are named).
+    pub unreadable: Vec<String>,
 }
 
 impl Report {
@@ -168,13 +171,16 @@ fn read_into(
     report.gzip = head[..got] == [0x1f, 0x8b];
     let input = io::Cursor::new(head[..got].to_vec()).chain(input);
     let unlimited = Rc::new(Cell::new(false));
+    let any_cut = Rc::new(Cell::new(false));
     let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES, unlimited.clone());
+    raw.any_cut = any_cut.clone();
     let limit = if options.robots { MAX_ROBOTS_BYTES } else { MAX_BYTES };
     if report.gzip {
         // Events are counted in the text a gzip body inflates to, never in its compressed bytes.
         raw.max_event = u64::MAX;
         let inflated = BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(raw));
         let mut text = Metered::new(inflated, limit, unlimited);
+        text.any_cut = any_cut;
         let result = read_text(&mut text, options, found, report);
         let compressed_cut = text.inner.get_ref().get_ref().cut;
         finish(result, text.cut, limit, report, compressed_cut)
@@ -300,7 +306,7 @@ fn read_lines<R: BufRead>(
         if length == 0 {
             return Ok(());
         }
-        if !ended && input.cut {
+        if !ended && (input.cut || input.any_cut.get()) {
             // The limit cut this line short: it is not what the source says.
             return Ok(());
         }
@@ -308,7 +314,9 @@ fn read_lines<R: BufRead>(
         let body = body.strip_suffix(b"\r").unwrap_or(body);
         let body_length = length - (line.len() - body.len()) as u64;
         let invalid = |reason: String| Found::Invalid { line: line_no, loc: None, reason };
-        let item = if body_length > max {
+        let item = if body_length > max && format == Format::Robots {
+            continue;
+        } else if body_length > max {
             invalid(format!("the line is longer than {max} bytes"))
         } else if let Ok(text) = std::str::from_utf8(body) {
             match format {
@@ -713,7 +721,12 @@ fn read_xml<R: BufRead>(
                     parent.children.push(node);
                     continue;
                 }
-                let item = if elements > MAX_ENTRY_ELEMENTS || too_long {
+                let index = report.format == Some(Format::Index);
+                let item = if index && (elements > MAX_ENTRY_ELEMENTS || too_long) {
+                    // A listed sitemap that cannot be read is not an entry to reject: what it lists is unread.
+                    report.unreadable.push(format!("line {entry_line}: a <sitemap> too large to read"));
+                    continue;
+                } else if elements > MAX_ENTRY_ELEMENTS || too_long {
                     let loc = node.children.iter().find(|c| c.name == "loc").map(|c| c.text().to_owned());
                     let reason = if too_long {
                         format!(
@@ -730,8 +743,8 @@ fn read_xml<R: BufRead>(
                             Found::Sitemap { line: entry_line, loc: loc.text().to_owned() }
                         }
                         _ => {
-                            let reason = "a <sitemap> without a <loc>".to_owned();
-                            Found::Invalid { line: entry_line, loc: None, reason }
+                            report.unreadable.push(format!("line {entry_line}: a <sitemap> without a <loc>"));
+                            continue;
                         }
                     }
                 } else {
@@ -993,6 +1006,8 @@ struct Metered<R> {
     limit: u64,
     /// Set once the format has no byte limit (NDJSON): shared by the compressed and the inflated counter.
     unlimited: Rc<Cell<bool>>,
+    /// Set when either counter cut the input (the compressed one may end it cleanly between gzip members).
+    any_cut: Rc<Cell<bool>>,
     cut: bool,
     newlines: u64,
     marked: u64,
@@ -1001,7 +1016,18 @@ struct Metered<R> {
 
 impl<R: BufRead> Metered<R> {
     fn new(inner: R, limit: u64, unlimited: Rc<Cell<bool>>) -> Self {
-        Self { inner, consumed: 0, limit, unlimited, cut: false, newlines: 0, marked: 0, max_event: MAX_EVENT_BYTES }
+        let any_cut = Rc::new(Cell::new(false));
+        Self {
+            inner,
+            consumed: 0,
+            limit,
+            unlimited,
+            any_cut,
+            cut: false,
+            newlines: 0,
+            marked: 0,
+            max_event: MAX_EVENT_BYTES,
+        }
     }
 
     /// Starts counting an event's bytes again.
@@ -1032,6 +1058,7 @@ impl<R: BufRead> BufRead for Metered<R> {
             // Past the limit only if there is more.
             if !self.cut && !self.inner.fill_buf()?.is_empty() {
                 self.cut = true;
+                self.any_cut.set(true);
             }
             return Ok(&[]);
         }
@@ -1226,13 +1253,14 @@ mod tests {
                      <sitemap><loc> s2.xml </loc></sitemap>\n<sitemap><lastmod>2024-01-01</lastmod></sitemap>\n\
                      </sitemapindex>";
         let (items, report) = read_all(index.as_bytes(), &options());
-        assert_eq!(report.unwrap().format, Some(Format::Index));
+        let report = report.unwrap();
+        assert_eq!(report.format, Some(Format::Index));
+        assert_eq!(report.unreadable, ["line 4: a <sitemap> without a <loc>"], "not a reject: the index is not whole");
         assert_eq!(
             items,
             [
                 Found::Sitemap { line: 2, loc: "https://www.example.com/s1.xml.gz".into() },
                 Found::Sitemap { line: 3, loc: "s2.xml".into() },
-                Found::Invalid { line: 4, loc: None, reason: "a <sitemap> without a <loc>".into() },
             ]
         );
     }
@@ -1499,6 +1527,32 @@ mod tests {
     }
 
     #[test]
+    fn a_line_the_compressed_limit_cuts_between_gzip_members_is_dropped() {
+        // Empty members (inflating to nothing) up to the compressed limit, which then falls exactly between the
+        // member holding the start of a URL and the member holding its end.
+        let start = gzip(b"https://www.example.com/kept\nhttps://www.example.com/trunc");
+        let empty = gzip(b"");
+        let mut bytes = Vec::with_capacity(MAX_COMPRESSED_BYTES as usize + 64);
+        while bytes.len() + empty.len() + start.len() <= MAX_COMPRESSED_BYTES as usize {
+            bytes.extend_from_slice(&empty);
+        }
+        // Fill the rest with a member whose stored size makes the boundary exact.
+        let rest = MAX_COMPRESSED_BYTES as usize - bytes.len() - start.len();
+        assert!(rest == 0 || rest >= empty.len(), "{rest}");
+        if rest > 0 {
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+            z.write_all(&vec![b'\n'; rest - empty.len() - 5]).unwrap();
+            bytes.extend(z.finish().unwrap());
+        }
+        bytes.extend_from_slice(&start);
+        assert_eq!(bytes.len() as u64, MAX_COMPRESSED_BYTES);
+        bytes.extend(gzip(b"ated\n"));
+        let (items, report) = read_all(&bytes, &options());
+        assert!(report.unwrap().cut.is_some());
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/kept"})], "never /trunc");
+    }
+
+    #[test]
     fn ndjson_has_no_sitemap_limits() {
         let line = format!("{{\"loc\":\"https://www.example.com/{}\"}}\n", "a".repeat(1000));
         let n = MAX_BYTES as usize / line.len() + 10;
@@ -1536,8 +1590,9 @@ mod tests {
         assert!(items.is_empty());
         assert!(result.unwrap_err().message.contains("a second root element <sitemapindex>"));
         let empty = "<sitemapindex><sitemap><loc> </loc></sitemap></sitemapindex>";
-        let (items, _) = read_all(empty.as_bytes(), &options());
-        assert!(matches!(&items[0], Found::Invalid { .. }), "{items:?}");
+        let (items, report) = read_all(empty.as_bytes(), &options());
+        assert!(items.is_empty());
+        assert_eq!(report.unwrap().unreadable.len(), 1);
         let latin = b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><urlset><url><loc>https://x.test/caf\xe9</loc></url></urlset>";
         let (_, result) = read_all(latin, &options());
         assert!(result.unwrap_err().message.contains("declares the encoding ISO-8859-1: sitemaps are UTF-8"));

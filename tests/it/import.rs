@@ -256,7 +256,11 @@ async fn loops_deep_chains_and_failing_sources_are_reported() {
             .route("/loop-b.xml", get(move || async move { b }))
             .route("/leaf.xml", get(|| async { urlset(&url("leaf")) }))
             .route("/html", get(|| async { "<!DOCTYPE html><html><body>Not here</body></html>" }))
-            .route("/down.xml", get(|| async { StatusCode::SERVICE_UNAVAILABLE }));
+            .route("/down.xml", get(|| async { StatusCode::SERVICE_UNAVAILABLE }))
+            .route(
+                "/noloc.xml",
+                get(|| async { "<sitemapindex>\n<sitemap><lastmod>2024-01-01</lastmod></sitemap>\n</sitemapindex>" }),
+            );
         for level in 1..=12 {
             let body = index(&[format!("{base}/deep/{}.xml", level + 1)]);
             router = router.route(&format!("/deep/{level}.xml"), get(move || async move { body }));
@@ -264,7 +268,9 @@ async fn loops_deep_chains_and_failing_sources_are_reported() {
         router
     })
     .await;
-    let sources = ["/loop-a.xml", "/missing.xml", "/html", "/down.xml", "/deep/1.xml"].map(|p| peer.url(p)).to_vec();
+    let sources = ["/loop-a.xml", "/missing.xml", "/html", "/down.xml", "/deep/1.xml", "/noloc.xml"]
+        .map(|p| peer.url(p))
+        .to_vec();
     let summary = import(&app, options(&app, sources)).await;
     assert!(!summary.success());
     let base = &peer.base;
@@ -276,17 +282,22 @@ async fn loops_deep_chains_and_failing_sources_are_reported() {
         ],
         "{summary}"
     );
-    let failed: Vec<(String, String)> = summary
+    let mut failed: Vec<(String, String)> = summary
         .sources
         .iter()
         .filter_map(|s| Some((s.source.strip_prefix(base.as_str())?.to_owned(), s.error.clone()?)))
         .collect();
+    failed.sort();
     assert_eq!(
         failed,
         [
-            ("/missing.xml".to_owned(), "it answered 404 Not Found".to_owned()),
-            ("/html".to_owned(), "it is not a sitemap: its root element is <html>".to_owned()),
             ("/down.xml".to_owned(), "it answered 503 Service Unavailable (3 tries)".to_owned()),
+            ("/html".to_owned(), "it is not a sitemap: its root element is <html>".to_owned()),
+            ("/missing.xml".to_owned(), "it answered 404 Not Found".to_owned()),
+            (
+                "/noloc.xml".to_owned(),
+                "a sitemap it lists cannot be read: line 2: a <sitemap> without a <loc>".to_owned()
+            ),
         ],
         "{summary}"
     );
@@ -294,7 +305,7 @@ async fn loops_deep_chains_and_failing_sources_are_reported() {
     assert_eq!(peer.hits("/deep/11.xml"), 0);
     assert_eq!(stored(&*app.store).await, [format!("{PUBLIC_URL}/leaf")]);
     let text = summary.to_string();
-    assert!(text.contains("13 of 16 sources read whole, 0 cut at a limit, 3 failed"), "{text}");
+    assert!(text.contains("13 of 17 sources read whole, 0 cut at a limit, 4 failed"), "{text}");
 
     // An index that keeps listing indexes is followed up to --max-sitemaps, no further.
     let mut capped = options(&app, vec![peer.url("/deep/1.xml")]);
@@ -475,6 +486,16 @@ async fn delete_missing_removes_what_no_source_lists_any_more() {
     assert_eq!(summary.delete_skipped.as_deref(), Some("not every source was read whole and stored"), "{summary}");
     assert_eq!(summary.deleted, 0);
     assert_eq!(stored(&*app.store).await.len(), 7, "nothing deleted: a, b, c, gone/1, gone/2, x and the new d");
+
+    // A rejected line whose loc cannot be read might be any stored URL: nothing is deleted.
+    let unreadable = dir.path().join("unreadable.txt");
+    std::fs::write(&unreadable, b"https://www.example.com/a\nhttps://www.example.com/\xff\n").unwrap();
+    let summary = import(&app, with(vec![Source::File(file.clone()), Source::File(unreadable)], false)).await;
+    assert_eq!(
+        summary.delete_skipped.as_deref(),
+        Some("1 rejected entries have no loc that could be read"),
+        "{summary}"
+    );
 
     let summary = import(&app, with(vec![Source::File(file)], false)).await;
     assert!(summary.success(), "{summary}");
