@@ -7,9 +7,10 @@
 //! The flow, in bounded memory whatever the input: a source's bytes (an HTTP body or a file) are read on the
 //! blocking pool by [`read`] (gzip by magic, a streaming XML reader) into entries in the write API's JSON form;
 //! each is validated there by the API's own code ([`Entry::from_input`], [`entry_fits`]) and sent over a bounded
-//! channel to the one writer, which stores batches with [`Store::upsert`] (placement, byte accounting, no churn;
-//! with several sites each entry goes to its own). An invalid entry goes to the rejects file and the import goes
-//! on. At most `concurrency` sources are fetched and read at once.
+//! channel, holding a share of a byte budget, to the one writer, which stores batches with [`Store::upsert_with`]
+//! and [`Upsert::Import`] (placement, byte accounting, no churn; with several sites each entry goes to its own;
+//! a news sitemap's entry and the same URL's other entry make one record). An invalid entry goes to the rejects
+//! file and the import goes on. At most `concurrency` sources are fetched and read at once.
 
 pub mod fetch;
 mod progress;

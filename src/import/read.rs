@@ -377,7 +377,7 @@ pub fn shorten(text: &str) -> String {
 }
 
 /// The most characters of a name or value a notice shows.
-const MAX_SHOWN: usize = 64;
+pub const MAX_SHOWN: usize = 64;
 
 /// One NDJSON line: its loc (for the rejects file) and the JSON to validate, rewritten when rewrites are given.
 /// Without rewrites the line is kept as sent, so a field given twice stays twice.
