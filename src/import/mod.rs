@@ -610,11 +610,8 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
     };
     match validated {
         Ok(entry) => {
-            // Its share of the budget (what its JSON took), waited for while the writer catches up.
-            let share = u32::try_from(json.len().min(BATCH_BYTES)).unwrap_or(u32::MAX);
-            let Ok(permit) = ctx.runtime.block_on(ctx.budget.clone().acquire_many_owned(share)) else {
-                return ControlFlow::Break(());
-            };
+            // Its share of the budget: what its JSON took.
+            let Some(permit) = share(ctx, json.len()) else { return ControlFlow::Break(()) };
             send(ctx, Msg::Entry(entry, (source.clone(), line), permit))
         }
         Err(errors) => {
@@ -635,14 +632,16 @@ fn send_reject(ctx: &Ctx, mut reject: Reject) -> ControlFlow<()> {
     let size = reject.loc.as_ref().map_or(0, String::len)
         + reject.reason.len()
         + reject.errors.iter().map(|e| e.field.len() + e.message.len()).sum::<usize>();
-    let share = u32::try_from(size.clamp(1, BATCH_BYTES)).unwrap_or(u32::MAX);
-    match ctx.runtime.block_on(ctx.budget.clone().acquire_many_owned(share)) {
-        Ok(permit) => {
-            reject.permit = Some(permit);
-            send(ctx, Msg::Reject(reject))
-        }
-        Err(_) => ControlFlow::Break(()),
-    }
+    let Some(permit) = share(ctx, size) else { return ControlFlow::Break(()) };
+    reject.permit = Some(permit);
+    send(ctx, Msg::Reject(reject))
+}
+
+/// A share of `bytes` of the byte budget (at least 1, at most [`BATCH_BYTES`]), waited for while the writer
+/// catches up; `None` once the import stopped.
+fn share(ctx: &Ctx, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let share = u32::try_from(bytes.clamp(1, BATCH_BYTES)).unwrap_or(u32::MAX);
+    ctx.runtime.block_on(ctx.budget.clone().acquire_many_owned(share)).ok()
 }
 
 fn send(ctx: &Ctx, msg: Msg) -> ControlFlow<()> {
