@@ -140,6 +140,8 @@ settings! {
     stream_timeout_secs: u64 = "SITEMAPD_STREAM_TIMEOUT_SECS", in 1..=3600;
     /// Bytes of rendered gzip pages kept in memory (0: none).
     cache_bytes: u64 = "SITEMAPD_CACHE_BYTES", in ..=MAX_CACHE_BYTES;
+    /// Render the pages a write changed into the page cache in the background (with the cache on).
+    prerender: bool = "SITEMAPD_PRERENDER";
     /// How long a snapshot of the page table answers before it is read again.
     state_ttl_ms: u64 = "SITEMAPD_STATE_TTL_MS", in 0..=MAX_STATE_TTL_MS;
     /// The news sitemap lists articles published within this many hours (Google News: two days).
@@ -994,7 +996,7 @@ mod tests {
              16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 5000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
-             cache_bytes: 33554432, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
+             cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
              indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
              indexnow_retry_base_ms: 10000, indexnow_max_attempts: 30, indexnow_timeout_secs: 30 }"

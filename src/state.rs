@@ -13,7 +13,8 @@ use crate::config::{Access, Config};
 use crate::domain::{Entry, Loc, Sites};
 use crate::error::ApiError;
 use crate::placement::{Changes, UpsertCounts};
-use crate::sitemap::directory::{Clock, system_clock};
+use crate::sitemap::directory::{Clock, OnChange, system_clock};
+use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache};
 use crate::store::{self, DeleteCounts, Store, StoreReads};
 
@@ -36,6 +37,8 @@ pub struct Inner {
     page_streams: Arc<Semaphore>,
     /// The sites whose changes the store queues for notification (IndexNow).
     notify_sites: BTreeSet<i64>,
+    /// The pages to render ahead of crawlers (`None` when that is off: `prerender = false` or no cache).
+    prerender: Option<Arc<prerender::Queue>>,
 }
 
 impl AppState {
@@ -47,10 +50,17 @@ impl AppState {
     pub fn with_clock(store: Arc<dyn Store>, config: &Config, clock: Clock) -> Self {
         let sites = store.sites();
         let ttl = Duration::from_millis(config.state_ttl_ms);
-        let directories = sites.iter().map(|s| (s.id, Directories::new(s.id, ttl, Arc::clone(&clock)))).collect();
+        // Rendering changed pages ahead of crawlers needs the cache to keep them, and a runtime for its task.
+        let prerender = (config.prerender && config.cache_bytes > 0 && tokio::runtime::Handle::try_current().is_ok())
+            .then(|| Arc::new(prerender::Queue::default()));
+        let on_change = prerender.clone().map(|queue| -> OnChange {
+            Arc::new(move |site, changed, replaced| queue.changed(site, changed, replaced))
+        });
+        let directories =
+            sites.iter().map(|s| (s.id, Directories::new(s.id, ttl, Arc::clone(&clock), on_change.clone()))).collect();
         drop(clock);
         let notify_sites = crate::indexnow::targets(config, &sites).iter().map(|t| t.site_id).collect();
-        Self(Arc::new(Inner {
+        let inner = Arc::new(Inner {
             store,
             config: config.clone(),
             sites,
@@ -58,7 +68,17 @@ impl AppState {
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
             notify_sites,
-        }))
+            prerender: prerender.clone(),
+        });
+        if let Some(queue) = prerender {
+            prerender::start(Arc::downgrade(&inner), queue, ttl);
+        }
+        Self(inner)
+    }
+
+    /// The state `inner` belongs to (for a task that holds it weakly).
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self(inner)
     }
 }
 
@@ -101,8 +121,8 @@ impl Inner {
     /// or `None` when it failed (it may still have committed: a lost connection can hide a commit). The page table
     /// is read again for the next answer. Rendered pages need nothing: the cache is keyed by page state, so a
     /// changed page is a new key. The store has queued the changed locs of the sites that notify (IndexNow) in the
-    /// write's transaction; they are counted here. What is to follow a change next (rendering the changed pages
-    /// ahead of crawlers) starts here too, from `changes`.
+    /// write's transaction; they are counted here. The changed pages are queued to be rendered ahead of crawlers
+    /// ([`prerender`]): a set insert, so the write's answer never waits for it.
     fn written(&self, changes: Option<&BTreeMap<i64, Changes>>) {
         for (site, directories) in &self.directories {
             // A failed write may have committed: every site's copy is stale then.
@@ -113,6 +133,10 @@ impl Inner {
         for (site, changes) in changes.into_iter().flatten() {
             if self.notify_sites.contains(site) {
                 crate::telemetry::indexnow_queued(changes.locs.len());
+            }
+            // Rendered ahead of crawlers; the states they replace are forgotten when the page table is read again.
+            if let Some(queue) = &self.prerender {
+                queue.push(*site, changes.pages.iter().filter(|p| p.url_count > 0).map(|p| p.id));
             }
         }
     }

@@ -24,6 +24,7 @@ pub const HTTP_DURATION: &str = "sitemapd_http_request_duration_seconds";
 pub const HTTP_BODY_BYTES: &str = "sitemapd_http_response_body_bytes_total";
 pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
 pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
+pub const PRERENDERS: &str = "sitemapd_sitemap_prerenders_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
 pub const INDEXNOW_QUEUED: &str = "sitemapd_indexnow_queued_total";
@@ -80,6 +81,10 @@ fn describe() {
     );
     describe_counter!(HTTP_NOT_MODIFIED, "304 Not Modified answers, by matched route");
     describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
+    describe_counter!(
+        PRERENDERS,
+        "Changed sitemap pages taken up for rendering ahead of crawlers, by outcome (rendered, cached, failed, dropped)"
+    );
     describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
     describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
     describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
@@ -99,6 +104,12 @@ pub fn slow_client_closed() {
 }
 
 /// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
+/// Counts pages rendered ahead of crawlers, by outcome: `rendered`, `cached` (already), `failed`, `dropped` (the
+/// queue was full).
+pub fn prerender(outcome: &'static str, n: u64) {
+    counter!(PRERENDERS, "outcome" => outcome).increment(n);
+}
+
 pub fn page_rendered() {
     counter!(PAGES_RENDERED).increment(1);
 }

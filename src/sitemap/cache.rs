@@ -65,6 +65,13 @@ impl PageCache {
         }
     }
 
+    /// Forgets `page`'s render in `site`, if cached (a state no longer current).
+    pub async fn invalidate(&self, site: i64, page: &PageState) {
+        if let Some(cache) = &self.inner {
+            cache.invalidate(&key(site, page)).await;
+        }
+    }
+
     /// Bytes held now (moka settles its counts lazily; for metrics and tests).
     pub async fn weighted_size(&self) -> u64 {
         match &self.inner {

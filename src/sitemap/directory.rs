@@ -26,27 +26,32 @@ pub fn system_clock() -> Clock {
     Arc::new(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64))
 }
 
-/// One read of the page table, and the index rendered from it (once, on first use).
-pub struct Directory {
-    /// The site whose page table this is.
-    site: i64,
+/// A site's page table as read, shared by every [`Directory`] made while the table stays unchanged (its change
+/// counter has not moved): what is a function of the table alone (dates, the index state, the index's bytes) is
+/// computed once per table, not once per refresh.
+struct Table {
+    /// The site's change counter, read before the pages ([`StoreReads::changes`]).
+    changes: i64,
     /// By id.
     pages: Vec<PageState>,
-    generation: u64,
-    read_at: Instant,
-    /// The clock's time at the read: the news window ends there.
-    now_us: i64,
-    news: OnceCell<Arc<NewsState>>,
     /// The newest change to any page, emptied ones included (their leaving the index changes it).
-    pub modified_us: i64,
+    modified_us: i64,
     /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date.
-    pub index_state: String,
-    index: OnceCell<Option<Bytes>>,
-    index_gzip: OnceCell<Option<Bytes>>,
+    index_state: String,
+    /// The index rendered from this table for one state of the news sitemap (the last one asked for).
+    index: std::sync::Mutex<Option<Arc<IndexDocs>>>,
 }
 
-impl Directory {
-    fn new(site: i64, mut pages: Vec<PageState>, generation: u64, now_us: i64) -> Self {
+/// The index documents of one table and one state of the news sitemap, each rendered on first use.
+struct IndexDocs {
+    /// The news sitemap listed (its digest and date), if any.
+    news: Option<(String, i64)>,
+    identity: OnceCell<Option<Bytes>>,
+    gzip: OnceCell<Option<Bytes>>,
+}
+
+impl Table {
+    fn new(changes: i64, mut pages: Vec<PageState>) -> Self {
         pages.sort_unstable_by_key(|p| p.id);
         let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
         let index_state = pages
@@ -54,28 +59,86 @@ impl Directory {
             .filter(|p| p.url_count > 0)
             .map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us))
             .collect();
-        Self {
-            site,
-            pages,
-            generation,
-            read_at: Instant::now(),
-            now_us,
-            news: OnceCell::new(),
-            modified_us,
-            index_state,
-            index: OnceCell::new(),
-            index_gzip: OnceCell::new(),
+        Self { changes, pages, modified_us, index_state, index: std::sync::Mutex::new(None) }
+    }
+
+    fn page(&self, id: i64) -> Option<&PageState> {
+        let i = self.pages.binary_search_by_key(&id, |p| p.id).ok()?;
+        Some(&self.pages[i])
+    }
+
+    /// The index documents for `news`: the same ones as long as the news sitemap is.
+    fn docs(&self, news: Option<&NewsSitemap>) -> Arc<IndexDocs> {
+        let key = news.map(|n| (n.digest.clone(), n.modified_us));
+        let mut docs = self.index.lock().expect("not poisoned");
+        match &*docs {
+            Some(d) if d.news == key => d.clone(),
+            _ => {
+                let d = Arc::new(IndexDocs { news: key, identity: OnceCell::new(), gzip: OnceCell::new() });
+                *docs = Some(d.clone());
+                d
+            }
         }
+    }
+
+    /// The non-empty pages of `self` that are new or changed since `before`, and the states in `before` they
+    /// replace (those that are no longer current).
+    fn changed_since(&self, before: &Table) -> (Vec<PageState>, Vec<PageState>) {
+        let (mut changed, mut replaced) = (Vec::new(), Vec::new());
+        for page in &self.pages {
+            let old = before.page(page.id);
+            if old == Some(page) {
+                continue;
+            }
+            if page.url_count > 0 {
+                changed.push(page.clone());
+            }
+            replaced.extend(old.cloned());
+        }
+        (changed, replaced)
+    }
+}
+
+/// One read of the page table (or a check that it has not changed), and the index rendered from it (once per
+/// table and state of the news sitemap, on first use).
+pub struct Directory {
+    /// The site whose page table this is.
+    site: i64,
+    table: Arc<Table>,
+    generation: u64,
+    read_at: Instant,
+    /// The clock's time at the read: the news window ends there.
+    now_us: i64,
+    news: OnceCell<Arc<NewsState>>,
+}
+
+impl Directory {
+    fn new(site: i64, table: Arc<Table>, generation: u64, now_us: i64) -> Self {
+        Self { site, table, generation, read_at: Instant::now(), now_us, news: OnceCell::new() }
+    }
+
+    #[cfg(test)]
+    fn of(site: i64, pages: Vec<PageState>) -> Self {
+        Self::new(site, Arc::new(Table::new(0, pages)), 0, 0)
     }
 
     /// A page with URLs on it.
     pub fn page(&self, id: i64) -> Option<&PageState> {
-        let i = self.pages.binary_search_by_key(&id, |p| p.id).ok()?;
-        Some(&self.pages[i]).filter(|p| p.url_count > 0)
+        self.table.page(id).filter(|p| p.url_count > 0)
+    }
+
+    /// The newest change to any page, emptied ones included (their leaving the index changes it).
+    pub fn modified_us(&self) -> i64 {
+        self.table.modified_us
+    }
+
+    /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date.
+    pub fn index_state(&self) -> &str {
+        &self.table.index_state
     }
 
     pub fn is_empty(&self) -> bool {
-        self.index_state.is_empty()
+        self.table.index_state.is_empty()
     }
 
     /// The news sitemap as of this read (built once, on first use).
@@ -89,7 +152,8 @@ impl Directory {
     /// The `<sitemapindex>` document listing every non-empty page, and the news sitemap when it has articles
     /// (`news`: as [`Directory::news`] gave it); `None` when there is no page.
     pub async fn index(&self, public_url: &PublicUrl, news: Option<&NewsSitemap>) -> Option<Bytes> {
-        self.index.get_or_init(|| async { self.render_index(public_url, news) }).await.clone()
+        let docs = self.table.docs(news);
+        docs.identity.get_or_init(|| async { self.render_index(public_url, news) }).await.clone()
     }
 
     /// The index, gzip-compressed at `level`.
@@ -99,9 +163,11 @@ impl Directory {
         news: Option<&NewsSitemap>,
         level: u32,
     ) -> std::io::Result<Option<Bytes>> {
-        self.index_gzip
+        let docs = self.table.docs(news);
+        docs.gzip
             .get_or_try_init(|| async {
-                match self.index(public_url, news).await {
+                let identity = docs.identity.get_or_init(|| async { self.render_index(public_url, news) }).await;
+                match identity.clone() {
                     Some(body) => super::stream::gzip_bytes(body, level).await.map(Some),
                     None => Ok(None),
                 }
@@ -114,8 +180,9 @@ impl Directory {
         if self.is_empty() {
             return None;
         }
-        let listed = self.pages.iter().filter(|p| p.url_count > 0);
-        let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + self.pages.len() * 128);
+        let pages = &self.table.pages;
+        let listed = pages.iter().filter(|p| p.url_count > 0);
+        let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + pages.len() * 128);
         body.extend_from_slice(INDEX_HEAD.as_bytes());
         for page in listed {
             write_index_entry(
@@ -135,6 +202,10 @@ impl Directory {
     }
 }
 
+/// What a refresh that finds the page table changed reports: the pages that are new or changed since the table
+/// it replaces (to be rendered ahead of crawlers), and the states they replace (no longer current).
+pub type OnChange = Arc<dyn Fn(i64, Vec<PageState>, Vec<PageState>) + Send + Sync>;
+
 /// A site's current [`Directory`], read again when stale.
 pub struct Directories {
     site: i64,
@@ -145,17 +216,30 @@ pub struct Directories {
     refresh: Mutex<()>,
     /// Advanced by every write through this process: a directory read before it is stale.
     generation: AtomicU64,
+    /// Told of the pages a refresh finds changed (not at the first read).
+    on_change: Option<OnChange>,
 }
 
 impl Directories {
-    pub fn new(site: i64, ttl: Duration, clock: Clock) -> Self {
-        Self { site, ttl, clock, current: RwLock::new(None), refresh: Mutex::new(()), generation: AtomicU64::new(0) }
+    pub fn new(site: i64, ttl: Duration, clock: Clock, on_change: Option<OnChange>) -> Self {
+        Self {
+            site,
+            ttl,
+            clock,
+            current: RwLock::new(None),
+            refresh: Mutex::new(()),
+            generation: AtomicU64::new(0),
+            on_change,
+        }
     }
 
-    /// The page table as of at most `ttl` ago, and after every write this process has finished.
+    /// The page table as of at most `ttl` ago, and after every write this process has finished. When older, the
+    /// site's change counter is read first: unchanged (and no write through this process since), the table is
+    /// still current and is kept, so that a refresh costs one primary-key read, not a read of every page.
     pub async fn get(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
-            return Ok(Arc::new(Directory::new(self.site, store.pages(self.site).await?, 0, (self.clock)())));
+            let table = Arc::new(Table::new(0, store.pages(self.site).await?));
+            return Ok(Arc::new(Directory::new(self.site, table, 0, (self.clock)())));
         }
         if let Some(fresh) = self.fresh() {
             return Ok(fresh);
@@ -166,8 +250,24 @@ impl Directories {
         }
         // Read the generation before the table: a write finishing during the read leaves this copy stale.
         let generation = self.generation.load(Ordering::Acquire);
-        let pages = store.pages(self.site).await?;
-        let directory = Arc::new(Directory::new(self.site, pages, generation, (self.clock)()));
+        // The counter before the pages: a write committing between the two moves the counter past the value
+        // kept, so the next refresh reads the table again (never the reverse: a table older than its counter).
+        let changes = store.changes(self.site).await?;
+        let previous = self.current.read().expect("not poisoned").clone();
+        let table = match &previous {
+            Some(p) if p.generation == generation && p.table.changes == changes => p.table.clone(),
+            _ => {
+                let table = Arc::new(Table::new(changes, store.pages(self.site).await?));
+                if let (Some(on_change), Some(previous)) = (&self.on_change, &previous) {
+                    let (changed, replaced) = table.changed_since(&previous.table);
+                    if !changed.is_empty() || !replaced.is_empty() {
+                        on_change(self.site, changed, replaced);
+                    }
+                }
+                table
+            }
+        };
+        let directory = Arc::new(Directory::new(self.site, table, generation, (self.clock)()));
         *self.current.write().expect("not poisoned") = Some(directory.clone());
         Ok(directory)
     }
@@ -195,23 +295,23 @@ mod tests {
 
     #[tokio::test]
     async fn lists_non_empty_pages_in_order_and_dates_by_all() {
-        let d = Directory::new(1, vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)], 0, 0);
+        let d = Directory::of(1, vec![page(3, 1, 30), page(1, 2, 10), page(2, 0, 50)]);
         assert_eq!(d.page(1).map(|p| p.id), Some(1));
         assert!(d.page(2).is_none(), "an emptied page is not served");
         assert!(d.page(4).is_none());
-        assert_eq!(d.modified_us, 50, "an emptied page's change is a change to the index");
+        assert_eq!(d.modified_us(), 50, "an emptied page's change is a change to the index");
         let public = PublicUrl::parse("https://x.test/").unwrap();
         let index = String::from_utf8(d.index(&public, None).await.unwrap().to_vec()).unwrap();
         let one = index.find("https://x.test/sitemap-1.xml").unwrap();
         let three = index.find("https://x.test/sitemap-3.xml").unwrap();
         assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
-        assert!(Directory::new(1, vec![page(1, 0, 5)], 0, 0).index(&public, None).await.is_none());
+        assert!(Directory::of(1, vec![page(1, 0, 5)]).index(&public, None).await.is_none());
     }
 
     #[test]
     fn a_write_makes_the_copy_stale() {
-        let dirs = Directories::new(1, Duration::from_secs(60), system_clock());
-        *dirs.current.write().unwrap() = Some(Arc::new(Directory::new(1, vec![page(1, 1, 1)], 0, 0)));
+        let dirs = Directories::new(1, Duration::from_secs(60), system_clock(), None);
+        *dirs.current.write().unwrap() = Some(Arc::new(Directory::of(1, vec![page(1, 1, 1)])));
         assert!(dirs.fresh().is_some());
         dirs.invalidate();
         assert!(dirs.fresh().is_none());

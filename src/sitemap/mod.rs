@@ -5,6 +5,7 @@ pub mod cache;
 pub mod conditional;
 pub mod directory;
 pub mod news;
+pub mod prerender;
 pub mod stream;
 
 use std::sync::Arc;
@@ -252,10 +253,10 @@ async fn get_index(
     let news = news_state.sitemap.as_ref();
     // The news dates count whether or not the news sitemap is listed, so the index's date never goes back when its
     // last article leaves. Where there never was news they are 0: the index is what it was before news existed.
-    let modified_us = directory.modified_us.max(news_state.modified_us);
+    let modified_us = directory.modified_us().max(news_state.modified_us);
     let index_state = match news {
-        None => directory.index_state.clone(),
-        Some(n) => format!("{}news:{}:{};", directory.index_state, n.digest, n.modified_us),
+        None => directory.index_state().to_owned(),
+        Some(n) => format!("{}news:{}:{};", directory.index_state(), n.digest, n.modified_us),
     };
     let etag = etag(
         &[&"index", &INDEX_VERSION, &site.public_url, &modified_us, &index_state],

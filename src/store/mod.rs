@@ -168,6 +168,10 @@ pub trait StoreReads: Send + Sync + 'static {
     /// A site's whole page table, empty pages included, in page order: O(pages).
     async fn pages(&self, site: i64) -> Result<Vec<PageState>>;
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>>;
+    /// `site`'s change counter: it moves on with every committed write that changes the site's page table or its
+    /// news stamp, and never otherwise. Read before [`StoreReads::pages`], an unchanged value says the table read
+    /// then is still current: O(1).
+    async fn changes(&self, site: i64) -> Result<i64>;
     /// A site's news sitemap rows: at most `limit` entries with news published from `since_us` to `until_us`,
     /// newest first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is
     /// made of.

@@ -55,6 +55,8 @@ const TASK_DONE_SQL: &str = "DELETE FROM upgrade_tasks WHERE name = $1";
 /// The news sitemap's change stamp moves to `now`, and at least a millisecond on (as a page's does).
 const TOUCH_NEWS_SQL: &str = "UPDATE news_state SET modified_us = \
      CASE WHEN $1 > modified_us + 1000 THEN $1 ELSE modified_us + 1000 END WHERE site_id = $2";
+/// A site's change counter (moved on by the triggers of migration 0006): one primary-key read.
+const CHANGES_SQL: &str = "SELECT changes FROM sites WHERE id = $1";
 const REPAIR_URL_SQL: &str = "UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1";
 
 /// A backend's database with the queries both backends share. Implemented for every sqlx database that can run
@@ -116,6 +118,8 @@ pub(crate) trait Sql: Database {
     ) -> impl Future<Output = Result<Vec<(StoredUrl, String)>>> + Send;
     /// Records that an entry of `site` with news changed, at `now_us` ([`TOUCH_NEWS_SQL`]).
     fn touch_news(conn: &mut Self::Connection, site: i64, now_us: i64) -> impl Future<Output = Result<()>> + Send;
+    /// `site`'s change counter ([`StoreReads::changes`]).
+    fn changes(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<i64>> + Send;
     /// Writes a repaired record's loc, page and size.
     fn repair_url(conn: &mut Self::Connection, url: &placement::RepairedUrl)
     -> impl Future<Output = Result<()>> + Send;
@@ -278,6 +282,11 @@ where
         Ok(())
     }
 
+    async fn changes(pool: &Pool<Self>, site: i64) -> Result<i64> {
+        let (changes,): (i64,) = sqlx::query_as(CHANGES_SQL).bind(site).fetch_one(pool).await?;
+        Ok(changes)
+    }
+
     async fn repair_url(conn: &mut Self::Connection, u: &placement::RepairedUrl) -> Result<()> {
         sqlx::query(REPAIR_URL_SQL).bind(u.id).bind(u.loc.as_str()).bind(u.page_id).bind(u.size).execute(conn).await?;
         Ok(())
@@ -354,6 +363,9 @@ impl<B: Backend> StoreReads for B {
     }
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>> {
         B::Db::page(self.pool(), site, id).await
+    }
+    async fn changes(&self, site: i64) -> Result<i64> {
+        B::Db::changes(self.pool(), site).await
     }
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         Backend::page_entries(self, site, id).await

@@ -75,6 +75,27 @@ async fn enqueue<DB: Writes>(
     Ok(())
 }
 
+/// Writes `site`'s changed `pages` and, when an entry with news changed, its news stamp. Either moves the site's
+/// change counter on (`sites.changes`, by the triggers of migration 0006), so that a replica learns of the change
+/// with one primary-key read ([`crate::sitemap::Directories`]); a write that changes nothing (an identical
+/// re-send) writes nothing here, and the counter stays.
+async fn write_changes<DB: Writes>(
+    conn: &mut DB::Connection,
+    site: i64,
+    pages: &[PageState],
+    news_changed: bool,
+    now: i64,
+) -> Result<()> {
+    if pages.is_empty() && !news_changed {
+        return Ok(());
+    }
+    DB::write_pages(conn, site, pages).await?;
+    if news_changed {
+        DB::touch_news(conn, site, now).await?;
+    }
+    Ok(())
+}
+
 /// Upserts `entries` (not empty) in `tx`, which holds the write lock, and commits. Each entry goes to the site its
 /// loc lies under, and each site is planned on its own page table. A record stored in another site than its loc
 /// now lies under (the sites' public URLs were changed) moves: it is deleted from the old site and created in the
@@ -124,21 +145,15 @@ pub(crate) async fn upsert<DB: Writes>(
         let pages = DB::pages_in(&mut tx, *site).await?;
         let plan = placement::plan_delete(leaving.len(), leaving, pages, now);
         DB::delete_ids(&mut tx, &plan.ids).await?;
-        DB::write_pages(&mut tx, *site, &plan.pages).await?;
-        if plan.news_changed {
-            DB::touch_news(&mut tx, *site, now).await?;
-        }
+        write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
         merge(&mut written.changes, *site, plan.into_changes());
     }
     for (site, entries) in &groups {
         let stored = existing.remove(site).unwrap_or_default();
         let pages = DB::pages_in(&mut tx, *site).await?;
         let plan = placement::plan_upsert(entries, stored, pages, limits, now)?;
-        DB::write_pages(&mut tx, *site, &plan.pages).await?;
+        write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
         DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await?;
-        if plan.news_changed {
-            DB::touch_news(&mut tx, *site, now).await?;
-        }
         written.counts += plan.counts;
         merge(&mut written.changes, *site, plan.into_changes());
     }
@@ -277,11 +292,8 @@ pub(crate) async fn delete<DB: Writes>(
         let plan = placement::plan_delete(urls.len(), urls, pages, now);
         if !plan.ids.is_empty() {
             DB::delete_ids(&mut tx, &plan.ids).await?;
-            DB::write_pages(&mut tx, site, &plan.pages).await?;
         }
-        if plan.news_changed {
-            DB::touch_news(&mut tx, site, now).await?;
-        }
+        write_changes::<DB>(&mut tx, site, &plan.pages, plan.news_changed, now).await?;
         written.counts.deleted += plan.deleted;
         written.counts.missing -= plan.deleted;
         merge(&mut written.changes, site, plan.into_changes());
@@ -315,7 +327,7 @@ pub(crate) async fn repair<DB: Writes>(mut tx: Transaction<'_, DB>, limits: Limi
         for u in &plan.updates {
             DB::repair_url(&mut tx, u).await?;
         }
-        DB::write_pages(&mut tx, DEFAULT_SITE_ID, &plan.pages).await?;
+        write_changes::<DB>(&mut tx, DEFAULT_SITE_ID, &plan.pages, false, now).await?;
         log_repair(&plan);
     }
     DB::task_done(&mut tx, RECOUNT_TASK).await?;

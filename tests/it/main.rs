@@ -16,6 +16,7 @@ mod json_body;
 mod limits;
 mod observability;
 mod outage;
+mod prerender;
 mod process;
 mod protocol;
 mod readme;

@@ -1,0 +1,196 @@
+//! Rendering changed pages ahead of crawlers: after a write commits, the pages it changed are rendered and
+//! compressed into the page cache in the background, so that the first crawler to fetch one finds it ready.
+//!
+//! - What is queued: the pages a write through this process changed ([`crate::AppState`] after the write), and the
+//!   pages a refresh of the page table finds changed, which is how a replica learns of another's writes. A task
+//!   refreshes every site's page table every `state_ttl_ms` for that; with the change counter, a refresh that finds
+//!   nothing changed costs one primary-key read.
+//! - The queue is a set of pages, each due [`QUIET`] after its last change: repeated changes to one page (a bulk
+//!   load filling it batch after batch) come to one render, once the page is quiet. It holds at most
+//!   [`MAX_QUEUED`] pages; past that, a change is not queued (the page is then rendered on its first fetch).
+//! - One page is rendered at a time, through the page cache's single render per page version (a crawler asking at
+//!   the same moment waits for the same render), so it uses one page-stream slot and one render's memory at most.
+//! - Nothing here delays a write's answer: queueing is a set insert.
+//! - The state a change replaces is removed from the cache: no request of this process asks for it again, and its
+//!   room goes to the new one. Under memory pressure the cache's admission (TinyLFU) prefers the pages crawlers
+//!   have been reading to a rendered page nobody has asked for yet: that one is dropped first.
+//!
+//! The bytes are those a crawler's request would have rendered (the same function, [`super::render_gzip`]), so the
+//! ETags are unchanged.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::AppState;
+use crate::page::PageState;
+use crate::state::Inner;
+
+/// How long a page must go without a change before it is rendered.
+pub const QUIET: Duration = Duration::from_millis(200);
+/// The most pages queued at once.
+pub const MAX_QUEUED: usize = 100_000;
+
+/// The pages to render: (site, page) → when it is due; and the page states that changes replaced, to forget.
+#[derive(Default)]
+pub struct Queue {
+    due: Mutex<BTreeMap<(i64, i64), Instant>>,
+    replaced: Mutex<Vec<(i64, PageState)>>,
+    wake: Notify,
+}
+
+impl Queue {
+    /// What a refresh of `site`'s page table found: `changed` pages to render, `replaced` states to forget.
+    pub fn changed(&self, site: i64, changed: Vec<PageState>, replaced: Vec<PageState>) {
+        {
+            let mut forget = self.replaced.lock().expect("not poisoned");
+            let room = MAX_QUEUED.saturating_sub(forget.len());
+            forget.extend(replaced.into_iter().take(room).map(|p| (site, p)));
+        }
+        self.push(site, changed.into_iter().map(|p| p.id));
+    }
+
+    /// Queues `pages` of `site`, each due [`QUIET`] from now (a page already queued is moved back to then).
+    pub fn push(&self, site: i64, pages: impl IntoIterator<Item = i64>) {
+        self.push_at(site, pages, Instant::now() + QUIET);
+    }
+
+    fn push_at(&self, site: i64, pages: impl IntoIterator<Item = i64>, due: Instant) {
+        let mut queued = self.due.lock().expect("not poisoned");
+        let mut dropped = 0u64;
+        for page in pages {
+            if queued.len() >= MAX_QUEUED && !queued.contains_key(&(site, page)) {
+                dropped += 1;
+                continue;
+            }
+            queued.insert((site, page), due);
+        }
+        drop(queued);
+        if dropped > 0 {
+            crate::telemetry::prerender("dropped", dropped);
+        }
+        self.wake.notify_one();
+    }
+
+    /// The pages due at `now` (taken off the queue), and when the next one is due.
+    fn take_due(&self, now: Instant) -> (Vec<(i64, i64)>, Option<Instant>) {
+        let mut queued = self.due.lock().expect("not poisoned");
+        let ready: Vec<(i64, i64)> = queued.iter().filter(|(_, due)| **due <= now).map(|(k, _)| *k).collect();
+        for key in &ready {
+            queued.remove(key);
+        }
+        (ready, queued.values().min().copied())
+    }
+
+    /// When the next queued page is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.due.lock().expect("not poisoned").values().min().copied()
+    }
+
+    /// How many pages are queued.
+    pub fn len(&self) -> usize {
+        self.due.lock().expect("not poisoned").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The task that renders queued pages and refreshes every site's page table every `every`. It holds the state
+/// weakly and ends when the state is dropped.
+pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
+    tokio::spawn(async move {
+        let mut next_refresh = Instant::now() + every;
+        loop {
+            {
+                let Some(state) = state.upgrade().map(AppState::from_inner) else { return };
+                let replaced = std::mem::take(&mut *queue.replaced.lock().expect("not poisoned"));
+                for (site, old) in replaced {
+                    state.page_cache.invalidate(site, &old).await;
+                }
+                let (ready, _) = queue.take_due(Instant::now());
+                for (site, page) in ready {
+                    render(&state, site, page).await;
+                }
+                if !every.is_zero() && Instant::now() >= next_refresh {
+                    for site in state.sites.iter() {
+                        // A replica learns of other replicas' writes here (Directories reports what changed).
+                        if let Err(e) = state.directories(site.id).get(state.reads()).await {
+                            tracing::debug!(error = %e, site = site.id, "cannot refresh the page table");
+                        }
+                    }
+                    next_refresh = Instant::now() + every;
+                }
+            }
+            let next_due = queue.next_due();
+            let mut until = next_due.map_or(next_refresh, |due| due.min(next_refresh));
+            if every.is_zero() {
+                until = next_due.unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            }
+            tokio::select! {
+                () = queue.wake.notified() => {}
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
+    });
+}
+
+/// Renders page `id` of `site` into the cache as the current page table has it, unless it is empty or cached.
+async fn render(state: &AppState, site: i64, id: i64) {
+    let directory = match state.directories(site).get(state.reads()).await {
+        Ok(directory) => directory,
+        Err(e) => {
+            tracing::debug!(error = %e, site, page = id, "cannot pre-render a page: no page table");
+            return crate::telemetry::prerender("failed", 1);
+        }
+    };
+    let Some(page) = directory.page(id) else { return };
+    if state.page_cache.get(site, page).await.is_some() {
+        return crate::telemetry::prerender("cached", 1);
+    }
+    match state.page_cache.get_or_render(site, page, super::render_gzip(state.clone(), site, id)).await {
+        Ok(_) => crate::telemetry::prerender("rendered", 1),
+        Err(e) => {
+            tracing::debug!(error = ?e, site, page = id, "cannot pre-render a page");
+            crate::telemetry::prerender("failed", 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn repeated_changes_to_a_page_come_to_one_render_once_it_is_quiet() {
+        let queue = Queue::default();
+        let t0 = Instant::now();
+        queue.push_at(1, [3, 4], t0 + QUIET);
+        queue.push_at(1, [3], t0 + QUIET * 2);
+        queue.push_at(2, [3], t0 + QUIET);
+        assert_eq!(queue.len(), 3, "a page queued twice is one entry; another site's page is another");
+        let (ready, next) = queue.take_due(t0);
+        assert!(ready.is_empty());
+        assert_eq!(next, Some(t0 + QUIET));
+        let (ready, next) = queue.take_due(t0 + QUIET);
+        assert_eq!(ready, vec![(1, 4), (2, 3)], "page 3 of site 1 changed again: it waits");
+        assert_eq!(next, Some(t0 + QUIET * 2));
+        let (ready, next) = queue.take_due(t0 + QUIET * 2);
+        assert_eq!(ready, vec![(1, 3)]);
+        assert_eq!(next, None);
+        assert!(queue.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_is_bounded() {
+        let queue = Queue::default();
+        queue.push(1, 0..MAX_QUEUED as i64 + 10);
+        assert_eq!(queue.len(), MAX_QUEUED);
+        queue.push(1, [0]);
+        assert_eq!(queue.len(), MAX_QUEUED, "a page already queued is moved, not added");
+    }
+}
