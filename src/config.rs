@@ -156,6 +156,8 @@ settings! {
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
+    /// Which requests' `answered` line is logged at INFO (the others at DEBUG). See [`AccessLog`].
+    access_log: AccessLog = "SITEMAPD_ACCESS_LOG", parse parse_access_log;
     /// IndexNow keys by site (empty: no change notification). See [`IndexNowKeys`].
     indexnow_keys: IndexNowKeys = "SITEMAPD_INDEXNOW_KEYS", parse IndexNowKeys::parse, show IndexNowKeys::shown;
     /// Where change notifications are sent (`POST`).
@@ -338,6 +340,14 @@ fn parse_log_format(raw: &str, named: Named) -> anyhow::Result<LogFormat> {
     }
 }
 
+fn parse_access_log(raw: &str, named: Named) -> anyhow::Result<AccessLog> {
+    match raw {
+        "all" => Ok(AccessLog::All),
+        "writes_and_errors" => Ok(AccessLog::WritesAndErrors),
+        other => bail!("{named} must be \"writes_and_errors\" or \"all\", not {other:?}"),
+    }
+}
+
 /// The IndexNow endpoint: an absolute http(s) URL.
 fn parse_endpoint(raw: &str, named: Named) -> anyhow::Result<url::Url> {
     let url =
@@ -406,6 +416,17 @@ pub fn check_indexnow_key(key: &str) -> Result<(), String> {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// Which requests' `answered` line is logged at INFO; the others' at DEBUG (`RUST_LOG=sitemapd=debug` shows them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessLog {
+    /// Every request.
+    All,
+    /// Requests that may change something (any method but GET and HEAD), answers of status 400 or more, and
+    /// answers slower than [`crate::telemetry::SLOW_ANSWER`]: not a crawler's routine 200s and 304s, which the
+    /// request metrics count.
+    WritesAndErrors,
 }
 
 /// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
@@ -998,7 +1019,7 @@ mod tests {
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
-             indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
+             access_log: WritesAndErrors, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
              indexnow_retry_base_ms: 10000, indexnow_max_attempts: 30, indexnow_timeout_secs: 30 }"
         );
     }

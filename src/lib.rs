@@ -45,6 +45,7 @@ pub fn app(state: AppState) -> Router {
     // Installs the metrics recorder before the first request is counted.
     telemetry::prometheus();
     let view = if state.config.view { view::router() } else { Router::new() };
+    let access_log = state.config.access_log;
     Router::new()
         .merge(sitemap::router(state.clone()))
         .merge(api::router(state.clone()))
@@ -61,15 +62,13 @@ pub fn app(state: AppState) -> Router {
             ApiError::internal().into_response()
         }))
         // Outside CatchPanicLayer, so that a panic counts as the 500 it is answered with.
-        .layer(middleware::from_fn(telemetry::track_requests))
+        .layer(middleware::from_fn_with_state(access_log, telemetry::track_requests))
         // The span names the matched route, so logs group by route, not by raw path. No header is recorded: the
         // Authorization header never reaches a log.
         .layer(
-            // `on_failure(())`: the `answered` line already names a 5xx; the default hook would log it again.
-            TraceLayer::new_for_http()
-                .make_span_with(telemetry::request_span)
-                .on_response(telemetry::record_response)
-                .on_failure(()),
+            // `track_requests` logs the one `answered` line, in this span; the default hooks would log a response
+            // and a 5xx again.
+            TraceLayer::new_for_http().make_span_with(telemetry::request_span).on_response(()).on_failure(()),
         )
 }
 

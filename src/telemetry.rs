@@ -18,6 +18,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Span;
 
 use crate::AppState;
+use crate::config::AccessLog;
 
 pub const HTTP_REQUESTS: &str = "sitemapd_http_requests_total";
 pub const HTTP_DURATION: &str = "sitemapd_http_request_duration_seconds";
@@ -156,12 +157,14 @@ pub fn count_deletes(outcome: &'static str, n: u64) {
 
 /// Middleware: counts each request by matched route (never the raw path, so the label set stays bounded), method
 /// and status; times it to the response head; counts its body bytes as they are sent.
-pub async fn track_requests(request: Request, next: Next) -> Response {
+pub async fn track_requests(State(access_log): State<AccessLog>, request: Request, next: Next) -> Response {
     let route = route_label(&request).to_owned();
+    let may_change = !matches!(*request.method(), Method::GET | Method::HEAD);
     let method = method_label(request.method());
     let start = Instant::now();
     let response = next.run(request).await;
     let status = response.status();
+    log_answer(access_log, may_change, status, start.elapsed());
     counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status.as_u16().to_string())
         .increment(1);
     histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(start.elapsed().as_secs_f64());
@@ -262,12 +265,25 @@ pub fn loggable_target(uri: &Uri) -> String {
     shown
 }
 
-/// Logs the one `answered` line of a request: its status, and its latency to the response head in milliseconds
-/// (microsecond precision: `latency_ms=97.115`).
-pub fn record_response(response: &Response, latency: Duration, _span: &Span) {
-    let status = response.status().as_u16();
-    let latency_ms = latency_ms(latency);
-    tracing::info!(status, latency_ms, "answered");
+/// An answer this slow is logged at INFO whatever [`AccessLog`] says.
+pub const SLOW_ANSWER: Duration = Duration::from_secs(1);
+
+/// Logs the one `answered` line of a request (in its span): its status, and its latency to the response head in
+/// milliseconds (microsecond precision: `latency_ms=97.115`); at INFO when `access_log` says so
+/// ([`logged_at_info`]), else at DEBUG.
+fn log_answer(access_log: AccessLog, may_change: bool, status: StatusCode, latency: Duration) {
+    let (status, latency_ms) = (status.as_u16(), latency_ms(latency));
+    if logged_at_info(access_log, may_change, status, latency) {
+        tracing::info!(status, latency_ms, "answered");
+    } else {
+        tracing::debug!(status, latency_ms, "answered");
+    }
+}
+
+/// Whether a request's `answered` line is logged at INFO: every request with [`AccessLog::All`]; else a request
+/// that may change something, an answer of status 400 or more, or one slower than [`SLOW_ANSWER`].
+pub fn logged_at_info(access_log: AccessLog, may_change: bool, status: u16, latency: Duration) -> bool {
+    access_log == AccessLog::All || may_change || status >= 400 || latency >= SLOW_ANSWER
 }
 
 /// Milliseconds with three decimals, so that the number prints short (`97.115`, not `97.11499999999999`).
@@ -438,6 +454,19 @@ mod tests {
         assert_eq!(shown("/api/v1/urls?Access%5FToken=s3cret"), "/api/v1/urls?Access%5FToken=REDACTED");
         assert_eq!(shown("/api/v1/urls?s3cret&x=s3cret&=s3cret"), "/api/v1/urls?REDACTED&REDACTED&REDACTED");
         assert_eq!(shown("http://u:s3cret@host/api/v1/urls?token=s3cret"), "/api/v1/urls?token=REDACTED");
+    }
+
+    #[test]
+    fn a_crawlers_routine_answers_are_logged_at_debug_unless_all_are_asked_for() {
+        let fast = Duration::from_millis(3);
+        let w = AccessLog::WritesAndErrors;
+        assert!(!logged_at_info(w, false, 200, fast), "a GET's 200");
+        assert!(!logged_at_info(w, false, 304, fast), "a 304");
+        assert!(logged_at_info(w, true, 200, fast), "a write");
+        assert!(logged_at_info(w, false, 404, fast) && logged_at_info(w, false, 503, fast), "an error");
+        assert!(logged_at_info(w, false, 200, SLOW_ANSWER), "a slow answer");
+        assert!(!logged_at_info(w, false, 200, SLOW_ANSWER - Duration::from_micros(1)));
+        assert!(logged_at_info(AccessLog::All, false, 304, fast));
     }
 
     #[test]
