@@ -68,7 +68,10 @@ pub fn app(state: AppState) -> Router {
         .layer(
             // `track_requests` logs the one `answered` line, in this span; the default hooks would log a response
             // and a 5xx again.
-            TraceLayer::new_for_http().make_span_with(telemetry::request_span).on_response(()).on_failure(()),
+            TraceLayer::new_for_http()
+                .make_span_with(move |r: &axum::extract::Request| telemetry::request_span(r, access_log))
+                .on_response(())
+                .on_failure(()),
         )
 }
 

@@ -42,12 +42,15 @@ struct Table {
     index: std::sync::Mutex<Option<Arc<IndexDocs>>>,
 }
 
-/// The index documents of one table and one state of the news sitemap, each rendered on first use.
+/// The index documents of one table and one state of the news sitemap, and their ETags, each made on first use:
+/// an index answer, a 304 included, costs no pass over the page table while neither changes.
 struct IndexDocs {
-    /// The news sitemap listed (its digest and date), if any.
-    news: Option<(String, i64)>,
+    /// The news sitemap listed (its digest and date), if any, and the news dates the index's own date folds in.
+    news: (Option<(String, i64)>, i64),
     identity: OnceCell<Option<Bytes>>,
     gzip: OnceCell<Option<Bytes>>,
+    /// Identity, gzip.
+    etags: [std::sync::OnceLock<String>; 2],
 }
 
 impl Table {
@@ -68,13 +71,18 @@ impl Table {
     }
 
     /// The index documents for `news`: the same ones as long as the news sitemap is.
-    fn docs(&self, news: Option<&NewsSitemap>) -> Arc<IndexDocs> {
-        let key = news.map(|n| (n.digest.clone(), n.modified_us));
+    fn docs(&self, news: &NewsState) -> Arc<IndexDocs> {
+        let key = (news.sitemap.as_ref().map(|n| (n.digest.clone(), n.modified_us)), news.modified_us);
         let mut docs = self.index.lock().expect("not poisoned");
         match &*docs {
             Some(d) if d.news == key => d.clone(),
             _ => {
-                let d = Arc::new(IndexDocs { news: key, identity: OnceCell::new(), gzip: OnceCell::new() });
+                let d = Arc::new(IndexDocs {
+                    news: key,
+                    identity: OnceCell::new(),
+                    gzip: OnceCell::new(),
+                    etags: Default::default(),
+                });
                 *docs = Some(d.clone());
                 d
             }
@@ -149,24 +157,32 @@ impl Directory {
             .cloned()
     }
 
+    /// The index's ETag for `news` (as [`Directory::news`] gave it), identity or `gzip`: made by `make` (from
+    /// [`Directory::index_state`]) once per table and state of the news sitemap.
+    pub fn index_etag(&self, news: &NewsState, gzip: bool, make: impl FnOnce() -> String) -> String {
+        self.table.docs(news).etags[usize::from(gzip)].get_or_init(make).clone()
+    }
+
     /// The `<sitemapindex>` document listing every non-empty page, and the news sitemap when it has articles
     /// (`news`: as [`Directory::news`] gave it); `None` when there is no page.
-    pub async fn index(&self, public_url: &PublicUrl, news: Option<&NewsSitemap>) -> Option<Bytes> {
+    pub async fn index(&self, public_url: &PublicUrl, news: &NewsState) -> Option<Bytes> {
         let docs = self.table.docs(news);
-        docs.identity.get_or_init(|| async { self.render_index(public_url, news) }).await.clone()
+        let listed = news.sitemap.as_ref();
+        docs.identity.get_or_init(|| async { self.render_index(public_url, listed) }).await.clone()
     }
 
     /// The index, gzip-compressed at `level`.
     pub async fn index_gzip(
         &self,
         public_url: &PublicUrl,
-        news: Option<&NewsSitemap>,
+        news: &NewsState,
         level: u32,
     ) -> std::io::Result<Option<Bytes>> {
         let docs = self.table.docs(news);
+        let listed = news.sitemap.as_ref();
         docs.gzip
             .get_or_try_init(|| async {
-                let identity = docs.identity.get_or_init(|| async { self.render_index(public_url, news) }).await;
+                let identity = docs.identity.get_or_init(|| async { self.render_index(public_url, listed) }).await;
                 match identity.clone() {
                     Some(body) => super::stream::gzip_bytes(body, level).await.map(Some),
                     None => Ok(None),
@@ -301,11 +317,12 @@ mod tests {
         assert!(d.page(4).is_none());
         assert_eq!(d.modified_us(), 50, "an emptied page's change is a change to the index");
         let public = PublicUrl::parse("https://x.test/").unwrap();
-        let index = String::from_utf8(d.index(&public, None).await.unwrap().to_vec()).unwrap();
+        let no_news = NewsState { sitemap: None, modified_us: 0 };
+        let index = String::from_utf8(d.index(&public, &no_news).await.unwrap().to_vec()).unwrap();
         let one = index.find("https://x.test/sitemap-1.xml").unwrap();
         let three = index.find("https://x.test/sitemap-3.xml").unwrap();
         assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
-        assert!(Directory::of(1, vec![page(1, 0, 5)]).index(&public, None).await.is_none());
+        assert!(Directory::of(1, vec![page(1, 0, 5)]).index(&public, &no_news).await.is_none());
     }
 
     #[test]

@@ -387,6 +387,59 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     assert_eq!(answered, expected, "{logs}");
 }
 
+/// At the default filter and `SITEMAPD_ACCESS_LOG`, a crawler's routine answer is not logged at INFO, a write and
+/// an error are; an error of a routine read, which has no span at INFO, names its method, route and target on the
+/// line itself. With `SITEMAPD_ACCESS_LOG=all` every request is logged, each with its span.
+#[test]
+fn the_access_log_keeps_writes_and_errors_and_all_when_asked() {
+    let answered = |access_log: &str| -> Vec<serde_json::Value> {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let bind = format!("127.0.0.1:{port}");
+        let vars = [
+            ("SITEMAPD_BIND", bind.as_str()),
+            ("SITEMAPD_LOG_FORMAT", "json"),
+            ("SITEMAPD_ACCESS_LOG", access_log),
+            ("SITEMAPD_PUBLIC_URL", "https://www.example.com"),
+        ];
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        wait_until_healthy(port, &mut child);
+        assert_eq!(get(port, "/sitemap.xml").unwrap().0, 404, "no URLs yet");
+        let body = r#"[{"loc": "https://www.example.com/a"}]"#;
+        let put = format!(
+            "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        assert_eq!(http(port, &put).unwrap().0, 200);
+        assert_eq!(get(port, "/sitemap-1.xml").unwrap().0, 200);
+        let logs = stop(child);
+        logs.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|l| l["fields"]["message"] == "answered")
+            .collect()
+    };
+    // (method, route, uri, status) from the span, or from the line itself.
+    let shown = |l: &serde_json::Value| {
+        let from = if l["span"].is_object() { &l["span"] } else { &l["fields"] };
+        let text = |k: &str| from[k].as_str().unwrap_or_else(|| panic!("no {k}: {l}")).to_owned();
+        (text("method"), text("route"), text("uri"), l["fields"]["status"].as_u64().unwrap(), l["level"].clone())
+    };
+    let default: Vec<_> = answered("writes_and_errors").iter().map(shown).collect();
+    let info = serde_json::json!("INFO");
+    assert_eq!(
+        default,
+        vec![
+            ("GET".into(), "/sitemap.xml".into(), "/sitemap.xml".into(), 404, info.clone()),
+            ("PUT".into(), "/api/v1/urls".into(), "/api/v1/urls".into(), 200, info),
+        ],
+        "the probes and the page's 200 are not logged at INFO"
+    );
+    let all = answered("all");
+    let routes: Vec<_> = all.iter().map(shown).map(|(_, route, _, status, _)| (route, status)).collect();
+    assert!(routes.contains(&("/{file}".into(), 200)) && routes.contains(&("/healthz".into(), 200)), "{routes:?}");
+    assert!(all.iter().all(|l| l["span"]["route"].is_string()), "with `all`, every line is in its span: {all:?}");
+}
+
 /// In text mode too, each request has one `answered` line that names its status and latency once; a 5xx too
 /// (no second line from tower-http's failure hook repeating the latency).
 #[test]
