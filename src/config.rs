@@ -103,6 +103,9 @@ macro_rules! settings {
 
 settings! {
     database_url: String = "DATABASE_URL", check database_backend, show redact_url;
+    /// A Postgres streaming replica that sitemap pages, the page table and the read API are read from (empty: the
+    /// primary, `database_url`). See [`crate::store::StoreOptions::read_url`].
+    database_read_url: String = "DATABASE_READ_URL", check read_url_backend, show show_read_url;
     public_url: PublicUrl = "SITEMAPD_PUBLIC_URL", parse parse_public_url, show PublicUrl::as_str;
     /// Several sites (`name=URL, …`); empty: one site, named `default`, at `public_url`. See [`Config::site_specs`].
     sites: Vec<SiteSpec> = "SITEMAPD_SITES", parse parse_sites, show show_sites;
@@ -249,6 +252,21 @@ fn database_backend(url: &str, named: Named) -> anyhow::Result<()> {
         }
         Some(_) => Ok(()),
     }
+}
+
+/// Empty, or a Postgres URL (a replica is a Postgres feature; that `database_url` is Postgres too is checked when
+/// the store opens).
+fn read_url_backend(url: &str, named: Named) -> anyhow::Result<()> {
+    match Backend::from_url(url) {
+        _ if url.is_empty() => Ok(()),
+        Some(Backend::Postgres) => Ok(()),
+        _ => bail!("{named} must be empty or start with postgres:// (a streaming replica of the database_url server)"),
+    }
+}
+
+/// The read URL as logged: empty, or without its secrets ([`redact_url`]).
+fn show_read_url(url: &str) -> String {
+    if url.is_empty() { String::new() } else { redact_url(url) }
 }
 
 /// The file part of an SQLite URL: what follows `sqlite:` (and `//`), up to its query.
@@ -647,6 +665,7 @@ impl Config {
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions {
             url: self.database_url.clone(),
+            read_url: Some(self.database_read_url.clone()).filter(|u| !u.is_empty()),
             sites: self.site_specs(),
             limits: self.limits(),
             max_connections: self.db_max_connections,
@@ -915,12 +934,27 @@ mod tests {
         }
     }
 
-    /// Each variable is its setting's name in capitals after `SITEMAPD_`, but for `DATABASE_URL`, the usual name.
+    #[test]
+    fn the_read_url_is_a_postgres_url_and_is_logged_without_its_secret() {
+        let c = load(&[("DATABASE_READ_URL", "postgres://reader:S3cret@replica:5432/db")]).unwrap();
+        assert_eq!(c.store_options().read_url.as_deref(), Some("postgres://reader:S3cret@replica:5432/db"));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("S3cret") && shown.contains("replica:5432"), "{shown}");
+        assert_eq!(load(&[]).unwrap().store_options().read_url, None);
+        assert_eq!(
+            load(&[("DATABASE_READ_URL", "sqlite://x.db")]).unwrap_err().to_string(),
+            "database_read_url (DATABASE_READ_URL) must be empty or start with postgres:// (a streaming replica of \
+             the database_url server)"
+        );
+    }
+
+    /// Each variable is its setting's name in capitals after `SITEMAPD_`, but for `DATABASE_URL`, the usual name,
+    /// and `DATABASE_READ_URL` beside it.
     #[test]
     fn each_variable_is_named_after_its_setting() {
         for (key, var) in ENV {
-            let expected = if *key == "database_url" {
-                "DATABASE_URL".to_owned()
+            let expected = if key.starts_with("database_") {
+                key.to_uppercase()
             } else {
                 format!("SITEMAPD_{}", key.to_uppercase())
             };
@@ -1011,7 +1045,7 @@ mod tests {
     fn the_logged_defaults() {
         assert_eq!(
             format!("{:?}", load(&[]).unwrap()),
-            "Config { database_url: \"sqlite://sitemapd.db\", public_url: \"http://localhost:8080/\", sites: [], \
+            "Config { database_url: \"sqlite://sitemapd.db\", database_read_url: \"\", public_url: \"http://localhost:8080/\", sites: [], \
              trusted_proxies: [], forwarded_header: XForwardedHost, bind: \
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
              16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \

@@ -160,7 +160,11 @@ async fn main() -> ExitCode {
 }
 
 async fn run(command: Command, config: Config) -> anyhow::Result<()> {
-    let options = config.store_options();
+    let mut options = config.store_options();
+    // The commands read what they have just written, or must see everything: the primary only.
+    if !matches!(command, Command::Serve) {
+        options.read_url = None;
+    }
     match command {
         Command::Migrate => {
             store::open(&options).await?.close().await;
@@ -248,6 +252,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         return Err(Usage("--progress-interval must be a positive number of seconds".to_owned()).into());
     }
     let mut store_options = config.store_options();
+    store_options.read_url = None;
     if no_indexnow {
         store_options.notify_sites.clear();
     }

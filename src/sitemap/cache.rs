@@ -59,10 +59,14 @@ impl PageCache {
     where
         F: Future<Output = Result<Rendered, crate::error::ApiError>>,
     {
-        match &self.inner {
-            Some(cache) => cache.try_get_with(key(site, page), render).await,
-            None => render.await.map_err(Arc::new),
+        let Some(cache) = &self.inner else { return render.await.map_err(Arc::new) };
+        let rendered = cache.try_get_with(key(site, page), render).await?;
+        // A snapshot older than the state asked for (a read replica behind the page table as last read) is sent
+        // with its own validators, but not kept under the newer state: the next request renders it again.
+        if rendered.state.version < page.version {
+            cache.invalidate(&key(site, page)).await;
         }
+        Ok(rendered)
     }
 
     /// Forgets `page`'s render in `site`, if cached (a state no longer current).
@@ -118,6 +122,18 @@ mod tests {
         assert_eq!(fetch(2).await.gzip[0], 2, "a new version is a new entry");
         assert_eq!(renders.load(Ordering::SeqCst), 2);
         assert_eq!(cache.get(1, &page(1)).await.map(|r| r.gzip[0]), Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_render_older_than_the_state_asked_for_is_not_kept() {
+        let cache = PageCache::new(1 << 20);
+        let older = Rendered { state: page(1), gzip: Bytes::from_static(b"old") };
+        let got = cache.get_or_render(1, &page(2), async { Ok(older) }).await.unwrap();
+        assert_eq!(got.state.version, 1, "sent with the state it was rendered from");
+        assert!(cache.get(1, &page(2)).await.is_none(), "not kept as version 2");
+        let newer = Rendered { state: page(3), gzip: Bytes::from_static(b"new") };
+        cache.get_or_render(1, &page(2), async { Ok(newer) }).await.unwrap();
+        assert!(cache.get(1, &page(2)).await.is_some(), "a newer snapshot is kept (it is what the next read shows)");
     }
 
     #[tokio::test]

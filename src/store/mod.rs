@@ -272,6 +272,9 @@ impl Backend {
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     pub url: String,
+    /// A Postgres streaming replica of `url` that the reads of [`StoreReads`] go to (but `outbox_size`), each on
+    /// a connection of its own pool; the writes, and the reads a write makes in its transaction, stay on `url`.
+    pub read_url: Option<String>,
     /// The configured sites: never empty.
     pub sites: Vec<SiteSpec>,
     pub limits: Limits,
@@ -286,6 +289,9 @@ pub struct StoreOptions {
 /// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.
 pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
     let store: Arc<dyn Store> = match Backend::from_url(&options.url) {
+        Some(Backend::Sqlite) if options.read_url.is_some() => {
+            anyhow::bail!("DATABASE_READ_URL names a Postgres replica: DATABASE_URL must be postgres:// too")
+        }
         Some(Backend::Sqlite) => {
             Arc::new(SqliteStore::connect(options).await.context("cannot open the SQLite database")?)
         }

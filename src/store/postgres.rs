@@ -50,6 +50,8 @@ const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
 
 pub struct PgStore {
     pool: PgPool,
+    /// A streaming replica's pool ([`StoreOptions::read_url`]).
+    read_pool: Option<PgPool>,
     limits: Limits,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
@@ -68,15 +70,26 @@ impl PgStore {
         // After a database restart the pooled connections are dead: each is pinged before it is handed out
         // (sqlx's default, pinned here because recovery without a restart depends on it; a test stops and starts a
         // real server), and idle ones are closed after a while anyway.
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.acquire_timeout)
-            .test_before_acquire(true)
-            .idle_timeout(std::time::Duration::from_secs(300))
-            .connect_with(connect)
-            .await?;
+        let pool_options = || {
+            PgPoolOptions::new()
+                .max_connections(options.max_connections)
+                .acquire_timeout(options.acquire_timeout)
+                .test_before_acquire(true)
+                .idle_timeout(std::time::Duration::from_secs(300))
+        };
+        let pool = pool_options().connect_with(connect).await?;
+        let read_pool = match &options.read_url {
+            Some(url) => {
+                let connect = PgConnectOptions::from_str(url)
+                    .context("invalid Postgres URL in DATABASE_READ_URL")?
+                    .options([("statement_timeout", STATEMENT_TIMEOUT)]);
+                Some(pool_options().connect_with(connect).await.context("cannot connect to the read replica")?)
+            }
+            None => None,
+        };
         Ok(Self {
             pool,
+            read_pool,
             limits: options.limits,
             specs: options.sites.clone(),
             sites: OnceLock::new(),
@@ -90,7 +103,7 @@ impl PgStore {
     pub fn from_pool(pool: PgPool, limits: Limits, sites: Sites) -> Self {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
-        Self { pool, limits, specs, sites: OnceLock::from(Arc::new(sites)), notify_names, notify }
+        Self { pool, read_pool: None, limits, specs, sites: OnceLock::from(Arc::new(sites)), notify_names, notify }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -220,7 +233,13 @@ impl Store for PgStore {
     }
 
     async fn close(&self) {
-        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+        let read_pool = async {
+            if let Some(pool) = &self.read_pool {
+                pool.close().await;
+            }
+        };
+        let both = futures_util::future::join(self.pool.close(), read_pool);
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, both).await.is_err() {
             tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
         }
     }
@@ -256,13 +275,16 @@ impl Backend for PgStore {
     fn pool(&self) -> &PgPool {
         &self.pool
     }
+    fn read_pool(&self) -> &PgPool {
+        self.read_pool.as_ref().unwrap_or(&self.pool)
+    }
 
     fn sites(&self) -> Arc<Sites> {
         self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
     }
 
     async fn snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
-        Ok(self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+        Ok(self.read_pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
     }
 
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
@@ -277,7 +299,7 @@ impl Backend for PgStore {
 
     async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
         // The settings are scoped to this transaction (`set_config(…, true)`).
-        let mut tx = self.pool.begin_with("BEGIN READ ONLY").await?;
+        let mut tx = self.read_pool().begin_with("BEGIN READ ONLY").await?;
         sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
         let urls = sqlx::Postgres::page_urls(&mut tx, site, page_id, after, limit).await?;
         tx.commit().await?;

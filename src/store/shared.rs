@@ -317,6 +317,10 @@ async fn listing(mut rows: impl futures_util::Stream<Item = sqlx::Result<UrlRow>
 pub(crate) trait Backend: Send + Sync + 'static {
     type Db: Sql;
     fn pool(&self) -> &Pool<Self::Db>;
+    /// Where [`StoreReads`] reads: a replica's pool when one is configured, else [`Backend::pool`].
+    fn read_pool(&self) -> &Pool<Self::Db> {
+        self.pool()
+    }
     /// The sites as registered by `migrate` ([`Sql::register_sites`]).
     fn sites(&self) -> Arc<Sites>;
     /// Checked before the readiness probe's query (SQLite: the database file is still the one opened).
@@ -327,13 +331,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// [`StoreReads::page_urls`]: the shared query on a connection of the pool (Postgres: with its planner settings).
     async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.read_pool().acquire().await?;
         Self::Db::page_urls(&mut conn, site, page_id, after, limit).await
     }
     /// A read-only transaction whose reads all see one snapshot (SQLite's read transactions do; Postgres needs
     /// `REPEATABLE READ`).
     async fn snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
-        Ok(self.pool().begin().await?)
+        Ok(self.read_pool().begin().await?)
     }
 }
 
@@ -341,7 +345,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
 impl<B: Backend> StoreReads for B {
     async fn ping(&self) -> Result<()> {
         self.check_file()?;
-        B::Db::ping(self.pool()).await
+        B::Db::ping(self.pool()).await?;
+        if !std::ptr::eq(self.read_pool(), self.pool()) {
+            B::Db::ping(self.read_pool()).await?;
+        }
+        Ok(())
     }
     fn pool_status(&self) -> PoolStatus {
         PoolStatus { size: self.pool().size(), idle: self.pool().num_idle() }
@@ -350,22 +358,22 @@ impl<B: Backend> StoreReads for B {
         Backend::sites(self)
     }
     async fn find(&self, loc: &Loc) -> Result<Option<SiteUrl>> {
-        B::Db::find(self.pool(), loc.as_str()).await
+        B::Db::find(self.read_pool(), loc.as_str()).await
     }
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
-        B::Db::list_after(self.pool(), site, after, limit).await
+        B::Db::list_after(self.read_pool(), site, after, limit).await
     }
     async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
         Backend::page_urls(self, site, page_id, after, limit).await
     }
     async fn pages(&self, site: i64) -> Result<Vec<PageState>> {
-        B::Db::pages(self.pool(), site).await
+        B::Db::pages(self.read_pool(), site).await
     }
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>> {
-        B::Db::page(self.pool(), site, id).await
+        B::Db::page(self.read_pool(), site, id).await
     }
     async fn changes(&self, site: i64) -> Result<i64> {
-        B::Db::changes(self.pool(), site).await
+        B::Db::changes(self.read_pool(), site).await
     }
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         Backend::page_entries(self, site, id).await

@@ -20,6 +20,7 @@ mod prerender;
 mod process;
 mod protocol;
 mod readme;
+mod replica;
 mod roundtrip;
 mod sitemaps;
 mod sites;
