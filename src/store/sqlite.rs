@@ -152,15 +152,16 @@ impl Writes for sqlx::Sqlite {
             );
             bind_placed(update.bind(u.id), u.page_id, &u.fields, u.size).execute(&mut *conn).await?;
         }
-        for n in inserts {
-            let insert = sqlx::query(
-                "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, site_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            );
-            bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size)
-                .bind(site)
-                .execute(&mut *conn)
-                .await?;
+        // Many rows a statement: each statement is a round trip to the connection's thread, which one row a
+        // statement made most of an insert's cost. The rows of one VALUES list are inserted in order, so ids still
+        // follow the plan. Full chunks share one prepared statement (sqlx caches it per connection).
+        for chunk in inserts.chunks(INSERT_ROWS) {
+            let sql = insert_sql(chunk.len());
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for n in chunk {
+                insert = bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size).bind(site);
+            }
+            insert.execute(&mut *conn).await?;
         }
         Ok(())
     }
@@ -175,6 +176,25 @@ impl Writes for sqlx::Sqlite {
     async fn enqueue_notifications(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
         outbox::sqlite_enqueue(conn, site, locs).await
     }
+}
+
+/// Rows per multi-row `INSERT` (10 parameters each: well within SQLite's 32,766).
+const INSERT_ROWS: usize = 500;
+
+/// `INSERT INTO urls … VALUES (…), …` for `rows` rows, in the columns [`bind_placed`] binds after `loc`, then
+/// `site_id`.
+fn insert_sql(rows: usize) -> String {
+    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    let mut sql = String::from(
+        "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, site_id) VALUES ",
+    );
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(ROW);
+    }
+    sql
 }
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
