@@ -876,7 +876,7 @@ async fn on_a_terminal_progress_is_a_bar() {
     let tty = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{tty}");
     // How far the bar got before it was cleared depends on how fast the import ran (3,000 entries take 0.1 s).
-    assert!(tty.contains(" sources ") && tty.contains("█"), "a bar was drawn: {tty:?}");
+    assert!(tty.contains(" sources ") && (tty.contains('█') || tty.contains('░')), "a bar was drawn: {tty:?}");
     assert!(tty.contains("stored: 3000 created"), "{tty:?}");
     assert!(!tty.contains("importing"), "no progress log lines on a terminal: {tty:?}");
 }
