@@ -23,7 +23,10 @@ readonly PG=postgres://postgres@127.0.0.1:5432
 readonly PUBLIC=https://www.example.com
 readonly TOKEN=bench-token
 readonly BIN=target/release/sitemapd
-readonly OUT=${BENCH_OUT:-bench/results/round2-$(date +%Y%m%d-%H%M%S)}
+OUT=${BENCH_OUT:-bench/results/round2-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+readonly OUT
 readonly NGINX=http://127.0.0.1:18002
 mkdir -p "$OUT"
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
@@ -88,7 +91,7 @@ again=$("$PY" "$PEERS_DIR/load_sitemapd.py" --rows 1000000 --token "$TOKEN" --ba
 say "ingest postgres first_rows_per_s=$first resend_rows_per_s=$again"
 stop main
 rm -rf "$OUT/sqlite" && mkdir -p "$OUT/sqlite"
-start sqlite 18083 "sqlite://$PWD/$OUT/sqlite/s.db"
+start sqlite 18083 "sqlite://$OUT/sqlite/s.db"
 sqlite=$("$PY" "$PEERS_DIR/load_sitemapd.py" --rows 1000000 --token "$TOKEN" --base http://127.0.0.1:18083 | rate)
 say "ingest sqlite first_rows_per_s=$sqlite"
 stop sqlite
