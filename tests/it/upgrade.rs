@@ -278,6 +278,25 @@ async fn the_release_before_sites_is_served_byte_for_byte(backend: Backend) {
     assert!(listed.iter().all(|u| u.site == 1));
 }
 
+/// The change counter and the dropped foreign key (migrations 0006 and 0007): a database written by the release
+/// before them (736f644, migrations 1 to 5, extensions on page 6; `tests/fixtures/v0005/`, made by
+/// `make.sh … current-ext`) is served byte for byte as that release served it (index and every page in its three
+/// representations: status, ETag, Last-Modified, Content-Length, bytes), and opening it changes no page's row. A
+/// write after the upgrade moves the new counter, and is served.
+async fn the_release_before_the_change_counter_is_served_byte_for_byte(backend: Backend) {
+    let Some(fixture) = fixture_db("v0005", backend).await else { return };
+    let applied = latest_migration(&fixture.url).await;
+    assert_eq!(applied, 5, "tests/fixtures/v0005 must be written by the release before migration 0006");
+    let (app, fixture) = compare_answers(fixture, "v0005", backend).await;
+    assert!(latest_migration(&fixture.url).await >= 6);
+    let counter = app.store.changes(1).await.unwrap();
+    let index = app.get("/sitemap.xml", &[]).await;
+    app.put_paths(&["after-upgrade"]).await;
+    assert!(app.store.changes(1).await.unwrap() > counter, "a write moves the counter");
+    assert_ne!(app.get("/sitemap.xml", &[]).await.header("etag"), index.header("etag"));
+    assert_eq!(app.find("https://www.example.com/after-upgrade").await.status.as_u16(), 200);
+}
+
 /// Opens the database of fixture `set` with this version and compares every answer with the recorded ones; `None`
 /// for Postgres without `TEST_DATABASE_URL` (said once, by `support`).
 /// The fixture comes back with the app: the database lives as long as it does.
@@ -334,5 +353,6 @@ async fn compare_answers(fixture: Fixture, set: &str, backend: Backend) -> (Test
 crate::both_backends!(
     upgrade_serves_unchanged_pages_identically,
     pinned_answers_stay_byte_for_byte,
-    the_release_before_sites_is_served_byte_for_byte
+    the_release_before_sites_is_served_byte_for_byte,
+    the_release_before_the_change_counter_is_served_byte_for_byte
 );
