@@ -26,6 +26,7 @@ pub const HTTP_BODY_BYTES: &str = "sitemapd_http_response_body_bytes_total";
 pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
 pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
 pub const PRERENDERS: &str = "sitemapd_sitemap_prerenders_total";
+pub const REPLICA_FALLBACKS: &str = "sitemapd_read_replica_fallbacks_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
 pub const INDEXNOW_QUEUED: &str = "sitemapd_indexnow_queued_total";
@@ -83,6 +84,10 @@ fn describe() {
     describe_counter!(HTTP_NOT_MODIFIED, "304 Not Modified answers, by matched route");
     describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
     describe_counter!(
+        REPLICA_FALLBACKS,
+        "Times a read on the read replica (DATABASE_READ_URL) failed and reads went to the primary for 10 s"
+    );
+    describe_counter!(
         PRERENDERS,
         "Changed sitemap pages taken up for rendering ahead of crawlers, by outcome (rendered, cached, failed, dropped)"
     );
@@ -105,6 +110,11 @@ pub fn slow_client_closed() {
 }
 
 /// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
+/// Counts the times reads left the read replica for the primary after a failure (for `REPLICA_REST`).
+pub fn replica_rested() {
+    counter!(REPLICA_FALLBACKS).increment(1);
+}
+
 /// Counts pages rendered ahead of crawlers, by outcome: `rendered`, `cached` (already), `failed`, `dropped` (the
 /// queue was full).
 pub fn prerender(outcome: &'static str, n: u64) {

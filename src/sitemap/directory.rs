@@ -18,6 +18,10 @@ use crate::store::{Result, StoreReads};
 
 use super::news::{self, NewsSitemap, NewsState};
 
+/// The longest a page table is kept on the strength of an unchanged change counter: then it is read again. O(pages)
+/// once a minute, against every `state_ttl_ms` without the counter.
+pub const FULL_READ: Duration = Duration::from_secs(60);
+
 /// The time of day as microseconds since the Unix epoch: the system clock, or a test's.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
@@ -30,8 +34,10 @@ pub fn system_clock() -> Clock {
 /// counter has not moved): what is a function of the table alone (dates, the index state, the index's bytes) is
 /// computed once per table, not once per refresh.
 struct Table {
-    /// The site's change counter, read before the pages ([`StoreReads::changes`]).
+    /// The site's change counter, read in the same snapshot as the pages ([`StoreReads::page_table`]).
     changes: i64,
+    /// When the pages were read.
+    read_at: Instant,
     /// By id.
     pages: Vec<PageState>,
     /// The newest change to any page, emptied ones included (their leaving the index changes it).
@@ -62,7 +68,7 @@ impl Table {
             .filter(|p| p.url_count > 0)
             .map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us))
             .collect();
-        Self { changes, pages, modified_us, index_state, index: std::sync::Mutex::new(None) }
+        Self { changes, read_at: Instant::now(), pages, modified_us, index_state, index: std::sync::Mutex::new(None) }
     }
 
     fn page(&self, id: i64) -> Option<&PageState> {
@@ -250,8 +256,9 @@ impl Directories {
     }
 
     /// The page table as of at most `ttl` ago, and after every write this process has finished. When older, the
-    /// site's change counter is read first: unchanged (and no write through this process since), the table is
-    /// still current and is kept, so that a refresh costs one primary-key read, not a read of every page.
+    /// site's change counter is read first: unchanged (and no write through this process since, and the table
+    /// younger than [`FULL_READ`]), the table is still current and is kept, so that a refresh costs one
+    /// primary-key read, not a read of every page.
     pub async fn get(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
             let table = Arc::new(Table::new(0, store.pages(self.site).await?));
@@ -266,14 +273,22 @@ impl Directories {
         }
         // Read the generation before the table: a write finishing during the read leaves this copy stale.
         let generation = self.generation.load(Ordering::Acquire);
-        // The counter before the pages: a write committing between the two moves the counter past the value
-        // kept, so the next refresh reads the table again (never the reverse: a table older than its counter).
-        let changes = store.changes(self.site).await?;
         let previous = self.current.read().expect("not poisoned").clone();
+        let keep = match &previous {
+            // A table older than FULL_READ is read again whatever the counter says: a counter that went back (a
+            // restored database, a failover to a standby that was behind) or a read replica behind another cannot
+            // leave a stale table in place for longer.
+            Some(p) if p.generation == generation && p.table.read_at.elapsed() < FULL_READ => {
+                store.changes(self.site).await? == p.table.changes
+            }
+            _ => false,
+        };
         let table = match &previous {
-            Some(p) if p.generation == generation && p.table.changes == changes => p.table.clone(),
+            Some(p) if keep => p.table.clone(),
             _ => {
-                let table = Arc::new(Table::new(changes, store.pages(self.site).await?));
+                // The counter and the pages from one snapshot: the table is the one the counter names.
+                let (changes, pages) = store.page_table(self.site).await?;
+                let table = Arc::new(Table::new(changes, pages));
                 if let (Some(on_change), Some(previous)) = (&self.on_change, &previous) {
                     let (changed, replaced) = table.changed_since(&previous.table);
                     if !changed.is_empty() || !replaced.is_empty() {

@@ -31,6 +31,8 @@ use crate::state::Inner;
 
 /// How long a page must go without a change before it is rendered.
 pub const QUIET: Duration = Duration::from_millis(200);
+/// The shortest interval of the task's refreshes.
+pub const MIN_REFRESH: Duration = Duration::from_millis(250);
 /// The most pages queued at once.
 pub const MAX_QUEUED: usize = 100_000;
 
@@ -75,10 +77,10 @@ impl Queue {
         self.wake.notify_one();
     }
 
-    /// The pages due at `now` (taken off the queue), and when the next one is due.
-    fn take_due(&self, now: Instant) -> (Vec<(i64, i64)>, Option<Instant>) {
+    /// At most `max` of the pages due at `now` (taken off the queue), and when the next one is due.
+    fn take_due(&self, now: Instant, max: usize) -> (Vec<(i64, i64)>, Option<Instant>) {
         let mut queued = self.due.lock().expect("not poisoned");
-        let ready: Vec<(i64, i64)> = queued.iter().filter(|(_, due)| **due <= now).map(|(k, _)| *k).collect();
+        let ready: Vec<(i64, i64)> = queued.iter().filter(|(_, due)| **due <= now).map(|(k, _)| *k).take(max).collect();
         for key in &ready {
             queued.remove(key);
         }
@@ -103,6 +105,8 @@ impl Queue {
 /// The task that renders queued pages and refreshes every site's page table every `every`. It holds the state
 /// weakly and ends when the state is dropped.
 pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
+    // A refresh is a query per site: not more often than this, whatever `state_ttl_ms` says (0: never).
+    let every = if every.is_zero() { every } else { every.max(MIN_REFRESH) };
     tokio::spawn(async move {
         let mut next_refresh = Instant::now() + every;
         loop {
@@ -112,7 +116,8 @@ pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
                 for (site, old) in replaced {
                     state.page_cache.invalidate(site, &old).await;
                 }
-                let (ready, _) = queue.take_due(Instant::now());
+                // One page a turn: between two renders the refresh and the forgetting go on.
+                let (ready, _) = queue.take_due(Instant::now(), 1);
                 for (site, page) in ready {
                     render(&state, site, page).await;
                 }
@@ -173,16 +178,19 @@ mod tests {
         queue.push_at(1, [3], t0 + QUIET * 2);
         queue.push_at(2, [3], t0 + QUIET);
         assert_eq!(queue.len(), 3, "a page queued twice is one entry; another site's page is another");
-        let (ready, next) = queue.take_due(t0);
+        let (ready, next) = queue.take_due(t0, usize::MAX);
         assert!(ready.is_empty());
         assert_eq!(next, Some(t0 + QUIET));
-        let (ready, next) = queue.take_due(t0 + QUIET);
+        let (ready, next) = queue.take_due(t0 + QUIET, usize::MAX);
         assert_eq!(ready, vec![(1, 4), (2, 3)], "page 3 of site 1 changed again: it waits");
         assert_eq!(next, Some(t0 + QUIET * 2));
-        let (ready, next) = queue.take_due(t0 + QUIET * 2);
+        let (ready, next) = queue.take_due(t0 + QUIET * 2, usize::MAX);
         assert_eq!(ready, vec![(1, 3)]);
         assert_eq!(next, None);
         assert!(queue.is_empty());
+        queue.push_at(1, [1, 2, 3], t0);
+        assert_eq!(queue.take_due(t0, 1).0, vec![(1, 1)], "one a turn");
+        assert_eq!(queue.len(), 2);
     }
 
     #[tokio::test(start_paused = true)]

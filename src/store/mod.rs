@@ -172,6 +172,9 @@ pub trait StoreReads: Send + Sync + 'static {
     /// news stamp, and never otherwise. Read before [`StoreReads::pages`], an unchanged value says the table read
     /// then is still current: O(1).
     async fn changes(&self, site: i64) -> Result<i64>;
+    /// A site's change counter and whole page table (as [`StoreReads::pages`]), read in one snapshot: the table is
+    /// the one the counter names.
+    async fn page_table(&self, site: i64) -> Result<(i64, Vec<PageState>)>;
     /// A site's news sitemap rows: at most `limit` entries with news published from `since_us` to `until_us`,
     /// newest first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is
     /// made of.
@@ -210,6 +213,9 @@ pub trait Store: StoreReads {
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
     /// the store being unavailable.
     async fn close(&self);
+    /// Called by [`open`] once the database is migrated and checked: reads may go to the read replica from now on
+    /// (Postgres with `read_url`; nothing otherwise).
+    fn read_from_replica(&self) {}
 }
 
 /// A listing stops after the record whose rendered size takes the sizes of those listed past this (8 MiB): a page
@@ -300,6 +306,7 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
     };
     store.migrate().await.context("cannot apply database migrations")?;
     check_limits(&*store, options.limits).await?;
+    store.read_from_replica();
     Ok(store)
 }
 

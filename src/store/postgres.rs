@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -41,6 +42,14 @@ pub const WRITE_SETTINGS_AND_NOW: &str = "SELECT (extract(epoch FROM clock_times
 /// The stored rows of a batch's locs (under [`WRITE_SETTINGS_AND_NOW`]).
 pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)");
 
+/// How long reads go to the primary after a read on the replica failed as unavailable; then the replica is tried
+/// again.
+pub const REPLICA_REST: Duration = Duration::from_secs(10);
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 const LOCK_TIMEOUT: &str = "5s";
 const STATEMENT_TIMEOUT: &str = "5min";
 
@@ -50,8 +59,12 @@ const WRITE_LOCK: i64 = 0x7369_7465_6d61_7064;
 
 pub struct PgStore {
     pool: PgPool,
-    /// A streaming replica's pool ([`StoreOptions::read_url`]).
+    /// A streaming replica's pool ([`StoreOptions::read_url`]), connected lazily: a replica that is down at start
+    /// does not keep the service from starting.
     read_pool: Option<PgPool>,
+    /// Until when (milliseconds since the Unix epoch) reads go to the primary, after a read on the replica failed
+    /// as unavailable.
+    replica_resting_until_ms: AtomicI64,
     limits: Limits,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
@@ -83,13 +96,15 @@ impl PgStore {
                 let connect = PgConnectOptions::from_str(url)
                     .context("invalid Postgres URL in DATABASE_READ_URL")?
                     .options([("statement_timeout", STATEMENT_TIMEOUT)]);
-                Some(pool_options().connect_with(connect).await.context("cannot connect to the read replica")?)
+                Some(pool_options().connect_lazy_with(connect))
             }
             None => None,
         };
         Ok(Self {
             pool,
             read_pool,
+            // Until `open` has migrated and checked the database: those reads need the primary.
+            replica_resting_until_ms: AtomicI64::new(i64::MAX),
             limits: options.limits,
             specs: options.sites.clone(),
             sites: OnceLock::new(),
@@ -103,7 +118,9 @@ impl PgStore {
     pub fn from_pool(pool: PgPool, limits: Limits, sites: Sites) -> Self {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
-        Self { pool, read_pool: None, limits, specs, sites: OnceLock::from(Arc::new(sites)), notify_names, notify }
+        let replica_resting_until_ms = AtomicI64::new(0);
+        let sites = OnceLock::from(Arc::new(sites));
+        Self { pool, read_pool: None, replica_resting_until_ms, limits, specs, sites, notify_names, notify }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -232,6 +249,10 @@ impl Store for PgStore {
         Ok(())
     }
 
+    fn read_from_replica(&self) {
+        self.replica_resting_until_ms.store(0, Ordering::Relaxed);
+    }
+
     async fn close(&self) {
         let read_pool = async {
             if let Some(pool) = &self.read_pool {
@@ -276,7 +297,23 @@ impl Backend for PgStore {
         &self.pool
     }
     fn read_pool(&self) -> &PgPool {
-        self.read_pool.as_ref().unwrap_or(&self.pool)
+        match &self.read_pool {
+            Some(replica) if now_ms() >= self.replica_resting_until_ms.load(Ordering::Relaxed) => replica,
+            _ => &self.pool,
+        }
+    }
+
+    fn read_failed(&self, error: &super::StoreError) {
+        let Some(replica) = &self.read_pool else { return };
+        let resting = now_ms() < self.replica_resting_until_ms.load(Ordering::Relaxed);
+        if matches!(error, super::StoreError::Unavailable(_)) && !resting && !replica.is_closed() {
+            self.replica_resting_until_ms.store(now_ms() + REPLICA_REST.as_millis() as i64, Ordering::Relaxed);
+            tracing::warn!(
+                error = %error,
+                "a read on the replica (DATABASE_READ_URL) failed: reading from the primary for {REPLICA_REST:?}"
+            );
+            crate::telemetry::replica_rested();
+        }
     }
 
     fn sites(&self) -> Arc<Sites> {

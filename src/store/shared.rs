@@ -120,6 +120,8 @@ pub(crate) trait Sql: Database {
     fn touch_news(conn: &mut Self::Connection, site: i64, now_us: i64) -> impl Future<Output = Result<()>> + Send;
     /// `site`'s change counter ([`StoreReads::changes`]).
     fn changes(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<i64>> + Send;
+    /// `site`'s change counter, inside a transaction.
+    fn changes_in(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<i64>> + Send;
     /// Writes a repaired record's loc, page and size.
     fn repair_url(conn: &mut Self::Connection, url: &placement::RepairedUrl)
     -> impl Future<Output = Result<()>> + Send;
@@ -287,6 +289,11 @@ where
         Ok(changes)
     }
 
+    async fn changes_in(conn: &mut Self::Connection, site: i64) -> Result<i64> {
+        let (changes,): (i64,) = sqlx::query_as(CHANGES_SQL).bind(site).fetch_one(conn).await?;
+        Ok(changes)
+    }
+
     async fn repair_url(conn: &mut Self::Connection, u: &placement::RepairedUrl) -> Result<()> {
         sqlx::query(REPAIR_URL_SQL).bind(u.id).bind(u.loc.as_str()).bind(u.page_id).bind(u.size).execute(conn).await?;
         Ok(())
@@ -317,9 +324,19 @@ async fn listing(mut rows: impl futures_util::Stream<Item = sqlx::Result<UrlRow>
 pub(crate) trait Backend: Send + Sync + 'static {
     type Db: Sql;
     fn pool(&self) -> &Pool<Self::Db>;
-    /// Where [`StoreReads`] reads: a replica's pool when one is configured, else [`Backend::pool`].
+    /// Where [`StoreReads`] reads: a replica's pool when one is configured (and has not just failed), else
+    /// [`Backend::pool`].
     fn read_pool(&self) -> &Pool<Self::Db> {
         self.pool()
+    }
+    /// Told of every failed read on [`Backend::read_pool`] (Postgres: an unavailable replica is left for a while).
+    fn read_failed(&self, _error: &super::StoreError) {}
+    /// `result` of a read on [`Backend::read_pool`], its failure told to [`Backend::read_failed`].
+    fn reading<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.read_failed(e);
+        }
+        result
     }
     /// The sites as registered by `migrate` ([`Sql::register_sites`]).
     fn sites(&self) -> Arc<Sites>;
@@ -344,12 +361,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
 #[async_trait]
 impl<B: Backend> StoreReads for B {
     async fn ping(&self) -> Result<()> {
+        // The primary only: with a read replica down, reads fall back to the primary (`read_failed`), so the
+        // process can still answer everything.
         self.check_file()?;
-        B::Db::ping(self.pool()).await?;
-        if !std::ptr::eq(self.read_pool(), self.pool()) {
-            B::Db::ping(self.read_pool()).await?;
-        }
-        Ok(())
+        B::Db::ping(self.pool()).await
     }
     fn pool_status(&self) -> PoolStatus {
         PoolStatus { size: self.pool().size(), idle: self.pool().num_idle() }
@@ -358,28 +373,39 @@ impl<B: Backend> StoreReads for B {
         Backend::sites(self)
     }
     async fn find(&self, loc: &Loc) -> Result<Option<SiteUrl>> {
-        B::Db::find(self.read_pool(), loc.as_str()).await
+        self.reading(B::Db::find(self.read_pool(), loc.as_str()).await)
     }
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
-        B::Db::list_after(self.read_pool(), site, after, limit).await
+        self.reading(B::Db::list_after(self.read_pool(), site, after, limit).await)
     }
     async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        Backend::page_urls(self, site, page_id, after, limit).await
+        self.reading(Backend::page_urls(self, site, page_id, after, limit).await)
     }
     async fn pages(&self, site: i64) -> Result<Vec<PageState>> {
-        B::Db::pages(self.read_pool(), site).await
+        self.reading(B::Db::pages(self.read_pool(), site).await)
     }
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>> {
-        B::Db::page(self.read_pool(), site, id).await
+        self.reading(B::Db::page(self.read_pool(), site, id).await)
     }
     async fn changes(&self, site: i64) -> Result<i64> {
-        B::Db::changes(self.read_pool(), site).await
+        self.reading(B::Db::changes(self.read_pool(), site).await)
+    }
+    async fn page_table(&self, site: i64) -> Result<(i64, Vec<PageState>)> {
+        let read = async {
+            let mut tx = self.snapshot().await?;
+            let changes = B::Db::changes_in(&mut tx, site).await?;
+            let pages = B::Db::pages_in(&mut tx, site).await?;
+            tx.commit().await?;
+            Ok((changes, pages))
+        };
+        self.reading(read.await)
     }
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
-        Backend::page_entries(self, site, id).await
+        self.reading(Backend::page_entries(self, site, id).await)
     }
     async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
-        B::Db::news_in(self.snapshot().await?, site, since_us, until_us, limit).await
+        let read = async { B::Db::news_in(self.snapshot().await?, site, since_us, until_us, limit).await };
+        self.reading(read.await)
     }
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
         B::Db::outbox_size(self.pool()).await

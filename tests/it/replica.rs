@@ -139,3 +139,21 @@ async fn reads_come_from_the_replica_and_lag_never_breaks_an_etag() {
     assert_eq!(app.find(&loc("d")).await.status, 200);
     assert_eq!(app.get("/readyz", &[]).await.status, 200);
 }
+
+/// A replica that is down neither keeps the service from starting nor from answering: the read that finds it
+/// unavailable fails (503), and reads go to the primary for a while (`REPLICA_REST`). `/readyz` asks the primary.
+#[tokio::test]
+async fn a_replica_that_is_down_leaves_reads_to_the_primary() {
+    let vars = [("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1")];
+    let Some(primary_only) = TestApp::spawn(Backend::Postgres, &vars).await else { return };
+    assert_eq!(primary_only.put_json(&json!([{"loc": format!("{PUBLIC_URL}/a")}])).await.status, 200);
+    let nowhere = "postgres://postgres@127.0.0.1:1/nowhere";
+    let app = primary_only.another_process_with(&[("DATABASE_READ_URL", nowhere)]).await;
+    assert_eq!(app.get("/readyz", &[]).await.status, 200, "readiness is the primary's");
+    let first = app.get("/sitemap.xml", &[]).await;
+    assert_eq!(first.status, 503, "the read that finds the replica down: {}", first.text());
+    let then = app.get("/sitemap.xml", &[]).await;
+    assert_eq!(then.status, 200, "then the primary answers: {}", then.text());
+    assert_eq!(then.body, primary_only.get("/sitemap.xml", &[]).await.body);
+    assert_eq!(app.find(&format!("{PUBLIC_URL}/a")).await.status, 200);
+}
