@@ -85,7 +85,7 @@ fn describe() {
     describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
     describe_counter!(
         REPLICA_FALLBACKS,
-        "Times a read on the read replica (DATABASE_READ_URL) failed and reads went to the primary for 10 s"
+        "Times a read on the read replica (DATABASE_READ_URL) failed and reads went to the primary until it answered again"
     );
     describe_counter!(
         PRERENDERS,
@@ -109,8 +109,7 @@ pub fn slow_client_closed() {
     counter!(SLOW_CLIENTS_CLOSED).increment(1);
 }
 
-/// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
-/// Counts the times reads left the read replica for the primary after a failure (for `REPLICA_REST`).
+/// Counts the times reads left the read replica for the primary after a failure.
 pub fn replica_rested() {
     counter!(REPLICA_FALLBACKS).increment(1);
 }
@@ -121,6 +120,7 @@ pub fn prerender(outcome: &'static str, n: u64) {
     counter!(PRERENDERS, "outcome" => outcome).increment(n);
 }
 
+/// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
 pub fn page_rendered() {
     counter!(PAGES_RENDERED).increment(1);
 }

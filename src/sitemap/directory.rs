@@ -278,8 +278,10 @@ impl Directories {
             // A table older than FULL_READ is read again whatever the counter says: a counter that went back (a
             // restored database, a failover to a standby that was behind) or a read replica behind another cannot
             // leave a stale table in place for longer.
+            // A counter below the one held comes from a source behind the one the table came from (reads moving
+            // between a replica and the primary): the table held is the newer.
             Some(p) if p.generation == generation && p.table.read_at.elapsed() < FULL_READ => {
-                store.changes(self.site).await? == p.table.changes
+                store.changes(self.site).await? <= p.table.changes
             }
             _ => false,
         };
@@ -288,6 +290,14 @@ impl Directories {
             _ => {
                 // The counter and the pages from one snapshot: the table is the one the counter names.
                 let (changes, pages) = store.page_table(self.site).await?;
+                let young = previous.as_ref().filter(|p| {
+                    p.generation == generation && p.table.read_at.elapsed() < FULL_READ && changes < p.table.changes
+                });
+                if let Some(p) = young {
+                    let directory = Arc::new(Directory::new(self.site, p.table.clone(), generation, (self.clock)()));
+                    *self.current.write().expect("not poisoned") = Some(directory.clone());
+                    return Ok(directory);
+                }
                 let table = Arc::new(Table::new(changes, pages));
                 if let (Some(on_change), Some(previous)) = (&self.on_change, &previous) {
                     let (changed, replaced) = table.changed_since(&previous.table);

@@ -169,8 +169,8 @@ pub trait StoreReads: Send + Sync + 'static {
     async fn pages(&self, site: i64) -> Result<Vec<PageState>>;
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>>;
     /// `site`'s change counter: it moves on with every committed write that changes the site's page table or its
-    /// news stamp, and never otherwise. Read before [`StoreReads::pages`], an unchanged value says the table read
-    /// then is still current: O(1).
+    /// news stamp, and never otherwise. Unchanged since [`StoreReads::page_table`] read it with the table, it says
+    /// that table is still current: O(1).
     async fn changes(&self, site: i64) -> Result<i64>;
     /// A site's change counter and whole page table (as [`StoreReads::pages`]), read in one snapshot: the table is
     /// the one the counter names.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -42,12 +42,15 @@ pub const WRITE_SETTINGS_AND_NOW: &str = "SELECT (extract(epoch FROM clock_times
 /// The stored rows of a batch's locs (under [`WRITE_SETTINGS_AND_NOW`]).
 pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)");
 
-/// How long reads go to the primary after a read on the replica failed as unavailable; then the replica is tried
-/// again.
-pub const REPLICA_REST: Duration = Duration::from_secs(10);
+/// How often the read replica is probed (`SELECT 1`, within the same time) while it is not in use after a failure.
+pub const REPLICA_PROBE: Duration = Duration::from_secs(2);
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+/// The read replica's state: reads go to it only while it is `enabled` (by `store::open`, once the database is
+/// migrated and checked) and `up` (its last read or probe answered).
+#[derive(Default)]
+struct Replica {
+    enabled: AtomicBool,
+    up: AtomicBool,
 }
 
 const LOCK_TIMEOUT: &str = "5s";
@@ -62,9 +65,8 @@ pub struct PgStore {
     /// A streaming replica's pool ([`StoreOptions::read_url`]), connected lazily: a replica that is down at start
     /// does not keep the service from starting.
     read_pool: Option<PgPool>,
-    /// Until when (milliseconds since the Unix epoch) reads go to the primary, after a read on the replica failed
-    /// as unavailable.
-    replica_resting_until_ms: AtomicI64,
+    /// Whether reads go to `read_pool` now; a probe task brings it back after a failure.
+    replica: Arc<Replica>,
     limits: Limits,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
@@ -100,11 +102,14 @@ impl PgStore {
             }
             None => None,
         };
+        let replica = Arc::new(Replica::default());
+        if let Some(read_pool) = &read_pool {
+            probe_replica(read_pool.clone(), Arc::downgrade(&replica));
+        }
         Ok(Self {
             pool,
             read_pool,
-            // Until `open` has migrated and checked the database: those reads need the primary.
-            replica_resting_until_ms: AtomicI64::new(i64::MAX),
+            replica,
             limits: options.limits,
             specs: options.sites.clone(),
             sites: OnceLock::new(),
@@ -118,9 +123,8 @@ impl PgStore {
     pub fn from_pool(pool: PgPool, limits: Limits, sites: Sites) -> Self {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
-        let replica_resting_until_ms = AtomicI64::new(0);
         let sites = OnceLock::from(Arc::new(sites));
-        Self { pool, read_pool: None, replica_resting_until_ms, limits, specs, sites, notify_names, notify }
+        Self { pool, read_pool: None, replica: Arc::default(), limits, specs, sites, notify_names, notify }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -135,6 +139,40 @@ impl PgStore {
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut *tx).await?;
         Ok(tx)
     }
+}
+
+/// Whether a failed read on `replica` says it is down, rather than busy (its pool full: connections open) or a
+/// query cancelled (a conflict with recovery on a hot standby, a statement timeout), which another read on it
+/// may well not meet.
+fn replica_is_down(error: &super::StoreError, replica: &PgPool) -> bool {
+    let super::StoreError::Unavailable(e) = error else { return false };
+    match e {
+        sqlx::Error::PoolTimedOut => replica.size() == 0,
+        sqlx::Error::Database(db) => !matches!(db.code().as_deref(), Some("40001" | "57014")),
+        _ => true,
+    }
+}
+
+/// Probes `pool` every [`REPLICA_PROBE`] while the replica is marked down, and marks it up when it answers. Ends
+/// when the store is dropped or its replica pool closed.
+fn probe_replica(pool: PgPool, replica: std::sync::Weak<Replica>) {
+    tokio::spawn(async move {
+        loop {
+            let Some(state) = replica.upgrade() else { return };
+            if pool.is_closed() {
+                return;
+            }
+            if !state.up.load(Ordering::Relaxed) {
+                let probe = tokio::time::timeout(REPLICA_PROBE, sqlx::query("SELECT 1").execute(&pool)).await;
+                if matches!(probe, Ok(Ok(_))) {
+                    state.up.store(true, Ordering::Relaxed);
+                    tracing::info!("the read replica (DATABASE_READ_URL) answers: reads go to it");
+                }
+            }
+            drop(state);
+            tokio::time::sleep(REPLICA_PROBE).await;
+        }
+    });
 }
 
 /// Each batch bound as arrays: one statement for it.
@@ -250,7 +288,7 @@ impl Store for PgStore {
     }
 
     fn read_from_replica(&self) {
-        self.replica_resting_until_ms.store(0, Ordering::Relaxed);
+        self.replica.enabled.store(true, Ordering::Relaxed);
     }
 
     async fn close(&self) {
@@ -298,19 +336,21 @@ impl Backend for PgStore {
     }
     fn read_pool(&self) -> &PgPool {
         match &self.read_pool {
-            Some(replica) if now_ms() >= self.replica_resting_until_ms.load(Ordering::Relaxed) => replica,
+            Some(replica)
+                if self.replica.enabled.load(Ordering::Relaxed) && self.replica.up.load(Ordering::Relaxed) =>
+            {
+                replica
+            }
             _ => &self.pool,
         }
     }
 
     fn read_failed(&self, error: &super::StoreError) {
         let Some(replica) = &self.read_pool else { return };
-        let resting = now_ms() < self.replica_resting_until_ms.load(Ordering::Relaxed);
-        if matches!(error, super::StoreError::Unavailable(_)) && !resting && !replica.is_closed() {
-            self.replica_resting_until_ms.store(now_ms() + REPLICA_REST.as_millis() as i64, Ordering::Relaxed);
+        if replica_is_down(error, replica) && self.replica.up.swap(false, Ordering::Relaxed) {
             tracing::warn!(
                 error = %error,
-                "a read on the replica (DATABASE_READ_URL) failed: reading from the primary for {REPLICA_REST:?}"
+                "a read on the replica (DATABASE_READ_URL) failed: reading from the primary until it answers again"
             );
             crate::telemetry::replica_rested();
         }

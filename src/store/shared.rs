@@ -331,9 +331,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// Told of every failed read on [`Backend::read_pool`] (Postgres: an unavailable replica is left for a while).
     fn read_failed(&self, _error: &super::StoreError) {}
-    /// `result` of a read on [`Backend::read_pool`], its failure told to [`Backend::read_failed`].
-    fn reading<T>(&self, result: Result<T>) -> Result<T> {
-        if let Err(e) = &result {
+    /// Whether [`Backend::read_pool`] is a replica's now: taken before a read, so that only a read that went to
+    /// the replica is held against it.
+    fn on_replica(&self) -> bool {
+        !std::ptr::eq(self.read_pool(), self.pool())
+    }
+    /// `result` of a read on [`Backend::read_pool`]; when it went to the replica (`on_replica`), its failure is told
+    /// to [`Backend::read_failed`].
+    fn reading<T>(&self, on_replica: bool, result: Result<T>) -> Result<T> {
+        if let (true, Err(e)) = (on_replica, &result) {
             self.read_failed(e);
         }
         result
@@ -373,22 +379,28 @@ impl<B: Backend> StoreReads for B {
         Backend::sites(self)
     }
     async fn find(&self, loc: &Loc) -> Result<Option<SiteUrl>> {
-        self.reading(B::Db::find(self.read_pool(), loc.as_str()).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::find(self.read_pool(), loc.as_str()).await)
     }
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
-        self.reading(B::Db::list_after(self.read_pool(), site, after, limit).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::list_after(self.read_pool(), site, after, limit).await)
     }
     async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        self.reading(Backend::page_urls(self, site, page_id, after, limit).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, Backend::page_urls(self, site, page_id, after, limit).await)
     }
     async fn pages(&self, site: i64) -> Result<Vec<PageState>> {
-        self.reading(B::Db::pages(self.read_pool(), site).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::pages(self.read_pool(), site).await)
     }
     async fn page(&self, site: i64, id: i64) -> Result<Option<PageState>> {
-        self.reading(B::Db::page(self.read_pool(), site, id).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::page(self.read_pool(), site, id).await)
     }
     async fn changes(&self, site: i64) -> Result<i64> {
-        self.reading(B::Db::changes(self.read_pool(), site).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::changes(self.read_pool(), site).await)
     }
     async fn page_table(&self, site: i64) -> Result<(i64, Vec<PageState>)> {
         let read = async {
@@ -398,14 +410,17 @@ impl<B: Backend> StoreReads for B {
             tx.commit().await?;
             Ok((changes, pages))
         };
-        self.reading(read.await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, read.await)
     }
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
-        self.reading(Backend::page_entries(self, site, id).await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, Backend::page_entries(self, site, id).await)
     }
     async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead> {
         let read = async { B::Db::news_in(self.snapshot().await?, site, since_us, until_us, limit).await };
-        self.reading(read.await)
+        let on_replica = self.on_replica();
+        self.reading(on_replica, read.await)
     }
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
         B::Db::outbox_size(self.pool()).await
