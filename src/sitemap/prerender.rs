@@ -18,7 +18,7 @@
 //! The bytes are those a crawler's request would have rendered (the same function, [`super::render_gzip`]), so the
 //! ETags are unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -39,9 +39,17 @@ pub const MAX_QUEUED: usize = 100_000;
 /// The pages to render: (site, page) → when it is due; and the page states that changes replaced, to forget.
 #[derive(Default)]
 pub struct Queue {
-    due: Mutex<BTreeMap<(i64, i64), Instant>>,
+    due: Mutex<Due>,
     replaced: Mutex<Vec<(i64, PageState)>>,
     wake: Notify,
+}
+
+/// The queued pages by page and by due time: queueing, taking the next due page and finding when it is due each
+/// cost O(log n), whatever the queue holds.
+#[derive(Default)]
+struct Due {
+    by_page: HashMap<(i64, i64), Instant>,
+    by_time: BTreeSet<(Instant, i64, i64)>,
 }
 
 impl Queue {
@@ -64,11 +72,18 @@ impl Queue {
         let mut queued = self.due.lock().expect("not poisoned");
         let mut dropped = 0u64;
         for page in pages {
-            if queued.len() >= MAX_QUEUED && !queued.contains_key(&(site, page)) {
-                dropped += 1;
-                continue;
+            match queued.by_page.get(&(site, page)).copied() {
+                Some(before) => {
+                    queued.by_time.remove(&(before, site, page));
+                }
+                None if queued.by_page.len() >= MAX_QUEUED => {
+                    dropped += 1;
+                    continue;
+                }
+                None => {}
             }
-            queued.insert((site, page), due);
+            queued.by_page.insert((site, page), due);
+            queued.by_time.insert((due, site, page));
         }
         drop(queued);
         if dropped > 0 {
@@ -77,24 +92,31 @@ impl Queue {
         self.wake.notify_one();
     }
 
-    /// At most `max` of the pages due at `now` (taken off the queue), and when the next one is due.
+    /// At most `max` of the pages due at `now` (taken off the queue, earliest first), and when the next one is due.
     fn take_due(&self, now: Instant, max: usize) -> (Vec<(i64, i64)>, Option<Instant>) {
         let mut queued = self.due.lock().expect("not poisoned");
-        let ready: Vec<(i64, i64)> = queued.iter().filter(|(_, due)| **due <= now).map(|(k, _)| *k).take(max).collect();
-        for key in &ready {
-            queued.remove(key);
+        let mut ready = Vec::new();
+        while ready.len() < max {
+            match queued.by_time.first().copied() {
+                Some((due, site, page)) if due <= now => {
+                    queued.by_time.pop_first();
+                    queued.by_page.remove(&(site, page));
+                    ready.push((site, page));
+                }
+                _ => break,
+            }
         }
-        (ready, queued.values().min().copied())
+        (ready, queued.by_time.first().map(|(due, ..)| *due))
     }
 
     /// When the next queued page is due.
     fn next_due(&self) -> Option<Instant> {
-        self.due.lock().expect("not poisoned").values().min().copied()
+        self.due.lock().expect("not poisoned").by_time.first().map(|(due, ..)| *due)
     }
 
     /// How many pages are queued.
     pub fn len(&self) -> usize {
-        self.due.lock().expect("not poisoned").len()
+        self.due.lock().expect("not poisoned").by_page.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -191,6 +213,9 @@ mod tests {
         queue.push_at(1, [1, 2, 3], t0);
         assert_eq!(queue.take_due(t0, 1).0, vec![(1, 1)], "one a turn");
         assert_eq!(queue.len(), 2);
+        queue.push_at(1, [2], t0 + QUIET);
+        assert_eq!(queue.take_due(t0, usize::MAX).0, vec![(1, 3)], "page 2 changed again: moved back");
+        assert_eq!(queue.take_due(t0 + QUIET, usize::MAX), (vec![(1, 2)], None));
     }
 
     #[tokio::test(start_paused = true)]
