@@ -293,19 +293,19 @@ impl Directories {
                 let young = previous.as_ref().filter(|p| {
                     p.generation == generation && p.table.read_at.elapsed() < FULL_READ && changes < p.table.changes
                 });
-                if let Some(p) = young {
-                    let directory = Arc::new(Directory::new(self.site, p.table.clone(), generation, (self.clock)()));
-                    *self.current.write().expect("not poisoned") = Some(directory.clone());
-                    return Ok(directory);
-                }
-                let table = Arc::new(Table::new(changes, pages));
-                if let (Some(on_change), Some(previous)) = (&self.on_change, &previous) {
-                    let (changed, replaced) = table.changed_since(&previous.table);
-                    if !changed.is_empty() || !replaced.is_empty() {
-                        on_change(self.site, changed, replaced);
+                match (young, &previous) {
+                    (Some(p), _) => p.table.clone(),
+                    (None, previous) => {
+                        let table = Arc::new(Table::new(changes, pages));
+                        if let (Some(on_change), Some(previous)) = (&self.on_change, previous) {
+                            let (changed, replaced) = table.changed_since(&previous.table);
+                            if !changed.is_empty() || !replaced.is_empty() {
+                                on_change(self.site, changed, replaced);
+                            }
+                        }
+                        table
                     }
                 }
-                table
             }
         };
         let directory = Arc::new(Directory::new(self.site, table, generation, (self.clock)()));

@@ -92,8 +92,8 @@ impl Queue {
         self.wake.notify_one();
     }
 
-    /// At most `max` of the pages due at `now` (taken off the queue, earliest first), and when the next one is due.
-    fn take_due(&self, now: Instant, max: usize) -> (Vec<(i64, i64)>, Option<Instant>) {
+    /// At most `max` of the pages due at `now` (taken off the queue, earliest first).
+    fn take_due(&self, now: Instant, max: usize) -> Vec<(i64, i64)> {
         let mut queued = self.due.lock().expect("not poisoned");
         let mut ready = Vec::new();
         while ready.len() < max {
@@ -106,7 +106,7 @@ impl Queue {
                 _ => break,
             }
         }
-        (ready, queued.by_time.first().map(|(due, ..)| *due))
+        ready
     }
 
     /// When the next queued page is due.
@@ -139,7 +139,7 @@ pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
                     state.page_cache.invalidate(site, &old).await;
                 }
                 // One page a turn: between two renders the refresh and the forgetting go on.
-                let (ready, _) = queue.take_due(Instant::now(), 1);
+                let ready = queue.take_due(Instant::now(), 1);
                 for (site, page) in ready {
                     render(&state, site, page).await;
                 }
@@ -200,22 +200,25 @@ mod tests {
         queue.push_at(1, [3], t0 + QUIET * 2);
         queue.push_at(2, [3], t0 + QUIET);
         assert_eq!(queue.len(), 3, "a page queued twice is one entry; another site's page is another");
-        let (ready, next) = queue.take_due(t0, usize::MAX);
+        let ready = queue.take_due(t0, usize::MAX);
+        let next = queue.next_due();
         assert!(ready.is_empty());
         assert_eq!(next, Some(t0 + QUIET));
-        let (ready, next) = queue.take_due(t0 + QUIET, usize::MAX);
+        let ready = queue.take_due(t0 + QUIET, usize::MAX);
+        let next = queue.next_due();
         assert_eq!(ready, vec![(1, 4), (2, 3)], "page 3 of site 1 changed again: it waits");
         assert_eq!(next, Some(t0 + QUIET * 2));
-        let (ready, next) = queue.take_due(t0 + QUIET * 2, usize::MAX);
+        let ready = queue.take_due(t0 + QUIET * 2, usize::MAX);
+        let next = queue.next_due();
         assert_eq!(ready, vec![(1, 3)]);
         assert_eq!(next, None);
         assert!(queue.is_empty());
         queue.push_at(1, [1, 2, 3], t0);
-        assert_eq!(queue.take_due(t0, 1).0, vec![(1, 1)], "one a turn");
+        assert_eq!(queue.take_due(t0, 1), vec![(1, 1)], "one a turn");
         assert_eq!(queue.len(), 2);
         queue.push_at(1, [2], t0 + QUIET);
-        assert_eq!(queue.take_due(t0, usize::MAX).0, vec![(1, 3)], "page 2 changed again: moved back");
-        assert_eq!(queue.take_due(t0 + QUIET, usize::MAX), (vec![(1, 2)], None));
+        assert_eq!(queue.take_due(t0, usize::MAX), vec![(1, 3)], "page 2 changed again: moved back");
+        assert_eq!((queue.take_due(t0 + QUIET, usize::MAX), queue.next_due()), (vec![(1, 2)], None));
     }
 
     #[tokio::test(start_paused = true)]
