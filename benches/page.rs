@@ -1,5 +1,6 @@
 //! In-process costs of serving and writing a sitemap page, on the synthetic data set (`support/dataset.rs`):
-//! rendering a full page of 50,000 URLs, compressing it at several gzip levels, and planning a batch write.
+//! rendering a full page of 50,000 URLs, compressing it at several gzip levels (one stream, and in parallel
+//! blocks), and planning a batch write.
 //!
 //! `cargo bench --bench page` (the whole-service figures come from `bench/run.sh`; see BENCHMARKS.md).
 
@@ -13,7 +14,7 @@ use sitemapd::domain::ext::Namespaces;
 use sitemapd::domain::{Entry, PublicUrl};
 use sitemapd::page::{Limits, PageState};
 use sitemapd::placement::plan_upsert;
-use sitemapd::sitemap::stream::{gzip_collect, urlset};
+use sitemapd::sitemap::stream::{gzip_blocks, gzip_collect, urlset};
 use sitemapd::store::{EntryStream, PageEntry};
 
 const ORIGIN: &str = "https://www.example.com";
@@ -30,7 +31,7 @@ fn page_entries() -> Vec<PageEntry> {
                     .unwrap(),
             ),
             changefreq: r.changefreq.map(str::to_owned),
-            priority: r.priority.map(|p| p.parse().unwrap()),
+            priority: r.priority.map(|p| sitemapd::domain::Priority::new(p.parse().unwrap()).unwrap().millionths()),
             ext: None,
         })
         .collect()
@@ -56,15 +57,25 @@ fn rendering(c: &mut Criterion) {
     });
     for level in [1, 4, 6, 9] {
         let size = rt.block_on(gzip_collect(futures_util::stream::iter([Ok(identity.clone())]), level)).unwrap().len();
+        let blocks =
+            rt.block_on(gzip_blocks(futures_util::stream::iter([Ok(identity.clone())]), level, 0)).unwrap().len();
         eprintln!(
-            "gzip level {level}: {} -> {size} bytes (ratio {:.2})",
+            "gzip level {level}: {} -> {size} bytes (ratio {:.2}); parallel blocks {blocks} bytes ({:+.2}%)",
             identity.len(),
-            identity.len() as f64 / size as f64
+            identity.len() as f64 / size as f64,
+            (blocks as f64 / size as f64 - 1.0) * 100.0
         );
         group.bench_function(format!("render + gzip level {level}"), |b| {
             b.to_async(&rt).iter_batched(
                 || stream_of(&entries),
                 |s| async move { gzip_collect(urlset(s, Namespaces::default()), level).await.unwrap() },
+                BatchSize::LargeInput,
+            );
+        });
+        group.bench_function(format!("render + parallel gzip level {level}"), |b| {
+            b.to_async(&rt).iter_batched(
+                || stream_of(&entries),
+                |s| async move { gzip_blocks(urlset(s, Namespaces::default()), level, 0).await.unwrap() },
                 BatchSize::LargeInput,
             );
         });

@@ -176,13 +176,15 @@ impl Book {
         Ok(id)
     }
 
-    /// The touched pages with their version and modification time advanced.
+    /// The touched pages with their version and modification time advanced, and compressed the current way.
     fn finish(mut self, now_us: i64) -> Vec<PageState> {
         self.touched
             .iter()
             .map(|id| {
                 let page = self.pages.get_mut(id).expect("touched page exists");
                 page.version += 1;
+                // A changed page is compressed the current way; one left alone keeps its way, bytes and ETag.
+                page.gzip = crate::page::Gzip::CURRENT;
                 // At least a millisecond later: the index shows times in milliseconds, and each change must show.
                 page.modified_us = now_us.max(page.modified_us + MIN_STEP_US);
                 page.clone()
@@ -520,6 +522,27 @@ mod tests {
         let (_, touched) = m.upsert(&[entry("a", Some(0.5))], limits);
         assert_eq!(touched, BTreeSet::from([1, 2]));
         m.check(limits);
+    }
+
+    #[test]
+    fn a_changed_page_is_compressed_the_current_way_and_the_others_keep_theirs() {
+        let small = url_size("https://x.test/a", &Fields::default());
+        let limits = Limits { max_urls: 10, max_bytes: ENVELOPE_RESERVE + 2 * small as u64 };
+        let mut m = Model::default();
+        m.upsert(&[entry("a", None), entry("b", None), entry("c", None)], limits);
+        assert_eq!(m.pages.len(), 2);
+        // As stored before the way was recorded.
+        for page in m.pages.values_mut() {
+            page.gzip = crate::page::Gzip::Stream;
+        }
+        let (_, touched) = m.upsert(&[entry("c", Some(0.5))], limits);
+        assert_eq!(touched, BTreeSet::from([2]));
+        assert_eq!(m.pages[&1].gzip, crate::page::Gzip::Stream);
+        assert_eq!(m.pages[&2].gzip, crate::page::Gzip::CURRENT);
+        // An identical re-send touches nothing.
+        let (_, touched) = m.upsert(&[entry("a", None)], limits);
+        assert!(touched.is_empty());
+        assert_eq!(m.pages[&1].gzip, crate::page::Gzip::Stream);
     }
 
     #[test]

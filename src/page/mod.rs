@@ -72,6 +72,42 @@ pub struct PageState {
     /// How many of its entries use each extension namespace: what its `<urlset>` declares. Not part of its
     /// validators: it changes only with the entries, and so with `version`.
     pub ns: NsCounts,
+    /// How its gzip is made: part of its gzip ETag, chosen anew only when the page changes, so that a page nobody
+    /// changed keeps its compressed bytes and ETag across upgrades.
+    pub gzip: Gzip,
+}
+
+/// The ways a page's gzip is made, as stored (`pages.gzip`, migration 0008). Each one, with the level, fixes the
+/// compressed bytes; a new way gets a new number, and the old ones stay as long as pages may carry them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Gzip {
+    /// 0: one deflate stream (async-compression's encoder over zlib-rs). Every page written before 0008.
+    #[default]
+    Stream,
+    /// 1: independent 128 KiB blocks, each with the 32 KiB before it as its dictionary, deflated in parallel and
+    /// joined into one gzip member (pigz's scheme). What a page gets when it next changes.
+    Blocks,
+}
+
+impl Gzip {
+    /// What a page that changes is compressed with from now on.
+    pub const CURRENT: Self = Self::Blocks;
+
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Stream => 0,
+            Self::Blocks => 1,
+        }
+    }
+
+    /// The stored code's way. A code this version does not know (written by a newer one, then rolled back) is
+    /// served as [`Self::CURRENT`]: the bytes and ETag agree with each other, if not with the newer version's.
+    pub fn from_code(code: i32) -> Self {
+        match code {
+            0 => Self::Stream,
+            _ => Self::Blocks,
+        }
+    }
 }
 
 /// Per extension namespace, how many entries of a page use it.

@@ -27,12 +27,19 @@ use self::news::NewsState;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::host::RequestSite;
-use crate::page::PageState;
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
+use crate::page::{Gzip, PageState};
 
-/// Names the gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag.
-/// Change it when the compression backend changes.
-const GZIP_ENCODER: &str = "async-compression-write/flate2-zlib-rs";
+/// Names a gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag. A
+/// page's is the one it is stored with ([`Gzip`]); the index and the news sitemap, small and made once per
+/// change, are always [`Gzip::Stream`]. When an implementation's bytes change (a backend's new version), it is a
+/// new [`Gzip`] with a new name.
+fn gzip_encoder(gzip: Gzip) -> &'static str {
+    match gzip {
+        Gzip::Stream => "async-compression-write/flate2-zlib-rs",
+        Gzip::Blocks => "flate2-zlib-rs/blocks-131072-dict-32768",
+    }
+}
 
 const CONTENT_TYPE_XML: &str = "application/xml; charset=utf-8";
 const CONTENT_TYPE_GZIP: &str = "application/gzip";
@@ -119,7 +126,7 @@ fn parse_page_file(file: &str) -> Option<(i64, bool)> {
 /// A strong ETag: a digest of the stored state the bytes are a function of, per representation. Computed on every
 /// conditional request, so the parts are written into the digest as they are formatted, with no allocation but
 /// the answer's.
-fn etag(parts: &[&dyn std::fmt::Display], encoding: Encoding, gzip_level: u32) -> String {
+fn etag(parts: &[&dyn std::fmt::Display], encoding: Encoding, gzip: Gzip, gzip_level: u32) -> String {
     use std::fmt::Write as _;
     /// Formats into the digest.
     struct Digesting(Sha256);
@@ -135,7 +142,7 @@ fn etag(parts: &[&dyn std::fmt::Display], encoding: Encoding, gzip_level: u32) -
         let _ = write!(h, "\0{part}");
     }
     if encoding.gzip() {
-        let _ = write!(h, "\0{GZIP_ENCODER}\0{gzip_level}");
+        let _ = write!(h, "\0{}\0{gzip_level}", gzip_encoder(gzip));
     }
     let digest = h.0.finalize();
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -151,7 +158,9 @@ fn etag(parts: &[&dyn std::fmt::Display], encoding: Encoding, gzip_level: u32) -
 
 pub fn page_etag(page: &PageState, gzip: bool, gzip_level: u32) -> String {
     let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
-    etag(&[&"page", &page.id, &page.version, &page.modified_us, &page.url_count, &page.byte_size], encoding, gzip_level)
+    let parts: [&dyn std::fmt::Display; 6] =
+        [&"page", &page.id, &page.version, &page.modified_us, &page.url_count, &page.byte_size];
+    etag(&parts, encoding, page.gzip, gzip_level)
 }
 
 /// 406: the request excludes identity and every coding the page has (see [`conditional::negotiate`]).
@@ -279,6 +288,7 @@ async fn get_index(
         etag(
             &[&"index", &INDEX_VERSION, &site.public_url, &modified_us, &index_state],
             encoding,
+            Gzip::Stream,
             state.config.gzip_level,
         )
     });
@@ -340,7 +350,7 @@ async fn news_answer(
         .sitemap
         .as_ref()
         .ok_or_else(|| ApiError::not_found("no news article was published within the news window"))?;
-    let etag = etag(&[&"news", &news.digest], encoding, state.config.gzip_level);
+    let etag = etag(&[&"news", &news.digest], encoding, Gzip::Stream, state.config.gzip_level);
     let rep = Representation { encoding, etag, modified_us: news.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);
@@ -432,7 +442,12 @@ async fn render_gzip(state: AppState, site: i64, id: i64) -> Result<Rendered, Ap
         // Sitemaps compress 5 to 8 times; a third of the page is room enough, and what is not written to is not
         // resident.
         let capacity = (crate::page::page_bytes(snapshot.byte_size) / 3) as usize;
-        let gzip = stream::gzip_collect_sized(rendered, state.config.gzip_level, capacity).await.map_err(|e| {
+        let level = state.config.gzip_level;
+        let gzip = match snapshot.gzip {
+            Gzip::Stream => stream::gzip_collect_sized(rendered, level, capacity).await,
+            Gzip::Blocks => stream::gzip_blocks(rendered, level, capacity).await,
+        };
+        let gzip = gzip.map_err(|e| {
             tracing::warn!(error = %e, page = id, "cannot render a sitemap page");
             ApiError::unavailable()
         })?;

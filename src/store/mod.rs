@@ -28,7 +28,7 @@ use crate::domain::Extensions;
 use crate::domain::ext::News;
 use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use crate::page::EntryTooLarge;
-use crate::page::{Fields, Limits, NsCounts, PageState, StoredUrl, page_bytes};
+use crate::page::{Fields, Gzip, Limits, NsCounts, PageState, StoredUrl, page_bytes};
 use crate::placement::{Changes, IndexFull, PlanError, UpsertCounts};
 
 #[derive(Debug, thiserror::Error)]
@@ -435,6 +435,7 @@ struct PageRow {
     image_urls: i64,
     video_urls: i64,
     xhtml_urls: i64,
+    gzip: i32,
 }
 
 impl From<PageRow> for PageState {
@@ -446,6 +447,7 @@ impl From<PageRow> for PageState {
             version: r.version,
             modified_us: r.modified_us,
             ns: NsCounts { image: r.image_urls, video: r.video_urls, xhtml: r.xhtml_urls },
+            gzip: Gzip::from_code(r.gzip),
         }
     }
 }
@@ -458,7 +460,7 @@ macro_rules! url_columns {
 }
 macro_rules! page_columns {
     () => {
-        "id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls"
+        "id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls, gzip"
     };
 }
 use {page_columns, url_columns};

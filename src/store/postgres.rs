@@ -194,12 +194,12 @@ impl Writes for sqlx::Postgres {
         let col = |f: fn(&PageState) -> i64| pages.iter().map(f).collect::<Vec<_>>();
         sqlx::query(
             "INSERT INTO pages (site_id, id, url_count, byte_size, version, modified_us, image_urls, video_urls, \
-                                xhtml_urls) \
+                                xhtml_urls, gzip) \
              SELECT $9, * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
-                                      $6::bigint[], $7::bigint[], $8::bigint[]) \
+                                      $6::bigint[], $7::bigint[], $8::bigint[], $10::int[]) \
              ON CONFLICT (site_id, id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
              version = excluded.version, modified_us = excluded.modified_us, image_urls = excluded.image_urls, \
-             video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls",
+             video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls, gzip = excluded.gzip",
         )
         .bind(col(|p| p.id))
         .bind(col(|p| p.url_count))
@@ -210,6 +210,7 @@ impl Writes for sqlx::Postgres {
         .bind(col(|p| p.ns.video))
         .bind(col(|p| p.ns.xhtml))
         .bind(site)
+        .bind(pages.iter().map(|p| p.gzip.code()).collect::<Vec<_>>())
         .execute(conn)
         .await?;
         Ok(())

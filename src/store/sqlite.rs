@@ -118,11 +118,11 @@ impl Writes for sqlx::Sqlite {
         for p in pages {
             sqlx::query(
                 "INSERT INTO pages (id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls, \
-                                    site_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                                    site_id, gzip) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
                  ON CONFLICT (site_id, id) DO UPDATE SET url_count = excluded.url_count, byte_size = excluded.byte_size, \
                  version = excluded.version, modified_us = excluded.modified_us, image_urls = excluded.image_urls, \
-                 video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls",
+                 video_urls = excluded.video_urls, xhtml_urls = excluded.xhtml_urls, gzip = excluded.gzip",
             )
             .bind(p.id)
             .bind(p.url_count)
@@ -133,6 +133,7 @@ impl Writes for sqlx::Sqlite {
             .bind(p.ns.video)
             .bind(p.ns.xhtml)
             .bind(site)
+            .bind(p.gzip.code())
             .execute(&mut *conn)
             .await?;
         }

@@ -345,6 +345,7 @@ mod tests {
             version: 2,
             modified_us: 1_700_000_000_123_456,
             ns: NsCounts { image: 2, video: 0, xhtml: 1 },
+            gzip: crate::page::Gzip::Blocks,
         };
         let row = PageRow::new(&page, &site);
         assert_eq!(row.urls.percent, "25.0%");

@@ -311,6 +311,28 @@ async fn a_change_touches_only_its_page(b: Backend) {
     assert!(after[1].modified_us > before[1].modified_us);
 }
 
+/// How a page's gzip is made is stored with it: a page a write changes gets the current way, and every other page
+/// keeps the way it has (here, pages as stored before migration 0008), so that an upgrade changes no unchanged
+/// page's gzip bytes or ETag. A page's snapshot carries its way too.
+async fn a_page_keeps_its_gzip_way_until_it_changes(b: Backend) {
+    use sitemapd::page::Gzip;
+    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    store.upsert(&entries((0..9).map(|i| format!("u{i}")))).await.unwrap();
+    assert!(store.pages(1).await.unwrap().iter().all(|p| p.gzip == Gzip::CURRENT));
+    app.exec_sql("UPDATE pages SET gzip = 0").await;
+    let mut changed = entry("u4");
+    changed.priority = Some(Priority::new(0.1).unwrap());
+    store.upsert(&[changed]).await.unwrap();
+    store.upsert(&entries((0..9).map(|i| format!("u{i}")).filter(|p| p != "u4"))).await.unwrap();
+    let ways: Vec<(i64, Gzip)> = store.pages(1).await.unwrap().iter().map(|p| (p.id, p.gzip)).collect();
+    assert_eq!(ways, [(1, Gzip::Stream), (2, Gzip::CURRENT), (3, Gzip::Stream)]);
+    assert_eq!(store.page(1, 1).await.unwrap().unwrap().gzip, Gzip::Stream);
+    let (snapshot, _) = store.page_entries(1, 2).await.unwrap().unwrap();
+    assert_eq!(snapshot.gzip, Gzip::CURRENT);
+    store.delete(&[loc("u0")]).await.unwrap();
+    assert_eq!(store.page(1, 1).await.unwrap().unwrap().gzip, Gzip::CURRENT, "a delete changes the page");
+}
+
 async fn deleting_advances_the_page_version_and_time(b: Backend) {
     let Some((_app, store)) = store(b, &[]).await else { return };
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
@@ -560,6 +582,7 @@ both_backends!(
     page_urls_is_a_range_of_the_page_index,
     pages_fill_in_order_and_a_freed_slot_is_reused,
     a_change_touches_only_its_page,
+    a_page_keeps_its_gzip_way_until_it_changes,
     deleting_advances_the_page_version_and_time,
     identical_resend_changes_nothing,
     byte_limits_hold_for_urls_of_any_length,

@@ -9,7 +9,6 @@ use axum::http::{Method, Request};
 use serde_json::json;
 use sitemapd::AppState;
 use sitemapd::page::PageState;
-use sqlx::Connection;
 
 use crate::support::{Backend, PUBLIC_URL, TestApp, gunzip};
 
@@ -63,18 +62,6 @@ async fn put(app: &TestApp, entries: serde_json::Value) {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-}
-
-/// Runs `sql` on the test's database, outside sitemapd.
-async fn exec(app: &TestApp, sql: &str) {
-    let url = &app.db.url;
-    if url.starts_with("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut conn).await.unwrap();
-    } else {
-        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut conn).await.unwrap();
-    }
 }
 
 /// The writer renders the pages a write changed into its cache without a request, and forgets the versions they
@@ -143,20 +130,17 @@ async fn a_refresh_reads_the_table_again_only_when_the_counter_moved(b: Backend)
     let replica = app.another_process().await;
     let before = replica.get("/sitemap.xml", &[]).await;
     let counter = app.store.changes(SITE).await.unwrap();
-    exec(
-        &app,
-        &format!(
-            "UPDATE pages SET version = version + 1, modified_us = modified_us + 5000000 WHERE site_id = {SITE}; \
+    app.exec_sql(&format!(
+        "UPDATE pages SET version = version + 1, modified_us = modified_us + 5000000 WHERE site_id = {SITE}; \
              UPDATE sites SET changes = {counter} WHERE id = {SITE};"
-        ),
-    )
+    ))
     .await;
     assert_eq!(app.store.changes(SITE).await.unwrap(), counter);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let same = replica.get("/sitemap.xml", &[]).await;
     assert_eq!(same.header("etag"), before.header("etag"), "the table was read again though the counter stood");
     assert_eq!(same.body, before.body);
-    exec(&app, &format!("UPDATE sites SET changes = changes + 1 WHERE id = {SITE}")).await;
+    app.exec_sql(&format!("UPDATE sites SET changes = changes + 1 WHERE id = {SITE}")).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while replica.get("/sitemap.xml", &[]).await.header("etag") == before.header("etag") {
         assert!(Instant::now() < deadline, "the counter moved and the table was never read again");

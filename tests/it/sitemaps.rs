@@ -415,6 +415,44 @@ async fn deleting_advances_page_and_index_lastmod(b: Backend) {
 }
 
 /// Property 7, in part: a page's body streams from the database in bounded chunks, not as one buffer.
+/// A page is compressed the way it is stored with (`pages.gzip`): one stream for a page stored before parallel
+/// gzip existed, parallel blocks for one written since. The two make different bytes for a page of more than one
+/// block, each under its own ETag; the identity representation, and its ETag, are the same either way.
+async fn each_page_is_compressed_the_way_it_is_stored_with(b: Backend) {
+    use sitemapd::sitemap::stream::{gzip_blocks, gzip_collect, urlset};
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let ndjson: String =
+        (0..3000).map(|i| format!("{}\n", json!({"loc": loc(&format!("way/{i}/{}", "w".repeat(i % 90)))}))).collect();
+    assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
+    let level = app.config.gzip_level;
+    // What each way makes of the page's stored entries.
+    let made = |blocks: bool| {
+        let store = app.store.clone();
+        async move {
+            let (page, entries) = store.page_entries(1, 1).await.unwrap().unwrap();
+            let xml = urlset(entries, page.ns.used());
+            if blocks { gzip_blocks(xml, level, 0).await.unwrap() } else { gzip_collect(xml, level).await.unwrap() }
+        }
+    };
+    let plain = app.get("/sitemap-1.xml", &[]).await;
+    assert!(plain.body.len() > 2 * 128 * 1024, "more than two blocks: {}", plain.body.len());
+    let blocks = app.get("/sitemap-1.xml", &[GZIP]).await;
+    assert!(blocks.body == made(true).await, "a page written now is compressed in parallel blocks");
+    assert!(blocks.body != made(false).await);
+
+    // As if stored before migration 0008; read by a process that has not seen the page yet.
+    app.exec_sql("UPDATE pages SET gzip = 0").await;
+    let older = app.another_process_with(&[("SITEMAPD_CACHE_BYTES", "0")]).await;
+    let stream = older.get("/sitemap-1.xml", &[GZIP]).await;
+    assert!(stream.body == made(false).await, "a page stored before is compressed as one stream");
+    assert_eq!(gunzip(&stream.body), plain.text());
+    assert_ne!(stream.header("etag"), blocks.header("etag"), "other bytes, another ETag");
+    assert!(stream.header("etag").unwrap().ends_with("-gz\""));
+    let older_plain = older.get("/sitemap-1.xml", &[]).await;
+    assert_eq!(older_plain.header("etag"), plain.header("etag"), "the identity ETag does not name a gzip way");
+    assert!(older_plain.body == plain.body);
+}
+
 async fn a_large_page_streams_in_chunks(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[]).await else { return };
     let ndjson: String =
@@ -438,6 +476,7 @@ both_backends!(
     every_process_answers_the_same_validators,
     deleting_advances_page_and_index_lastmod,
     a_large_page_streams_in_chunks,
+    each_page_is_compressed_the_way_it_is_stored_with,
     percent_encoded_page_names_are_404,
     head_and_get_agree_cached_or_not,
     excluding_every_coding_is_406,

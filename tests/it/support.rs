@@ -168,6 +168,18 @@ pub(crate) fn gunzip(bytes: &[u8]) -> String {
 }
 
 impl TestApp {
+    /// Runs `sql` (one or more statements) on the test's database, outside sitemapd.
+    pub(crate) async fn exec_sql(&self, sql: &str) {
+        let url = &self.db.url;
+        if url.starts_with("sqlite:") {
+            let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut conn).await.unwrap();
+        } else {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut conn).await.unwrap();
+        }
+    }
+
     /// `None` when the backend is Postgres and no Postgres is configured.
     pub(crate) async fn spawn(backend: Backend, vars: &[(&str, &str)]) -> Option<Self> {
         let db = Arc::new(TestDb::new(backend).await?);

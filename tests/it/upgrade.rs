@@ -297,6 +297,44 @@ async fn the_release_before_the_change_counter_is_served_byte_for_byte(backend: 
     assert_eq!(app.find("https://www.example.com/after-upgrade").await.status.as_u16(), 200);
 }
 
+/// The parallel gzip (migration 0008): after the upgrade every page is still compressed the way it was (one
+/// stream; served byte for byte above). A write changes one page: that page alone moves to parallel blocks, and
+/// its gzip is a valid gzip of its identity bytes; every other page keeps the bytes and ETags the previous release
+/// served.
+async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backend: Backend) {
+    use sitemapd::page::Gzip;
+    let Some(fixture) = fixture_db("v0005", backend).await else { return };
+    let (app, fixture) = compare_answers(fixture, "v0005", backend).await;
+    let recorded = Recorded::load("v0005", backend);
+    let pages = app.store.pages(1).await.unwrap();
+    assert!(pages.iter().all(|p| p.gzip == Gzip::Stream), "{pages:?}");
+    let before = page_rows(&fixture.url).await;
+    app.put_paths(&["after-upgrade"]).await;
+    let after = page_rows(&fixture.url).await;
+    let changed: Vec<i64> = after.iter().filter(|(id, row)| before.get(id) != Some(row)).map(|(id, _)| *id).collect();
+    assert_eq!(changed.len(), 1, "one new URL changes one page: {changed:?}");
+    for page in app.store.pages(1).await.unwrap() {
+        let what = format!("{backend:?} page {}", page.id);
+        if changed.contains(&page.id) {
+            assert_eq!(page.gzip, Gzip::Blocks, "{what}");
+            let identity = app.get(&format!("/sitemap-{}.xml", page.id), &[]).await;
+            let gz = app.get(&format!("/sitemap-{}.xml", page.id), &[("accept-encoding", "gzip")]).await;
+            assert_eq!(gz.header("content-encoding"), Some("gzip"), "{what}");
+            assert_eq!(gunzip(&gz.body), identity.text(), "{what}: the gzip is of the identity bytes");
+            let file = app.get(&format!("/sitemap-{}.xml.gz", page.id), &[]).await;
+            assert_eq!(file.body, gz.body, "{what}: the .xml.gz file is the same gzip");
+            continue;
+        }
+        assert_eq!(page.gzip, Gzip::Stream, "{what}");
+        for (name, suffix, headers) in REPRESENTATIONS {
+            let r = app.get(&format!("/sitemap-{}{suffix}", page.id), headers).await;
+            let old = recorded.answer(page.id, name);
+            assert_eq!(r.header("etag"), old["etag"].as_str(), "{what} {name}: ETag");
+            assert_eq!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{what} {name}: bytes");
+        }
+    }
+}
+
 /// Opens the database of fixture `set` with this version and compares every answer with the recorded ones; `None`
 /// for Postgres without `TEST_DATABASE_URL` (said once, by `support`).
 /// The fixture comes back with the app: the database lives as long as it does.
@@ -354,5 +392,6 @@ crate::both_backends!(
     upgrade_serves_unchanged_pages_identically,
     pinned_answers_stay_byte_for_byte,
     the_release_before_sites_is_served_byte_for_byte,
-    the_release_before_the_change_counter_is_served_byte_for_byte
+    the_release_before_the_change_counter_is_served_byte_for_byte,
+    only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip
 );
