@@ -143,12 +143,110 @@ def main():
             rows.append(("8", what, fmt(x["import_rows_per_s"], " rows/s"), f"NDJSON API {fmt(x['api_rows_per_s'], ' rows/s')}",
                          f"{fmt(x['ratio'])}x", "≥ 0.8x" if run == "first" else "", verdict(x["ratio"] >= 0.8) if run == "first" else "-"))
 
+    round2 = round_two(d, copy)
+
     print(f"Machine and run: {machine}\n")
     print("| # | measure | sitemapd | compared with | ratio | target | |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(str(c) for c in row) + " |")
+    if round2:
+        print("\n## Round two (bench/round2.sh, issue 13)\n")
+        print("| item | measure | sitemapd | compared with | ratio | goal | |")
+        print("|---|---|---|---|---|---|---|")
+        for row in round2:
+            print("| " + " | ".join(str(c) for c in row) + " |")
 
+
+def round_two(d, copy):
+    """The lines of round2.txt (one measure a line: its name's words, then numbers or `key=value`s) as rows."""
+    p = os.path.join(d, "round2.txt")
+    if not os.path.exists(p):
+        return []
+    lines = [ln.split() for ln in open(p) if ln.strip() and not ln.startswith("commit=")]
+
+    def find(prefix):
+        """Every line that begins with the words of `prefix`, without them."""
+        n = len(prefix.split())
+        return [w[n:] for w in lines if w[:n] == prefix.split()]
+
+    def value(prefix, key):
+        for rest in find(prefix):
+            for w in rest:
+                if w.startswith(key + "="):
+                    return float(w.split("=", 1)[1])
+        return None
+
+    def ms(t):
+        """wrk's latency (`812.00us`, `1.83ms`, `1.02s`) in ms."""
+        for unit, scale in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
+            if t.endswith(unit):
+                return float(t[: -len(unit)]) * scale
+        return None
+
+    def wrk(prefix):
+        """(req/s, p99 ms) of a wrk line."""
+        for rest in find(prefix):
+            return float(rest[0]), ms(rest[2])
+        return None, None
+
+    rows = []
+    first, again = value("ingest postgres", "first_rows_per_s"), value("ingest postgres", "resend_rows_per_s")
+    lite = value("ingest sqlite", "first_rows_per_s")
+    cp = copy.get("copy_indexed_rows_per_s") or (load(d, "copy.json") or {}).get("copy_indexed_rows_per_s")
+    for what, a, label, b, goal in (
+        ("NDJSON ingest of 1M new URLs (Postgres)", first, "COPY", cp, 0.5),
+        ("identical re-send (all unchanged)", again, "first load", first, 2),
+        ("NDJSON ingest of 1M new URLs (SQLite)", lite, "Postgres", first, 0.5),
+    ):
+        r = ratio(a, b)
+        rows.append(("1", what, fmt(a, " rows/s"), f"{label} {fmt(b, ' rows/s')}", f"{fmt(r)}x", f"≥ {goal}x",
+                     verdict(r is not None and r >= goal)))
+    django = sorted(float(rest[0]) * 1000 for rest in find("django page20"))
+    dj = django[len(django) // 2] if django else None
+    fetch = {}
+    for mode in ("prerender", "cold"):
+        for rest in find(f"first_fetch {mode}"):
+            fetch[mode] = json.loads(" ".join(rest))["p50_s"] * 1000
+    cold = [("2", "first fetch of page 20 one second after a write (rendered ahead)", fetch.get("prerender"), 500),
+            ("3", "… with SITEMAPD_PRERENDER=false (the fetch renders it: the cold page)", fetch.get("cold"), 50)]
+    for way, name in (("0", "one gzip stream, as stored before 0008"), ("1", "parallel blocks, as written since")):
+        t = value(f"cold_page gzip_way={way}", "p50_s")
+        size = value(f"cold_page gzip_way={way}", "bytes")
+        cold.append(("3", f"cold page 20 (cache off), {name}: {fmt(size)} bytes", t * 1000 if t else None, 50))
+    for item, what, t, goal in cold:
+        r = ratio(dj, t)
+        rows.append((item, what, fmt(t, " ms"), f"Django {fmt(dj, ' ms')}", f"{fmt(r)}x", f"≥ {goal}x",
+                     verdict(r is not None and r >= goal)))
+    for c in ("1", "16"):
+        for what, name in (("304", "deep page If-None-Match (304)"), ("index", "index")):
+            a, _ = wrk(f"hot sitemapd c={c} {what}")
+            b, _ = wrk(f"hot nginx c={c} {what}")
+            r = ratio(a, b)
+            rows.append(("4", f"{name}, c={c}", fmt(a, " req/s"), f"nginx {fmt(b, ' req/s')}", f"{fmt(r)}x", "≥ 0.8x",
+                         verdict(r is not None and r >= 0.8)))
+    for what, name in (("304", "deep page 304"), ("page", "cached page 10 gzip")):
+        a, p99 = wrk(f"rw load {what}")
+        b, idle99 = wrk(f"rw idle {what}")
+        r = ratio(a, b)
+        rows.append(("5", f"{name} (c=16) while 1M new URLs load", f"{fmt(a, ' req/s')}, p99 {fmt(p99, ' ms')}",
+                     f"idle {fmt(b, ' req/s')}, p99 {fmt(idle99, ' ms')}", f"{fmt(r)}x", "≥ 0.5x, p99 < 10 ms",
+                     verdict(r is not None and p99 is not None and r >= 0.5 and p99 < 10)))
+    # Against the 20-page index (377 bytes): an answer of the same cost as its 304.
+    for what, name in (("304", "index 304"), ("index", "index body (gzip)")):
+        for c in ("1", "16"):
+            a, _ = wrk(f"wide c={c} {what}")
+            b, _ = wrk(f"hot sitemapd c={c} index")
+            r = ratio(b, a)
+            rows.append(("6", f"{name} at 50,000 pages, c={c}", fmt(a, " req/s"), f"20-page index {fmt(b, ' req/s')}",
+                         f"{fmt(r)}x the time", "≤ 1.5x", verdict(r is not None and r <= 1.5)))
+    rss = next((float(rest[0]) / 1024 for rest in find("wide rss_kb")), None)
+    rows.append(("6", "RSS serving the 50,000-page index", fmt(rss, " MB"), "", "", "≤ 64 MB + its bytes",
+                 verdict(rss is not None and rss <= 64 + 6)))
+    for rest in find("wide idle_page_rows_read_10s"):
+        rows.append(("6", "page-table rows read in 10 idle seconds at 50,000 pages", rest[0], "", "", "O(1): 0",
+                     verdict(rest[0] == "0")))
+    return rows
 
 if __name__ == "__main__":
     main()

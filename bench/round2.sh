@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 13's measures, in one run (~8 min), for those bench/run.sh does not take yet. Each line of
-# $OUT/round2.txt is one measure; BENCHMARKS.md "Round two" records a run.
+# Issue 13's measures, in one run (~9 min); bench/run.sh runs it as its stage 7 (BENCH_ROUND2=0 skips it). Each
+# line of $OUT/round2.txt is one measure; bench/report.py turns them into the "Round two" table of summary.md.
 #
 #   bench/round2.sh                   # needs the harness's 1M-row data and nginx pages (../shared/bench, made here)
 #   BENCH_DJANGO=0 bench/round2.sh    # without Django's page 20 (three requests of ~4 s)
@@ -10,7 +10,8 @@
 # 2. 304s and the index beside nginx at 1 and 16 connections (wrk, 10 s each), sitemapd at its default
 #    configuration, access log included;
 # 3. the first fetch of page 20 one second after a write changed it: rendered ahead (the default), and not
-#    (SITEMAPD_PRERENDER=false: the fetch renders it, as with the cache off); Django's page 20 beside them;
+#    (SITEMAPD_PRERENDER=false: the fetch renders it, as with the cache off); the cold page (cache off) compressed
+#    each way (one gzip stream, parallel blocks: page::Gzip); Django's page 20 beside them;
 # 4. 304s and the cached page 10 while 1,000,000 new URLs are loaded, against the same idle (rate, p50, p99);
 # 5. the index at 50,000 pages (a synthetic page table): its 304 and gzip body at 1 and 16 connections, RSS, and
 #    the page-table rows read in 10 idle seconds (pg_stat_user_tables: 0 with the change counter).
@@ -84,6 +85,10 @@ echo "commit=$(git rev-parse --short HEAD)$(git diff --quiet || echo -dirty) dat
 
 # --- 1. ingest --------------------------------------------------------------------------------------------------
 log "1. ingest: 1M rows into Postgres (first, again) and SQLite (first)"
+if [ ! -f "$OUT/copy.json" ]; then
+  log "COPY of the same 1M rows into the harness's indexed table (the peer of item 1)"
+  "$PY" "$PEERS_DIR/dataset.py" --rows 1000000 --reload >"$OUT/copy.json"
+fi
 fresh_db sitemapd_round2
 start main 18080 "$PG/sitemapd_round2"
 first=$("$PY" "$PEERS_DIR/load_sitemapd.py" --rows 1000000 --token "$TOKEN" --base http://127.0.0.1:18080 | rate)
@@ -121,6 +126,18 @@ stop main
 start main 18080 "$PG/sitemapd_round2" SITEMAPD_PRERENDER=false
 say "first_fetch cold $(python3 bench/first_fetch.py --base http://127.0.0.1:18080 --token "$TOKEN" --page 20 --n 5)"
 stop main
+# The cold page each way (item 3), the cache off: page 20 as one gzip stream (as stored before migration 0008)
+# and in parallel blocks (as written since); 7 fetches each, after one to warm the database's buffers.
+start nocache 18082 "$PG/sitemapd_round2" SITEMAPD_CACHE_BYTES=0 SITEMAPD_PRERENDER=false SITEMAPD_STATE_TTL_MS=0
+for way in 0 1; do
+  psql -q -h 127.0.0.1 -U postgres -d sitemapd_round2 -c "UPDATE pages SET gzip = $way WHERE site_id = 1 AND id = 20"
+  curl -s -o /dev/null -H 'Accept-Encoding: gzip' http://127.0.0.1:18082/sitemap-20.xml
+  times=$(for _ in 1 2 3 4 5 6 7; do
+    curl -s -o /dev/null -w '%{time_total}\n' -H 'Accept-Encoding: gzip' http://127.0.0.1:18082/sitemap-20.xml
+  done | sort -n | sed -n 4p)
+  say "cold_page gzip_way=$way p50_s=$times bytes=$(curl -s -H 'Accept-Encoding: gzip' http://127.0.0.1:18082/sitemap-20.xml | wc -c)"
+done
+stop nocache
 if [ "${BENCH_DJANGO:-1}" != 0 ]; then
   (cd "$PEERS_DIR/django_peer" && exec "$PEERS_DIR/.venv/bin/gunicorn" peer.wsgi:application -b 127.0.0.1:18001 -w 2 \
     --timeout 900 --pid "$OUT/django.pid" --log-level warning >"$OUT/django.log" 2>&1) &

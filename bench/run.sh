@@ -8,6 +8,7 @@
 #   BENCH_PEERS=nginx bench/run.sh                # skip Django (its runs take most of the time)
 #   BENCH_EXT=0 bench/run.sh                      # skip the extension-mix stage (5.); alone: bench/ext.sh
 #   BENCH_IMPORT=0 bench/run.sh                   # skip the import stage (6.); alone: bench/import.sh
+#   BENCH_ROUND2=0 bench/run.sh                   # skip round two (7.); alone: bench/round2.sh
 #
 # Needs PostgreSQL on 127.0.0.1:5432 with trust auth (as in CI). It creates the databases sitemapd_bench,
 # sitemapd_scale_small and sitemapd_scale_large (dropped and made anew), and the harness's peerbench; the
@@ -159,6 +160,13 @@ fi
 if [ "${BENCH_IMPORT:-1}" != 0 ]; then
   log "import: $ROWS rows as 20 gzip sitemap files beside the same rows through the API"
   BENCH_OUT="$OUT" BENCH_IMPORT_ROWS="$ROWS" bench/import.sh >/dev/null
+fi
+
+# --- 7. round two (issue 13): ingest and SQLite, 304s and the index beside nginx at the default log, the first
+# fetch after a write and the cold page each way, reads during a load, the index at 50,000 pages (bench/round2.sh) --
+if [ "${BENCH_ROUND2:-1}" != 0 ]; then
+  log "round two: ingest, 304s and the index, first fetch and cold page, reads under load, 50,000 pages"
+  BENCH_DJANGO=$([ "${BENCH_PEERS:-}" = nginx ] && echo 0 || echo 1) BENCH_OUT="$OUT" bench/round2.sh >/dev/null
 fi
 
 python3 bench/report.py "$OUT" | tee "$OUT/summary.md"
