@@ -451,6 +451,10 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let pool = state.reads().pool_status();
     gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
     gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);
+    if let Some((size, idle)) = pool.replica {
+        gauge("sitemapd_db_read_pool_connections", "Open connections in the read replica's pool", f64::from(size));
+        gauge("sitemapd_db_read_pool_idle_connections", "Idle connections in the read replica's pool", idle as f64);
+    }
     gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);
     // Only when IndexNow is on: a count of the outbox is O(queued locs), and without notification it stays empty.
     if !state.config.indexnow_keys.is_empty() {

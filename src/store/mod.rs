@@ -245,11 +245,13 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
-/// Connections the pool holds: open, and of those, idle.
+/// Connections the pool holds: open, and of those, idle; the same of the read replica's pool, when one is
+/// configured (`DATABASE_READ_URL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolStatus {
     pub size: u32,
     pub idle: usize,
+    pub replica: Option<(u32, usize)>,
 }
 
 /// The backend a database URL names: the one decision, made for configuration ([`crate::config`]), [`open`] and

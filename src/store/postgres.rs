@@ -346,6 +346,10 @@ impl Backend for PgStore {
         }
     }
 
+    fn replica_pool(&self) -> Option<&PgPool> {
+        self.read_pool.as_ref()
+    }
+
     fn read_failed(&self, error: &super::StoreError) {
         let Some(replica) = &self.read_pool else { return };
         if replica_is_down(error, replica) && self.replica.up.swap(false, Ordering::Relaxed) {

@@ -329,6 +329,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn read_pool(&self) -> &Pool<Self::Db> {
         self.pool()
     }
+    /// The replica's pool when one is configured, whether or not it is read from now: for its metrics.
+    fn replica_pool(&self) -> Option<&Pool<Self::Db>> {
+        None
+    }
     /// Told of every failed read on [`Backend::read_pool`] (Postgres: an unavailable replica is left for a while).
     fn read_failed(&self, _error: &super::StoreError) {}
     /// Whether [`Backend::read_pool`] is a replica's now: taken before a read, so that only a read that went to
@@ -373,7 +377,8 @@ impl<B: Backend> StoreReads for B {
         B::Db::ping(self.pool()).await
     }
     fn pool_status(&self) -> PoolStatus {
-        PoolStatus { size: self.pool().size(), idle: self.pool().num_idle() }
+        let replica = self.replica_pool().map(|p| (p.size(), p.num_idle()));
+        PoolStatus { size: self.pool().size(), idle: self.pool().num_idle(), replica }
     }
     fn sites(&self) -> Arc<Sites> {
         Backend::sites(self)

@@ -138,6 +138,14 @@ async fn reads_come_from_the_replica_and_lag_never_breaks_an_etag() {
     }
     assert_eq!(app.find(&loc("d")).await.status, 200);
     assert_eq!(app.get("/readyz", &[]).await.status, 200);
+    let metrics = app.get("/metrics", &[]).await.text();
+    let open = gauge(&metrics, "sitemapd_db_read_pool_connections");
+    assert!(open.is_some_and(|n| n >= 1.0), "the replica's pool is in use: {open:?}");
+}
+
+/// A gauge's value in a `/metrics` text.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// A replica that is down neither keeps the service from starting nor from answering: it is not used until a
@@ -157,4 +165,10 @@ async fn a_replica_that_is_down_leaves_reads_to_the_primary() {
         assert_eq!(app.find(&format!("{PUBLIC_URL}/a")).await.status, 200);
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
+    // The replica's pool has its own gauges, only where one is configured: none open while it is down.
+    let metrics = app.get("/metrics", &[]).await.text();
+    assert_eq!(gauge(&metrics, "sitemapd_db_read_pool_connections"), Some(0.0), "{metrics}");
+    assert!(gauge(&metrics, "sitemapd_db_pool_connections").is_some_and(|n| n >= 1.0));
+    let without = primary_only.get("/metrics", &[]).await.text();
+    assert_eq!(gauge(&without, "sitemapd_db_read_pool_connections"), None);
 }
