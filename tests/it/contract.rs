@@ -358,6 +358,77 @@ async fn identical_resend_changes_nothing(b: Backend) {
     assert_eq!(store.pages(1).await.unwrap(), before);
 }
 
+/// Text that a textual bulk format would have to escape (tabs, newlines, carriage returns, backslashes, `\N`, quotes,
+/// separators, non-ASCII) and very long values are stored and read back byte for byte, in locs (as normalization
+/// leaves them) and in the extensions' JSON; and new records get ids in the order of the request, not of their locs.
+async fn awkward_and_long_values_are_stored_exactly_in_request_order(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let text = "tab\there|newline\nthere\r\nback\\slash \\N \\. \"quoted\" 'single', comma; \u{e9}t\u{e9} \u{6771}\u{4eac} \u{1f389}";
+    let long_text = text.chars().cycle().take(2048).collect::<String>();
+    let images: Vec<serde_json::Value> =
+        (0..1000).map(|i| serde_json::json!({"loc": format!("https://cdn.example.net/{i}/%5C\u{e9}.jpg")})).collect();
+    let long_path = "x".repeat(2000);
+    let news = serde_json::json!({"publication": {"name": text, "language": "en"},
+                                  "publication_date": "2026-11-01", "title": long_text});
+    let video = serde_json::json!({"thumbnail_loc": "https://cdn.example.net/t.jpg", "title": text,
+                                   "description": long_text, "content_loc": "https://cdn.example.net/v.mp4",
+                                   "tags": [text, "\\"]});
+    let values = [
+        serde_json::json!({"loc": format!("{PUBLIC_URL}/z?q=a'b&c=%5C%09&d=\u{e9}\\x")}),
+        serde_json::json!({"loc": format!("{PUBLIC_URL}/{long_path}"), "lastmod": "2024-05-01"}),
+        serde_json::json!({"loc": format!("{PUBLIC_URL}/m/\u{6771}\u{4eac}\tcaf\u{e9}"), "news": news}),
+        serde_json::json!({"loc": format!("{PUBLIC_URL}/a\"b"), "videos": [video], "priority": 0.5}),
+        serde_json::json!({"loc": format!("{PUBLIC_URL}/b"), "changefreq": "daily", "images": images}),
+    ];
+    let batch: Vec<Entry> = values.into_iter().map(|v| Entry::from_json(v, &public()).unwrap()).collect();
+    let counts = store.upsert(&batch).await.unwrap().counts;
+    assert_eq!(counts, UpsertCounts { received: 5, created: 5, updated: 0, unchanged: 0 });
+    let mut ids = Vec::new();
+    for e in &batch {
+        let found = store.find(&e.loc).await.unwrap().expect("stored").url;
+        assert_eq!(found.loc, e.loc.as_str());
+        assert_eq!(found.fields, sitemapd::page::Fields::from(e), "{}", e.loc.as_str());
+        assert_eq!(found.size as u64, url_len(&found.loc, &found.fields));
+        ids.push(found.id);
+    }
+    assert!(ids.is_sorted_by(|a, b| a < b), "ids follow the request's order: {ids:?}");
+    let again = store.upsert(&batch).await.unwrap().counts;
+    assert_eq!(again, UpsertCounts { received: 5, created: 0, updated: 0, unchanged: 5 }, "read back as written");
+    assert_consistent(&*store, 50_000, 52_428_800).await;
+}
+
+/// A batch mixing new records with stored ones (changed and unchanged): the stored keep their ids and pages, the new
+/// get ids after every stored one, in the order of the request, and the page streams them in that order.
+async fn a_batch_mixing_new_and_stored_records_keeps_request_order(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    store.upsert(&entries(["s1".into(), "s2".into(), "s3".into()])).await.unwrap();
+    let mut stored = Vec::new();
+    for path in ["s1", "s2", "s3"] {
+        stored.push(store.find(&loc(path)).await.unwrap().expect("stored").url.id);
+    }
+    let mut changed = entry("s2");
+    changed.priority = Some(Priority::new(0.4).unwrap());
+    let mut also = entry("s3");
+    also.changefreq = Some(sitemapd::domain::ChangeFreq::parse("weekly").unwrap());
+    let batch = vec![entry("n-z"), changed, entry("n-a"), entry("s1"), entry("n-m"), also];
+    let counts = store.upsert(&batch).await.unwrap().counts;
+    assert_eq!(counts, UpsertCounts { received: 6, created: 3, updated: 2, unchanged: 1 });
+    let mut ids = Vec::new();
+    for path in ["s1", "s2", "s3", "n-z", "n-a", "n-m"] {
+        let found = store.find(&loc(path)).await.unwrap().expect("stored").url;
+        assert_eq!(found.page_id, 1);
+        ids.push(found.id);
+    }
+    assert_eq!(ids[..3], stored[..], "stored records keep their ids");
+    assert!(ids.is_sorted_by(|a, b| a < b), "new ids after the stored, in request order: {ids:?}");
+    let (_, stream) = store.page_entries(1, 1).await.unwrap().expect("page 1");
+    let streamed: Vec<String> = stream.map_ok(|e| e.loc).try_collect().await.unwrap();
+    let expected: Vec<String> =
+        ["s1", "s2", "s3", "n-z", "n-a", "n-m"].iter().map(|p| loc(p).as_str().to_owned()).collect();
+    assert_eq!(streamed, expected);
+    assert_consistent(&*store, 50_000, 52_428_800).await;
+}
+
 async fn byte_limits_hold_for_urls_of_any_length(b: Backend) {
     let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "16000")]).await else { return };
     // Lengths from 1 to ~1,900 characters, some with characters that grow when escaped.
@@ -585,6 +656,8 @@ both_backends!(
     a_page_keeps_its_gzip_way_until_it_changes,
     deleting_advances_the_page_version_and_time,
     identical_resend_changes_nothing,
+    awkward_and_long_values_are_stored_exactly_in_request_order,
+    a_batch_mixing_new_and_stored_records_keeps_request_order,
     byte_limits_hold_for_urls_of_any_length,
     an_entry_that_outgrows_its_page_moves_and_the_limits_hold,
     concurrent_writers_keep_every_invariant,
