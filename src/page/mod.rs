@@ -84,7 +84,7 @@ pub enum Gzip {
     /// 0: one deflate stream (async-compression's encoder over zlib-rs). Every page written before 0008.
     #[default]
     Stream,
-    /// 1: independent 128 KiB blocks, each with the 32 KiB before it as its dictionary, deflated in parallel and
+    /// 1: independent 1 MiB blocks, each with the 32 KiB before it as its dictionary, deflated in parallel and
     /// joined into one gzip member (pigz's scheme). What a page gets when it next changes.
     Blocks,
 }

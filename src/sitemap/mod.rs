@@ -37,7 +37,7 @@ use crate::page::{Gzip, PageState};
 fn gzip_encoder(gzip: Gzip) -> &'static str {
     match gzip {
         Gzip::Stream => "async-compression-write/flate2-zlib-rs",
-        Gzip::Blocks => "flate2-zlib-rs/blocks-131072-dict-32768",
+        Gzip::Blocks => "flate2-zlib-rs/blocks-1048576-dict-32768",
     }
 }
 
