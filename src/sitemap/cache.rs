@@ -16,11 +16,12 @@ pub struct Rendered {
     pub gzip: Bytes,
 }
 
-/// Everything a page's bytes are a function of (with the gzip level, fixed per process): its site, and its state.
-type Key = (i64, i64, i64, i64, i64, i64);
+/// Everything a page's bytes are a function of (with the gzip level, fixed per process): its site, and its state,
+/// the way its gzip is made included.
+type Key = (i64, i64, i64, i64, i64, i64, i32);
 
 fn key(site: i64, p: &PageState) -> Key {
-    (site, p.id, p.version, p.modified_us, p.url_count, p.byte_size)
+    (site, p.id, p.version, p.modified_us, p.url_count, p.byte_size, p.gzip.code())
 }
 
 #[derive(Clone)]

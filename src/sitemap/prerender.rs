@@ -82,7 +82,8 @@ impl Recent {
         let (mut busy, mut quiet) = (Vec::new(), Vec::new());
         for (page, version) in pages {
             let last = self.0.get(&(site, page)).copied();
-            if last.is_some_and(|(seen, _)| seen == version) {
+            // The same change reported again, or an older one (a refresh that read the table before the write).
+            if last.is_some_and(|(seen, _)| seen >= version) {
                 continue;
             }
             if last.is_some() || self.0.len() < MAX_QUEUED {

@@ -110,8 +110,9 @@ where
 
 /// Input bytes per deflate block of [`gzip_blocks`]. pigz uses 128 KiB; here each block costs a compressor's setup
 /// (its tables allocated and cleared), its dictionary hashed, and a trip to the blocking pool, which at 128 KiB ate
-/// most of the gain (a 10.6 MB page: 87 ms against one stream's 105, on two cores); at 1 MiB, 65 ms against 110
-/// (`cargo bench --bench page -- alone`). A page of less than 1 MiB is one block, deflated as one stream would be.
+/// most of the gain (a 10.6 MB page, deflate alone: 87 ms against one stream's 105, on two cores); at 1 MiB, 73 ms
+/// against 128 (`cargo bench --bench page -- alone`; with the render, 94 against 107). A page of less than 1 MiB
+/// is one block.
 const BLOCK: usize = 1024 * 1024;
 /// Deflate's window: each block is compressed with the input's last 32 KiB before it as its dictionary, so that its
 /// matches may reach back as far as one stream's would.
@@ -119,8 +120,9 @@ const WINDOW: usize = 32 * 1024;
 /// The gzip header of [`gzip_blocks`]: deflate, no name or time, no extra flags, OS unknown (RFC 1952).
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
-/// How many blocks are deflated at once, across every render: one per core. Deflate is all CPU, so more would
-/// only hold more memory (a compressor and a block each).
+/// How many blocks are deflated at once, across every render: one per core (at most 16). Deflate is all CPU, so
+/// more would only hold more memory (a compressor and a block each). Pages compressed as one stream
+/// ([`gzip_collect_sized`]) do not take a slot.
 fn deflate_slots() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
     static SLOTS: std::sync::OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
     SLOTS.get_or_init(|| {
@@ -201,6 +203,9 @@ where
     }
     // The last block (empty when the input is a whole number of blocks) ends the stream.
     let dictionary = previous.slice(previous.len().saturating_sub(WINDOW)..);
+    if pending.len() >= in_flight.max(1) {
+        join(&mut pending, &mut out, &mut crc).await?;
+    }
     pending.push_back(start(block.freeze(), dictionary, level, true).await?);
     while !pending.is_empty() {
         join(&mut pending, &mut out, &mut crc).await?;
@@ -223,7 +228,10 @@ fn deflate_block(block: &[u8], dictionary: &[u8], level: u32, last: bool) -> io:
         deflate.set_dictionary(dictionary).map_err(io::Error::other)?;
     }
     let flush = if last { FlushCompress::Finish } else { FlushCompress::Sync };
-    let mut out = Vec::with_capacity(block.len() / 3 + 64);
+    // Room for the worst case (zlib's deflateBound, and a sync flush's bytes), so that one call finishes the block:
+    // the bytes then never depend on how the output space was handed out.
+    let n = block.len();
+    let mut out = Vec::with_capacity(n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 64);
     loop {
         if out.len() == out.capacity() {
             out.reserve(out.capacity() / 2 + 64);

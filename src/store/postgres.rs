@@ -42,11 +42,6 @@ pub const WRITE_SETTINGS_AND_NOW: &str = "SELECT (extract(epoch FROM clock_times
 /// The stored rows of a batch's locs (under [`WRITE_SETTINGS_AND_NOW`]).
 pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)");
 
-/// An upsert plan's new records, in plan order: binary `COPY` ([`insert_rows`]). COPY takes the identity column's
-/// default row by row in the order it reads the rows, so ids follow plan order, and page order with them.
-pub const INSERT_COPY_SQL: &str = "COPY urls (site_id, loc, page_id, lastmod, changefreq, priority, size, ext, \
-     news_us, news) FROM STDIN (FORMAT binary)";
-
 /// How often the read replica is probed (`SELECT 1`, within the same time) while it is not in use after a failure.
 pub const REPLICA_PROBE: Duration = Duration::from_secs(2);
 
@@ -244,12 +239,28 @@ impl Writes for sqlx::Postgres {
             .await?;
         }
         if !inserts.is_empty() {
-            // One binary COPY in plan order: ids come from the sequence in row order, so page order is request
-            // order, and the rows are written as COPY writes them (heap pages in bulk, then the indexes).
-            let rows = insert_rows(site, inserts);
-            let mut copy = conn.copy_in_raw(INSERT_COPY_SQL).await?;
-            copy.send(rows).await?;
-            copy.finish().await?;
+            let n = inserts;
+            // WITH ORDINALITY + ORDER BY: ids are assigned in plan order, so page order is request order.
+            sqlx::query(
+                "INSERT INTO urls (site_id, loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
+                 SELECT $10, loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
+                             $7::text[], $8::bigint[], $9::text[]) \
+                 WITH ORDINALITY AS n (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, ord) \
+                 ORDER BY ord",
+            )
+            .bind(n.iter().map(|x| x.loc.as_str()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.page_id).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.lastmod.as_deref()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.changefreq.as_deref()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.priority.map(Priority::millionths)).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.size).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
+            .bind(n.iter().map(|x| x.fields.news_json()).collect::<Vec<_>>())
+            .bind(site)
+            .execute(&mut *conn)
+            .await?;
         }
         Ok(())
     }
@@ -261,76 +272,6 @@ impl Writes for sqlx::Postgres {
 
     async fn enqueue_notifications(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
         outbox::pg_enqueue(conn, site, locs).await
-    }
-}
-
-/// `inserts` of `site` as the data of [`INSERT_COPY_SQL`]: PostgreSQL's binary `COPY` format, in which each value
-/// is its length and its bytes (a `bigint` as 8 bytes, big-endian; text as its UTF-8 bytes, unescaped), so a loc
-/// or JSON holding tabs, backslashes, newlines or quotes goes through exactly as bound parameters do.
-fn insert_rows(site: i64, inserts: &[NewUrl]) -> Vec<u8> {
-    let mut rows = BinaryCopy::with_capacity(inserts.iter().map(|n| 80 + n.loc.len() + n.size as usize / 2).sum());
-    for n in inserts {
-        let ext = n.fields.ext_json();
-        let news = n.fields.news_json();
-        rows.row(10);
-        rows.int8(Some(site));
-        rows.text(Some(n.loc.as_str()));
-        rows.int8(Some(n.page_id));
-        rows.text(n.fields.lastmod.as_deref());
-        rows.text(n.fields.changefreq.as_deref());
-        rows.int8(n.fields.priority.map(Priority::millionths));
-        rows.int8(Some(n.size));
-        rows.text(ext.as_deref());
-        rows.int8(n.fields.news_us());
-        rows.text(news.as_deref());
-    }
-    rows.finish()
-}
-
-/// Rows in PostgreSQL's binary `COPY` format (see "Binary Format" under `COPY` in its manual): a signature and
-/// header, then per row its number of fields and each field as an `int32` length (-1: NULL) and that many bytes,
-/// then -1 as the trailer.
-struct BinaryCopy(Vec<u8>);
-
-impl BinaryCopy {
-    /// The signature, then the flags (none: no OIDs) and the length of the header extension (none).
-    const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
-
-    fn with_capacity(bytes: usize) -> Self {
-        let mut buf = Vec::with_capacity(Self::HEADER.len() + bytes + 2);
-        buf.extend_from_slice(Self::HEADER);
-        Self(buf)
-    }
-
-    fn row(&mut self, fields: i16) {
-        self.0.extend_from_slice(&fields.to_be_bytes());
-    }
-
-    fn int8(&mut self, value: Option<i64>) {
-        match value {
-            Some(v) => {
-                self.0.extend_from_slice(&8i32.to_be_bytes());
-                self.0.extend_from_slice(&v.to_be_bytes());
-            }
-            None => self.0.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-    }
-
-    fn text(&mut self, value: Option<&str>) {
-        match value {
-            Some(v) => {
-                // A value is at most a page's bytes (`config.rs` bounds them far below 1 GiB, Postgres's limit).
-                let len = i32::try_from(v.len()).expect("a stored value is shorter than 2 GiB");
-                self.0.extend_from_slice(&len.to_be_bytes());
-                self.0.extend_from_slice(v.as_bytes());
-            }
-            None => self.0.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        self.0.extend_from_slice(&(-1i16).to_be_bytes());
-        self.0
     }
 }
 
@@ -445,42 +386,5 @@ impl Backend for PgStore {
         let urls = sqlx::Postgres::page_urls(&mut tx, site, page_id, after, limit).await?;
         tx.commit().await?;
         Ok(urls)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::page::Fields;
-
-    #[test]
-    fn new_records_are_copied_in_the_binary_format_in_plan_order() {
-        let new = |loc: &str, page_id, lastmod: Option<&str>| NewUrl {
-            loc: loc.to_owned(),
-            page_id,
-            fields: Fields { lastmod: lastmod.map(str::to_owned), ..Fields::default() },
-            size: 42,
-        };
-        let rows = insert_rows(7, &[new("b\t\\", 2, Some("2024")), new("a", 1, None)]);
-        let mut expected = b"PGCOPY\n\xff\r\n\0".to_vec();
-        expected.extend([0u8; 8]); // flags, header extension length
-        let int8 = |v: i64| [&8i32.to_be_bytes()[..], &v.to_be_bytes()].concat();
-        let text = |v: &str| [&(v.len() as i32).to_be_bytes()[..], v.as_bytes()].concat();
-        let null = (-1i32).to_be_bytes().to_vec();
-        for (loc, page, lastmod) in [("b\t\\", 2, Some("2024")), ("a", 1, None)] {
-            expected.extend(10i16.to_be_bytes());
-            expected.extend(int8(7));
-            expected.extend(text(loc));
-            expected.extend(int8(page));
-            expected.extend(lastmod.map_or(null.clone(), text));
-            expected.extend(&null); // changefreq
-            expected.extend(&null); // priority
-            expected.extend(int8(42));
-            expected.extend(&null); // ext
-            expected.extend(&null); // news_us
-            expected.extend(&null); // news
-        }
-        expected.extend((-1i16).to_be_bytes());
-        assert_eq!(rows, expected);
     }
 }

@@ -3,8 +3,8 @@
 //! migration: scan → [`placement::recount`] → [`placement::plan_repair`] → write back → [`log_repair`].
 //!
 //! What differs stays in the backend, behind [`Writes`]: the clock, and how a batch is bound (Postgres: arrays,
-//! `= ANY($1)` and `UNNEST`, and new records by one binary `COPY`; SQLite: JSON for the lookup, many rows a
-//! statement for new records, one statement a row for the rest). So does the lock and
+//! `= ANY($1)` and `UNNEST`; SQLite: JSON for the lookup, many rows a statement for new records, one statement a
+//! row for the rest). So does the lock and
 //! the beginning of the transaction (Postgres: an advisory lock; SQLite: an in-process mutex, `BEGIN IMMEDIATE`
 //! and the check of the database file).
 //!
