@@ -125,10 +125,12 @@ const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 /// ([`gzip_collect_sized`]) do not take a slot.
 fn deflate_slots() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
     static SLOTS: std::sync::OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
-    SLOTS.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::sync::Arc::new(tokio::sync::Semaphore::new(cores.clamp(1, 16)))
-    })
+    SLOTS.get_or_init(|| std::sync::Arc::new(tokio::sync::Semaphore::new(deflate_cores())))
+}
+
+/// The cores deflate may use at once (at most 16): the process's slots, and one render's blocks in flight.
+fn deflate_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16)
 }
 
 /// The gzip of a whole byte stream, deflated in parallel ([`crate::page::Gzip::Blocks`]): the input is cut every
@@ -147,8 +149,7 @@ pub async fn gzip_blocks<S>(input: S, level: u32, capacity: usize) -> io::Result
 where
     S: Stream<Item = io::Result<Bytes>> + Send + 'static,
 {
-    let in_flight = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16);
-    gzip_blocks_with(input, level, capacity, in_flight).await
+    gzip_blocks_with(input, level, capacity, deflate_cores()).await
 }
 
 /// [`gzip_blocks`] with at most `in_flight` blocks of this render deflating or waiting to be joined.
