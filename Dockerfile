@@ -34,6 +34,8 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends make=4.3-4.1 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=planner /app/recipe.json recipe.json
+# The recipe has no skeleton of a crate patched in by path ([patch.crates-io] in Cargo.toml): it is built whole.
+COPY vendor/ vendor/
 RUN cargo chef cook --release --locked --recipe-path recipe.json
 COPY . .
 RUN cargo build --release --locked --bin sitemapd
