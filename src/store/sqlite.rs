@@ -1,6 +1,11 @@
 //! The embedded SQLite store (the default). WAL journal with `synchronous=FULL`, so an acknowledged write survives
 //! a crash or power loss; writers are serialized in-process and take the database's write lock up front
 //! (`BEGIN IMMEDIATE`), so page accounting never races.
+//!
+//! Writes go through one connection of their own ([`WRITER_CACHE_KIB`], [`WRITER_AUTOCHECKPOINT`]), reads through
+//! the pool. In WAL mode a connection drops its whole page cache when it finds that another connection wrote: with
+//! writes spread over the pool, each batch of a bulk load started from an empty cache and read the unique index of
+//! locs from the file again, and each commit's checkpoint wrote the pages it had just written to the log.
 
 use std::collections::BTreeSet;
 use std::str::FromStr;
@@ -32,8 +37,19 @@ pub const PAGE_ENTRIES_SQL: &str =
 const LOOKUP_SQL: &str =
     concat!("SELECT ", url_columns!(), " FROM urls WHERE loc IN (SELECT value FROM json_each(?1))");
 
+/// The writer connection's page cache, in KiB (SQLite's default is 2,000 KiB): enough to keep the unique index of
+/// locs of about a million records between batches. Freed when the writer has been idle for [`WRITER_IDLE`].
+pub const WRITER_CACHE_KIB: u32 = 32 * 1024;
+/// WAL pages after which a commit copies the log into the database file (SQLite's default is 1,000): with the
+/// default, a bulk load checkpointed after nearly every batch, writing each index page it changed twice per batch.
+pub const WRITER_AUTOCHECKPOINT: u32 = 16_384;
+/// How long the writer connection stays open without a write (its cache is freed with it).
+const WRITER_IDLE: Duration = Duration::from_secs(60);
+
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// One connection, for every statement that writes.
+    write_pool: SqlitePool,
     limits: Limits,
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
@@ -58,6 +74,17 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(5).min(options.acquire_timeout));
         let path = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
         tracing::info!(database = %path.display(), "opening the SQLite database");
+        let write_pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .idle_timeout(WRITER_IDLE)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_lazy_with(
+                connect
+                    .clone()
+                    .pragma("cache_size", format!("-{WRITER_CACHE_KIB}"))
+                    .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT.to_string()),
+            );
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -66,6 +93,7 @@ impl SqliteStore {
         let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
         Ok(Self {
             pool,
+            write_pool,
             limits: options.limits,
             writer: Mutex::new(()),
             lock_timeout: Duration::from_secs(5),
@@ -218,7 +246,7 @@ impl Store for SqliteStore {
     async fn migrate(&self) -> anyhow::Result<()> {
         sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
         let _writer = self.lock_writer().await?;
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         write::repair(tx, self.limits).await?;
         let sites = sqlx::Sqlite::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Sqlite::stored_sites(&self.pool).await?, &sites);
@@ -240,7 +268,8 @@ impl Store for SqliteStore {
             Ok(Err(e)) => tracing::warn!(error = %e, "SQLite checkpoint failed"),
             Err(_) => tracing::warn!("SQLite checkpoint timed out"),
         }
-        if tokio::time::timeout(super::CLOSE_TIMEOUT, self.pool.close()).await.is_err() {
+        let closed = async { tokio::join!(self.write_pool.close(), self.pool.close()) };
+        if tokio::time::timeout(super::CLOSE_TIMEOUT, closed).await.is_err() {
             tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
         }
     }
@@ -251,7 +280,7 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         self.check_file()?;
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         write::upsert(tx, &Backend::sites(self), entries, mode, self.limits, self.notify()).await
     }
 
@@ -262,7 +291,7 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         self.check_file()?;
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         write::delete(tx, &locs, self.notify()).await
     }
 
@@ -271,7 +300,7 @@ impl Store for SqliteStore {
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         let claim = outbox::sqlite_claim(&mut tx, site, limit, lease).await?;
         tx.commit().await?;
         Ok(claim)
@@ -280,7 +309,7 @@ impl Store for SqliteStore {
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
         let _writer = self.lock_writer().await?;
         self.check_file()?;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         let settled = outbox::sqlite_settle(&mut tx, claim, settle).await?;
         tx.commit().await?;
         Ok(settled)
@@ -351,4 +380,33 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
     std::fs::File::open(dest).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", dest.display()))?;
     tracing::info!(from = %source.display(), to = %dest.display(), "backup written");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// Writes go through one connection of their own with the larger cache and checkpoint interval; reads keep
+    /// SQLite's defaults, so that many readers do not each hold a writer's cache.
+    #[tokio::test]
+    async fn writes_have_a_connection_of_their_own_with_its_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let config = Config::load_from(None, |k| (k == "DATABASE_URL").then(|| url.clone())).unwrap();
+        let store = SqliteStore::connect(&config.store_options()).await.unwrap();
+        store.migrate().await.unwrap();
+        let entry = Entry::from_json(serde_json::json!({"loc": "http://localhost:8080/a"}), &config.public_url);
+        store.upsert_with(&[entry.unwrap()], Upsert::Replace).await.unwrap();
+        let pragma = |pool: &SqlitePool, name: &str| {
+            let sql = format!("PRAGMA {name}");
+            let pool = pool.clone();
+            async move { sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).fetch_one(&pool).await.unwrap() }
+        };
+        assert_eq!(store.write_pool.size(), 1, "the write opened the writer");
+        assert_eq!(pragma(&store.write_pool, "cache_size").await, -i64::from(WRITER_CACHE_KIB));
+        assert_eq!(pragma(&store.write_pool, "wal_autocheckpoint").await, i64::from(WRITER_AUTOCHECKPOINT));
+        assert_eq!(pragma(&store.pool, "cache_size").await, -2000, "readers keep the default");
+        store.close().await;
+    }
 }
