@@ -198,20 +198,17 @@ impl Problems {
     }
 }
 
-/// NDJSON is streamed and committed in batches. At the first bad line it stops: everything before that line is
-/// committed, nothing from it on, and the error says which line and how much was stored.
+/// NDJSON is streamed and committed in batches of at most `ndjson_batch` entries and `max_json_bytes` of lines (a
+/// batch of large entries holds no more than one JSON body may). At the first bad line it stops: everything before
+/// that line is committed, nothing from it on, and the error says which line and how much was stored.
 async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<Response, ApiError> {
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The limit counts a line without its terminator; the codec counts a `\r` before `\n` (it strips it after),
     // so it gets one byte more and the exact check follows.
     let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
-    let mut ingest = Ingest {
-        state,
-        batch: Vec::with_capacity(state.config.ndjson_batch),
-        committing: None,
-        totals: UpsertCounts::default(),
-    };
+    let mut ingest =
+        Ingest { state, batch: Vec::new(), batch_bytes: 0, committing: None, totals: UpsertCounts::default() };
     let mut line_no: u64 = 0;
     while let Some(next) = lines.next().await {
         line_no += 1;
@@ -248,7 +245,8 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
             Ok(None) => continue,
             Err(error) => return Err(ingest.stop(error, line_no).await),
         }
-        if ingest.batch.len() >= state.config.ndjson_batch {
+        ingest.batch_bytes += line.len();
+        if ingest.batch.len() >= state.config.ndjson_batch || ingest.batch_bytes >= state.config.max_json_bytes {
             ingest.commit_behind().await?;
         }
     }
@@ -281,6 +279,8 @@ pub fn parse_ndjson_line(
 struct Ingest<'a> {
     state: &'a AppState,
     batch: Vec<Entry>,
+    /// The bytes of the lines in `batch`.
+    batch_bytes: usize,
     committing: Option<AbortOnDropHandle<crate::store::Result<UpsertCounts>>>,
     totals: UpsertCounts,
 }
@@ -289,7 +289,8 @@ impl Ingest<'_> {
     /// Hands the full batch to a task that commits it, once the batch before it has committed.
     async fn commit_behind(&mut self) -> Result<(), ApiError> {
         self.settle().await?;
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.state.config.ndjson_batch));
+        let batch = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
         let state = self.state.clone();
         self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move { state.upsert(&batch).await })));
         Ok(())

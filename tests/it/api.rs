@@ -160,6 +160,24 @@ async fn ndjson_streams_in_batches_and_reports_counts(b: Backend) {
     assert_eq!(again.json(), json!({"received": 11, "created": 0, "updated": 2, "unchanged": 9}));
 }
 
+/// A batch also closes at `max_json_bytes` of lines, however many entries it holds: large entries never make a
+/// batch larger than one JSON body may be.
+async fn an_ndjson_batch_closes_at_max_json_bytes_of_lines(b: Backend) {
+    let env = [("SITEMAPD_NDJSON_BATCH", "100000"), ("SITEMAPD_MAX_JSON_BYTES", "1024")];
+    let Some(app) = TestApp::spawn(b, &env).await else { return };
+    let first = json!({"loc": loc("n0"), "priority": 0.5}).to_string();
+    let filler: Vec<String> =
+        (1..=16).map(|i| json!({"loc": loc(&format!("filler-{i:02}-{}", "x".repeat(40)))}).to_string()).collect();
+    assert!(first.len() + filler.iter().map(String::len).sum::<usize>() >= 1024, "the lines pass 1,024 bytes");
+    let last = json!({"loc": loc("n0")}).to_string();
+    let body = format!("{first}\n{}\n{last}\n", filler.join("\n"));
+    let r = app.put_ndjson(&body).await;
+    assert_eq!(r.json(), json!({"received": 18, "created": 17, "updated": 1, "unchanged": 0}), "{}", r.text());
+    // n0 is set and cleared again in two batches (as with a batch of 1,024 bytes), not once in one.
+    let again = app.put_ndjson(&body).await;
+    assert_eq!(again.json(), json!({"received": 18, "created": 0, "updated": 2, "unchanged": 16}));
+}
+
 async fn ndjson_stops_at_the_first_bad_line_keeping_what_came_before(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[("SITEMAPD_NDJSON_BATCH", "2")]).await else { return };
     let lines = [
@@ -315,6 +333,7 @@ both_backends!(
     content_type_and_size_limits,
     tokens_are_required_on_every_api_route_when_configured,
     ndjson_streams_in_batches_and_reports_counts,
+    an_ndjson_batch_closes_at_max_json_bytes_of_lines,
     ndjson_stops_at_the_first_bad_line_keeping_what_came_before,
     an_overlong_ndjson_line_is_refused_by_number,
     the_line_limit_excludes_the_line_terminator,
