@@ -39,6 +39,12 @@ pub const QUIET: Duration = Duration::from_millis(200);
 /// NDJSON load on 2 cores: 18-24 s of sitemapd's CPU with it, 4-5 s without). A page changed once, or changes a
 /// second or more apart, still waits only [`QUIET`].
 pub const BUSY_QUIET: Duration = Duration::from_millis(800);
+/// The longest a page waits from its first change queued to its render, however often it changes: a page changed
+/// at least every [`BUSY_QUIET`] (one a feed rewrites all the time, or a long bulk load's page) is still rendered
+/// ahead, every `MAX_WAIT` at most, rather than only on a crawler's first fetch.
+pub const MAX_WAIT: Duration = Duration::from_secs(5);
+/// How often [`Recent`] forgets the changes older than [`BUSY_QUIET`] (as well as whenever it is full).
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
 /// The shortest interval of the task's refreshes.
 pub const MIN_REFRESH: Duration = Duration::from_millis(250);
 /// The most pages queued at once.
@@ -53,19 +59,22 @@ pub struct Queue {
     wake: Notify,
 }
 
-/// The queued pages by page and by due time: queueing, taking the next due page and finding when it is due each
-/// cost O(log n), whatever the queue holds.
+/// The queued pages by page (when due, and when first queued) and by due time: queueing, taking the next due page
+/// and finding when it is due each cost O(log n), whatever the queue holds.
 #[derive(Default)]
 struct Due {
-    by_page: HashMap<(i64, i64), Instant>,
+    by_page: HashMap<(i64, i64), (Instant, Instant)>,
     by_time: BTreeSet<(Instant, i64, i64)>,
 }
 
 /// Each page's last change seen (its version, and when), while that is less than [`BUSY_QUIET`] ago (older entries
-/// are dropped when it fills): whether a change comes in a run of them, and whether a change reported again (the
-/// writer's own, found again by a refresh of the page table) is one already queued.
+/// are dropped every [`PRUNE_EVERY`] and whenever it fills): whether a change comes in a run of them, and whether a
+/// change reported again (the writer's own, found again by a refresh of the page table) is one already queued.
 #[derive(Default)]
-struct Recent(HashMap<(i64, i64), (i64, Instant)>);
+struct Recent {
+    seen: HashMap<(i64, i64), (i64, Instant)>,
+    pruned: Option<Instant>,
+}
 
 impl Recent {
     /// Records the change of `pages` (id, version) of `site` seen at `now`: (those that changed within
@@ -76,18 +85,19 @@ impl Recent {
         pages: impl IntoIterator<Item = (i64, i64)>,
         now: Instant,
     ) -> (Vec<i64>, Vec<i64>) {
-        if self.0.len() >= MAX_QUEUED {
-            self.0.retain(|_, (_, at)| now.duration_since(*at) < BUSY_QUIET);
+        if self.seen.len() >= MAX_QUEUED || self.pruned.is_none_or(|at| now.duration_since(at) >= PRUNE_EVERY) {
+            self.seen.retain(|_, (_, at)| now.duration_since(*at) < BUSY_QUIET);
+            self.pruned = Some(now);
         }
         let (mut busy, mut quiet) = (Vec::new(), Vec::new());
         for (page, version) in pages {
-            let last = self.0.get(&(site, page)).copied();
+            let last = self.seen.get(&(site, page)).copied();
             // The same change reported again, or an older one (a refresh that read the table before the write).
             if last.is_some_and(|(seen, _)| seen >= version) {
                 continue;
             }
-            if last.is_some() || self.0.len() < MAX_QUEUED {
-                self.0.insert((site, page), (version, now));
+            if last.is_some() || self.seen.len() < MAX_QUEUED {
+                self.seen.insert((site, page), (version, now));
             }
             match last {
                 Some((_, at)) if now.duration_since(at) < BUSY_QUIET => busy.push(page),
@@ -110,8 +120,8 @@ impl Queue {
     }
 
     /// Queues the changed `pages` of `site` (id, new version), each due [`QUIET`] from now, or [`BUSY_QUIET`] when
-    /// it changed less than that before (a page already queued is moved back to then). A version already queued
-    /// is not queued again.
+    /// it changed less than that before (a page already queued is moved back to then, but not past [`MAX_WAIT`]
+    /// after it was first queued). A version already queued is not queued again.
     pub fn push(&self, site: i64, pages: impl IntoIterator<Item = (i64, i64)>) {
         let now = Instant::now();
         let (busy, quiet) = self.recent.lock().expect("not poisoned").changed(site, pages, now);
@@ -125,17 +135,18 @@ impl Queue {
         let mut queued = self.due.lock().expect("not poisoned");
         let mut dropped = 0u64;
         for page in pages {
-            match queued.by_page.get(&(site, page)).copied() {
-                Some(before) => {
+            let (due, first) = match queued.by_page.get(&(site, page)).copied() {
+                Some((before, first)) => {
                     queued.by_time.remove(&(before, site, page));
+                    (due.min(first + MAX_WAIT), first)
                 }
                 None if queued.by_page.len() >= MAX_QUEUED => {
                     dropped += 1;
                     continue;
                 }
-                None => {}
-            }
-            queued.by_page.insert((site, page), due);
+                None => (due, Instant::now()),
+            };
+            queued.by_page.insert((site, page), (due, first));
             queued.by_time.insert((due, site, page));
         }
         drop(queued);
@@ -303,6 +314,38 @@ mod tests {
         queue.push(2, [(6, 1)]);
         assert_eq!(queue.next_due(), Some(Instant::now() + QUIET), "a second after its last change: QUIET");
         assert_eq!(queue.take_due(Instant::now() + QUIET, 9), vec![(1, 6), (2, 6)]);
+    }
+
+    /// A page changed again and again, each time within [`BUSY_QUIET`] of the last, is still rendered ahead:
+    /// [`MAX_WAIT`] after its first change queued, then again [`MAX_WAIT`] after the next.
+    #[tokio::test(start_paused = true)]
+    async fn a_page_that_never_stops_changing_is_rendered_every_max_wait() {
+        let queue = Queue::default();
+        let first = Instant::now();
+        let step = BUSY_QUIET / 2;
+        let mut renders = Vec::new();
+        for version in 1..=40 {
+            queue.push(1, [(9, version)]);
+            tokio::time::advance(step).await;
+            if !queue.take_due(Instant::now(), 9).is_empty() {
+                renders.push(Instant::now().duration_since(first));
+            }
+        }
+        assert!(renders.len() >= 2, "rendered while it keeps changing: {renders:?}");
+        assert!(renders[0] <= MAX_WAIT + step, "first render {:?} after its first change", renders[0]);
+        assert!(renders[1] - renders[0] <= MAX_WAIT + step, "{renders:?}");
+    }
+
+    /// The record of recent changes keeps only those less than [`BUSY_QUIET`] old once [`PRUNE_EVERY`] has
+    /// passed, not only when it is full.
+    #[tokio::test(start_paused = true)]
+    async fn recent_changes_are_forgotten_when_old() {
+        let queue = Queue::default();
+        queue.push(1, (0..1_000).map(|p| (p, 1)));
+        assert_eq!(queue.recent.lock().unwrap().seen.len(), 1_000);
+        tokio::time::advance(PRUNE_EVERY).await;
+        queue.push(2, [(1, 1)]);
+        assert_eq!(queue.recent.lock().unwrap().seen.len(), 1, "only the change just seen is kept");
     }
 
     #[tokio::test(start_paused = true)]
