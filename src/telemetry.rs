@@ -28,6 +28,7 @@ pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
 pub const PRERENDERS: &str = "sitemapd_sitemap_prerenders_total";
 pub const REPLICA_FALLBACKS: &str = "sitemapd_read_replica_fallbacks_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
+pub const WRITE_GUESSES: &str = "sitemapd_write_guesses_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
 pub const INDEXNOW_QUEUED: &str = "sitemapd_indexnow_queued_total";
 pub const INDEXNOW_SENT: &str = "sitemapd_indexnow_sent_total";
@@ -92,6 +93,10 @@ fn describe() {
         "Changed sitemap pages taken up for rendering ahead of crawlers, by outcome (rendered, cached, failed, dropped)"
     );
     describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
+    describe_counter!(
+        WRITE_GUESSES,
+        "Large write batches planned as new records without a lookup, by outcome (new; stored: planned again)"
+    );
     describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
     describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
     describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
@@ -118,6 +123,12 @@ pub fn replica_rested() {
 /// queue was full).
 pub fn prerender(outcome: &'static str, n: u64) {
     counter!(PRERENDERS, "outcome" => outcome).increment(n);
+}
+
+/// A large write batch was planned as new records without a lookup: `new` (it was), or `stored` (one of its locs
+/// was stored: planned again after a lookup).
+pub fn write_guess(outcome: &'static str) {
+    counter!(WRITE_GUESSES, "outcome" => outcome).increment(1);
 }
 
 /// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).

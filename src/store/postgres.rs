@@ -73,6 +73,8 @@ pub struct PgStore {
     /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
     notify_names: BTreeSet<String>,
     notify: OnceLock<BTreeSet<i64>>,
+    /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
+    guess: write::Guess,
 }
 
 impl PgStore {
@@ -115,6 +117,7 @@ impl PgStore {
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
             notify: OnceLock::new(),
+            guess: write::Guess::default(),
         })
     }
 
@@ -124,7 +127,8 @@ impl PgStore {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
         let sites = OnceLock::from(Arc::new(sites));
-        Self { pool, read_pool: None, replica: Arc::default(), limits, specs, sites, notify_names, notify }
+        let guess = write::Guess::default();
+        Self { pool, read_pool: None, replica: Arc::default(), limits, specs, sites, notify_names, notify, guess }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -308,7 +312,9 @@ impl Store for PgStore {
         if entries.is_empty() {
             return Ok(Written::default());
         }
-        write::upsert(self.begin_write().await?, &Backend::sites(self), entries, mode, self.limits, self.notify()).await
+        let sites = Backend::sites(self);
+        let begin = || self.begin_write();
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify()).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

@@ -61,6 +61,8 @@ pub struct SqliteStore {
     /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
     notify_names: BTreeSet<String>,
     notify: OnceLock<BTreeSet<i64>>,
+    /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
+    guess: write::Guess,
 }
 
 impl SqliteStore {
@@ -102,6 +104,7 @@ impl SqliteStore {
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
             notify: OnceLock::new(),
+            guess: write::Guess::default(),
         })
     }
 
@@ -279,9 +282,12 @@ impl Store for SqliteStore {
             return Ok(Written::default());
         }
         let _writer = self.lock_writer().await?;
-        self.check_file()?;
-        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::upsert(tx, &Backend::sites(self), entries, mode, self.limits, self.notify()).await
+        let sites = Backend::sites(self);
+        let begin = || async {
+            self.check_file()?;
+            Ok(self.write_pool.begin_with("BEGIN IMMEDIATE").await?)
+        };
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify()).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

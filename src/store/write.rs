@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::Transaction;
 
@@ -101,6 +102,10 @@ async fn write_changes<DB: Writes>(
 /// loc lies under, and each site is planned on its own page table. A record stored in another site than its loc
 /// now lies under (the sites' public URLs were changed) moves: it is deleted from the old site and created in the
 /// new one, in the same transaction.
+///
+/// Without `look_up`, nothing is looked up: the batch is planned as if none of its locs were stored, which is the
+/// plan a lookup that finds nothing gives. If one is stored after all, the unique index of locs stops the insert:
+/// the transaction is rolled back and the error returned ([`stored_after_all`]), and nothing was written.
 pub(crate) async fn upsert<DB: Writes>(
     mut tx: Transaction<'_, DB>,
     sites: &Sites,
@@ -108,12 +113,15 @@ pub(crate) async fn upsert<DB: Writes>(
     mode: Upsert,
     limits: Limits,
     notify: &BTreeSet<i64>,
+    look_up: bool,
 ) -> Result<Written<UpsertCounts>> {
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
     let now = DB::now(&mut tx).await?;
     let mut existing: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
-    for found in DB::lookup(&mut tx, &locs).await? {
-        existing.entry(found.site).or_default().push(found.url);
+    if look_up {
+        for found in DB::lookup(&mut tx, &locs).await? {
+            existing.entry(found.site).or_default().push(found.url);
+        }
     }
     let merged;
     // Without news on either side, the import's merge is the API's replace: no copy.
@@ -154,13 +162,74 @@ pub(crate) async fn upsert<DB: Writes>(
         let pages = DB::pages_in(&mut tx, *site).await?;
         let plan = placement::plan_upsert(entries, stored, pages, limits, now)?;
         write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
-        DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await?;
+        if let Err(e) = DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await {
+            if !look_up && stored_after_all(&e) {
+                // Now, rather than when the transaction is dropped: the caller's next write waits for its lock.
+                tx.rollback().await?;
+            }
+            return Err(e);
+        }
         written.counts += plan.counts;
         merge(&mut written.changes, *site, plan.into_changes());
     }
     enqueue::<DB>(&mut tx, notify, &written.changes).await?;
     tx.commit().await?;
     Ok(written)
+}
+
+/// Upserts `entries` through the transactions `begin` gives, planning a large batch as new records without a
+/// lookup when the large batch before was all new (a bulk load of new records: the lookup was a third of
+/// Postgres's work per row), and with a lookup otherwise, or when one of its locs was stored after all (then
+/// planned again, in a new transaction). Either way the records, pages and counts are those the lookup gives.
+pub(crate) async fn upsert_guessing<DB: Writes, F, Fut>(
+    guess: &Guess,
+    begin: F,
+    sites: &Sites,
+    entries: &[Entry],
+    (mode, limits): (Upsert, Limits),
+    notify: &BTreeSet<i64>,
+) -> Result<Written<UpsertCounts>>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Transaction<'static, DB>>>,
+{
+    let large = entries.len() >= Guess::LARGE;
+    if large && guess.all_new.load(Ordering::Relaxed) {
+        match upsert(begin().await?, sites, entries, mode, limits, notify, false).await {
+            Err(e) if stored_after_all(&e) => {
+                crate::telemetry::write_guess("stored");
+                guess.all_new.store(false, Ordering::Relaxed);
+            }
+            written => {
+                if written.is_ok() {
+                    crate::telemetry::write_guess("new");
+                }
+                return written;
+            }
+        }
+    }
+    let written = upsert(begin().await?, sites, entries, mode, limits, notify, true).await?;
+    if large {
+        guess.all_new.store(written.counts.created == entries.len() as u64, Ordering::Relaxed);
+    }
+    Ok(written)
+}
+
+/// Whether the last large batch an [`upsert_guessing`] wrote was all new records.
+#[derive(Debug, Default)]
+pub(crate) struct Guess {
+    all_new: AtomicBool,
+}
+
+impl Guess {
+    /// The fewest entries of a batch that is planned without a lookup: below that, the lookup costs little, and a
+    /// stream of small writes that alternate between new and stored records would pay for failed guesses.
+    const LARGE: usize = 1_000;
+}
+
+/// Whether `e` is a unique violation: a loc planned as new was stored (by another replica, or before the guess).
+pub(crate) fn stored_after_all(e: &StoreError) -> bool {
+    matches!(e, StoreError::Other(sqlx::Error::Database(db)) if db.is_unique_violation())
 }
 
 /// How an upsert treats what is stored for an entry's loc.

@@ -397,6 +397,40 @@ async fn awkward_and_long_values_are_stored_exactly_in_request_order(b: Backend)
     assert_consistent(&*store, 50_000, 52_428_800).await;
 }
 
+/// After a large batch (1,000 entries or more) of new records only, the next large batch is planned as new without
+/// a lookup. When one of its locs is stored after all (here by another process, as another replica would), it is
+/// planned again after a lookup: the counts, the records and the page accounting are those a lookup gives, and
+/// nothing of the failed guess stays.
+async fn a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_is_stored(b: Backend) {
+    use crate::observability::sum;
+    let Some((app, store)) = store(b, &[]).await else { return };
+    let guesses = |samples: &[crate::observability::Sample], outcome| {
+        sum(samples, "sitemapd_write_guesses_total", &[("outcome", outcome)])
+    };
+    let batch = |from: usize, to: usize| entries((from..to).map(|i| format!("bulk-{i:05}")));
+    let created = |n: u64| UpsertCounts { received: n, created: n, updated: 0, unchanged: 0 };
+    let before = app.scrape().await;
+    assert_eq!(store.upsert(&batch(0, 1200)).await.unwrap().counts, created(1200), "looked up: nothing stored");
+    assert_eq!(store.upsert(&batch(1200, 2400)).await.unwrap().counts, created(1200), "planned as new");
+    let guessed = app.scrape().await;
+    assert!(guesses(&guessed, "new") > guesses(&before, "new"), "the second batch was not looked up");
+    let other = app.another_process().await;
+    other.store.upsert(&batch(3000, 3001)).await.unwrap();
+    let mut third = batch(2400, 3600);
+    third[600].priority = Some(Priority::new(0.3).unwrap());
+    let counts = store.upsert(&third).await.unwrap().counts;
+    assert_eq!(counts, UpsertCounts { received: 1200, created: 1199, updated: 1, unchanged: 0 });
+    assert!(guesses(&app.scrape().await, "stored") > guesses(&guessed, "stored"), "the guess met the stored loc");
+    let found = store.find(&loc("bulk-03000")).await.unwrap().expect("stored").url;
+    assert_eq!(found.fields.priority, third[600].priority, "the record written by the fallback");
+    let resend = store.upsert(&batch(1200, 2400)).await.unwrap().counts;
+    assert_eq!(resend, UpsertCounts { received: 1200, created: 0, updated: 0, unchanged: 1200 });
+    let urls = all_urls(&*store).await;
+    assert_eq!(urls.len(), 3600);
+    assert_eq!(urls.iter().map(|u| &u.loc).collect::<BTreeSet<_>>().len(), 3600, "one record a loc");
+    assert_consistent(&*store, 50_000, 52_428_800).await;
+}
+
 /// A batch mixing new records with stored ones (changed and unchanged): the stored keep their ids and pages, the new
 /// get ids after every stored one, in the order of the request, and the page streams them in that order.
 async fn a_batch_mixing_new_and_stored_records_keeps_request_order(b: Backend) {
@@ -658,6 +692,7 @@ both_backends!(
     identical_resend_changes_nothing,
     awkward_and_long_values_are_stored_exactly_in_request_order,
     a_batch_mixing_new_and_stored_records_keeps_request_order,
+    a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_is_stored,
     byte_limits_hold_for_urls_of_any_length,
     an_entry_that_outgrows_its_page_moves_and_the_limits_hold,
     concurrent_writers_keep_every_invariant,
