@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Issue 13, item 6: one run at the protocol's scale on Postgres (~35 min at 100M on 2 cores; ~30 GB of disk).
+# Issue 13, item 6: one run at the protocol's scale on Postgres (~45 min at 100M on 2 cores; ~45 GB of disk). Tune
+# Postgres as for production first (a 128 MB shared_buffers and a 1 GB max_wal_size make any random-key unique
+# index decline as it grows): the run in BENCHMARKS.md had shared_buffers=4GB, max_wal_size=8GB,
+# checkpoint_timeout=15min, wal_compression=lz4.
 #
 #   bench/scale.sh                              # 100,000,000 URLs: 2,000 full pages
 #   BENCH_SCALE_ROWS=2000000 bench/scale.sh     # the same steps, small (a check of the script)
@@ -47,6 +50,9 @@ rss() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 log "building sitemapd and the data-set generator (release)"
 cargo build --release --locked --bin sitemapd --example dataset
 echo "commit=$(git rev-parse --short HEAD)$(git diff --quiet || echo -dirty) date=$(date -u +%FT%TZ) rows=$ROWS" >"$OUT/scale.txt"
+say "postgres $(psql -Atq -h 127.0.0.1 -U postgres -d postgres -F ' ' -c "SELECT string_agg(name || '=' || setting ||
+  coalesce(unit, ''), ' ') FROM pg_settings WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout',
+  'wal_compression', 'synchronous_commit')")"
 psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
 start
 
