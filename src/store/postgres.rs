@@ -19,13 +19,13 @@ use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use crate::page::{Limits, PageState, StoredUrl};
 use crate::placement::{NewUrl, UpsertCounts};
 
-/// A page's entries in page order. The row-value range (rather than `site_id = $1 AND page_id = $2 ORDER BY id`) leaves the planner
-/// no path through the primary key, which with few pages it would take and then filter every URL in the table; with
-/// [`PAGE_PLANNER_SETTINGS`] the only plan left is an ordered scan of `urls_site_page_id`, streaming from its first
-/// row: O(page) at any depth, no sort. A test pins the plan.
+/// A page's entries in page order: an ordered scan of `urls_site_page_id` from the page's first row to its last, O(page)
+/// at any depth, no sort (with [`PAGE_PLANNER_SETTINGS`]; a test pins the plan, even on a table without
+/// statistics). Equalities, not a row-value range: Postgres 15 stops a btree scan at a row comparison's upper bound
+/// only when its first column decides, so `(site_id, page_id, id) < ($1, $2 + 1, 0)` scanned the index from the
+/// page to the site's last row. At 100 million URLs that made page 1's cold read 2.6 s against page 2,000's 0.15 s.
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority, ext FROM urls \
-     WHERE (site_id, page_id, id) > ($1, $2, 0) AND (site_id, page_id, id) < ($1, $2 + 1, 0) \
-     ORDER BY site_id, page_id, id";
+     WHERE site_id = $1 AND page_id = $2 ORDER BY site_id, page_id, id";
 
 /// Planner settings for the page's read-only transaction: no bitmap scan, no sort (both would collect the page
 /// before the first row goes out).

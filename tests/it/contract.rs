@@ -617,7 +617,8 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
         Backend::Sqlite => plan_of(b, &app.db.url, sitemapd::store::sqlite::PAGE_ENTRIES_SQL, &[1, 3], None).await,
     };
     assert!(text.contains("urls_site_page_id"), "{text}");
-    for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
+    // A row comparison's upper bound does not stop a Postgres 15 btree scan: it would read on to the site's end.
+    for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey", "ROW("] {
         assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
     }
 }
