@@ -178,8 +178,8 @@ pub(crate) async fn upsert<DB: Writes>(
 }
 
 /// Upserts `entries` through the transactions `begin` gives, planning a large batch as new records without a
-/// lookup when the large batch before was all new (a bulk load of new records: the lookup was a third of
-/// Postgres's work per row), and with a lookup otherwise, or when one of its locs was stored after all (then
+/// lookup when the large batch before was all new (a bulk load of new records, where the lookup finds nothing and
+/// costs the database an index search per row), and with a lookup otherwise, or when one of its locs was stored after all (then
 /// planned again, in a new transaction). Either way the records, pages and counts are those the lookup gives.
 pub(crate) async fn upsert_guessing<DB: Writes, F, Fut>(
     guess: &Guess,
