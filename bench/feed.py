@@ -55,7 +55,7 @@ def main():
         rss = rss_kib(a.pid) if a.pid else None
         peak_rss = max(peak_rss, rss or 0)
         line = {"rows": n, "secs": round(now - start, 1),
-                "rows_per_s": round((n - last_n) / (now - last_t)) if now > last_t else None,
+                "rows_per_s": round((n - last_n) / (now - last_t)) if now > last_t and n > last_n else None,
                 "overall_rows_per_s": round(n / (now - start)) if now > start else None,
                 "rss_kib": rss, "db_bytes": db_bytes(a.db) if a.db else None}
         if final:

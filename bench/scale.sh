@@ -50,9 +50,9 @@ rss() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 log "building sitemapd and the data-set generator (release)"
 cargo build --release --locked --bin sitemapd --example dataset
 echo "commit=$(git rev-parse --short HEAD)$(git diff --quiet || echo -dirty) date=$(date -u +%FT%TZ) rows=$ROWS" >"$OUT/scale.txt"
-say "postgres $(psql -Atq -h 127.0.0.1 -U postgres -d postgres -F ' ' -c "SELECT string_agg(name || '=' || setting ||
-  coalesce(unit, ''), ' ') FROM pg_settings WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout',
-  'wal_compression', 'synchronous_commit')")"
+say "postgres $(psql -Atq -h 127.0.0.1 -U postgres -d postgres -c "SELECT string_agg(name || '=' ||
+  current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('shared_buffers', 'max_wal_size',
+  'checkpoint_timeout', 'wal_compression', 'synchronous_commit')")"
 psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
 start
 
