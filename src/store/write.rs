@@ -177,10 +177,11 @@ pub(crate) async fn upsert<DB: Writes>(
     Ok(written)
 }
 
-/// Upserts `entries` through the transactions `begin` gives, planning a large batch as new records without a
+/// Upserts `entries` through the transactions `begin` gives. A large batch is planned as new records without a
 /// lookup when the large batch before was all new (a bulk load of new records, where the lookup finds nothing and
-/// costs the database an index search per row), and with a lookup otherwise, or when one of its locs was stored after all (then
-/// planned again, in a new transaction). Either way the records, pages and counts are those the lookup gives.
+/// costs the database an index search per row); otherwise with a lookup, and so is a guessed batch one of whose
+/// locs was stored after all (again, in a new transaction). Either way the records, pages and counts are those the
+/// lookup gives.
 pub(crate) async fn upsert_guessing<DB: Writes, F, Fut>(
     guess: &Guess,
     begin: F,
