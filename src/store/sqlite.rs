@@ -126,6 +126,13 @@ impl SqliteStore {
         self.notify.get().unwrap_or(&NONE)
     }
 
+    /// A write transaction on the writer connection, holding SQLite's write lock from its start; the caller holds
+    /// [`Self::lock_writer`]. Refused when the database file was deleted or replaced ([`Self::check_file`]).
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.check_file()?;
+        Ok(self.write_pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     async fn lock_writer(&self) -> Result<tokio::sync::MutexGuard<'_, ()>> {
         tokio::time::timeout(self.lock_timeout, self.writer.lock())
             .await
@@ -283,10 +290,7 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         let sites = Backend::sites(self);
-        let begin = || async {
-            self.check_file()?;
-            Ok(self.write_pool.begin_with("BEGIN IMMEDIATE").await?)
-        };
+        let begin = || self.begin_write();
         write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify()).await
     }
 
@@ -296,8 +300,7 @@ impl Store for SqliteStore {
             return Ok(Written::default());
         }
         let _writer = self.lock_writer().await?;
-        self.check_file()?;
-        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
+        let tx = self.begin_write().await?;
         write::delete(tx, &locs, self.notify()).await
     }
 
@@ -305,8 +308,7 @@ impl Store for SqliteStore {
     // rather than meet them in SQLite's busy handler.
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
         let _writer = self.lock_writer().await?;
-        self.check_file()?;
-        let mut tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         let claim = outbox::sqlite_claim(&mut tx, site, limit, lease).await?;
         tx.commit().await?;
         Ok(claim)
@@ -314,8 +316,7 @@ impl Store for SqliteStore {
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
         let _writer = self.lock_writer().await?;
-        self.check_file()?;
-        let mut tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         let settled = outbox::sqlite_settle(&mut tx, claim, settle).await?;
         tx.commit().await?;
         Ok(settled)
