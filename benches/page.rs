@@ -12,7 +12,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use futures_util::TryStreamExt;
 use sitemapd::domain::ext::Namespaces;
 use sitemapd::domain::{Entry, PublicUrl};
-use sitemapd::page::{Limits, PageState};
+use sitemapd::page::{Fields, Limits, PageState, StoredUrl, url_size};
 use sitemapd::placement::plan_upsert;
 use sitemapd::sitemap::stream::{gzip_blocks, gzip_collect, urlset};
 use sitemapd::store::{EntryStream, PageEntry};
@@ -114,6 +114,31 @@ fn planning(c: &mut Criterion) {
             || pages.clone(),
             |pages| plan_upsert(&entries, Vec::new(), pages, limits, 2).unwrap(),
             BatchSize::SmallInput,
+        );
+    });
+    // An identical re-send: a batch of the NDJSON default's size, every record stored as it is sent.
+    let entries: Vec<Entry> = dataset::records(ORIGIN, 10_000, 7)
+        .map(|r| Entry::from_json(serde_json::from_str(&r.to_json()).unwrap(), &public).unwrap())
+        .collect();
+    let stored: Vec<StoredUrl> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let fields = Fields::from(e);
+            let size = url_size(e.loc.as_str(), &fields);
+            StoredUrl { id: i as i64 + 1, loc: e.loc.as_str().to_owned(), page_id: 201, fields, size }
+        })
+        .rev()
+        .collect();
+    c.bench_function("plan 10,000 unchanged URLs (an identical re-send)", |b| {
+        b.iter_batched(
+            || (stored.clone(), pages.clone()),
+            |(stored, pages)| {
+                let plan = plan_upsert(&entries, stored, pages, limits, 2).unwrap();
+                assert_eq!(plan.counts.unchanged, 10_000);
+                plan
+            },
+            BatchSize::LargeInput,
         );
     });
 }

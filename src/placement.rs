@@ -204,35 +204,53 @@ pub fn plan_upsert(
     now_us: i64,
 ) -> Result<UpsertPlan, PlanError> {
     let mut counts = UpsertCounts { received: entries.len() as u64, ..Default::default() };
-    let mut stored: HashMap<String, StoredUrl> = existing.into_iter().map(|u| (u.loc.clone(), u)).collect();
-    // The last value of each loc, and the order in which locs first appear.
-    let mut latest: HashMap<&str, Fields> = HashMap::with_capacity(entries.len());
+    // The position of each loc's last entry, and the order in which locs first appear. The maps hold positions,
+    // not records: a batch's maps then stay small enough for the CPU's caches, and no loc is copied.
+    let mut last: HashMap<&str, usize> = HashMap::with_capacity(entries.len());
     let mut order: Vec<&str> = Vec::with_capacity(entries.len());
-    for entry in entries {
+    for (i, entry) in entries.iter().enumerate() {
         let loc = entry.loc.as_str();
-        if latest.insert(loc, Fields::from(entry)).is_none() {
+        if last.insert(loc, i).is_none() {
             order.push(loc);
         } else {
             // An earlier duplicate is superseded: it has no effect on the store.
             counts.unchanged += 1;
         }
     }
+    // Each stored record by the loc of its entry (the lookup found it by one of them).
+    let mut stored: HashMap<&str, usize> = HashMap::with_capacity(existing.len());
+    for (j, url) in existing.iter().enumerate() {
+        if let Some((&loc, _)) = last.get_key_value(url.loc.as_str()) {
+            stored.insert(loc, j);
+        }
+    }
+    let mut existing: Vec<Option<StoredUrl>> = existing.into_iter().map(Some).collect();
 
     let mut book = Book::new(pages, limits);
     let mut plan = UpsertPlan::default();
     for loc in order {
-        let fields = latest.remove(loc).expect("every ordered loc has a latest value");
+        let entry = &entries[last[loc]];
+        let old = stored.get(loc).and_then(|&j| existing[j].take());
+        if let Some(old) = &old
+            && old.fields.are_of(entry)
+        {
+            // Its size is the one stored (the same loc and fields; a size counted wrong by an earlier version is
+            // repaired at migration), not counted again: the counting would be most of an identical re-send's cost.
+            limits.check_entry(old.size).map_err(|e| PlanError::TooLarge(loc.to_owned(), e))?;
+            counts.unchanged += 1;
+            continue;
+        }
+        let fields = Fields::from(entry);
         let size = url_size(loc, &fields);
         limits.check_entry(size).map_err(|e| PlanError::TooLarge(loc.to_owned(), e))?;
         let ns = fields.namespaces();
-        match stored.remove(loc) {
+        match old {
             None => {
                 counts.created += 1;
                 plan.news_changed |= fields.news().is_some();
                 let page_id = book.place(size, ns)?;
                 plan.inserts.push(NewUrl { loc: loc.to_owned(), page_id, fields, size });
             }
-            Some(old) if old.fields == fields => counts.unchanged += 1,
             // Only its news changed, which its page does not show: the page keeps its bytes, version and time.
             Some(old) if old.fields.same_in_page(&fields) => {
                 counts.updated += 1;

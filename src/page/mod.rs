@@ -205,6 +205,16 @@ impl Fields {
     }
 }
 
+impl Fields {
+    /// Whether these are `e`'s fields: `*self == Fields::from(e)`, without making them.
+    pub fn are_of(&self, e: &Entry) -> bool {
+        self.lastmod.as_deref() == e.lastmod.as_ref().map(LastMod::as_str)
+            && self.changefreq.as_deref() == e.changefreq.map(ChangeFreq::as_str)
+            && self.priority == e.priority
+            && self.ext == e.ext
+    }
+}
+
 impl From<&Entry> for Fields {
     fn from(e: &Entry) -> Self {
         Self {
@@ -241,4 +251,38 @@ pub fn entry_fits(entry: &Entry, limits: Limits) -> Result<(), crate::domain::Fi
 /// The bytes of the `<url>` element a record renders to: what a page's `byte_size` counts.
 pub fn url_size(loc: &str, f: &Fields) -> i64 {
     url_len(loc, f) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::PublicUrl;
+
+    fn entry(value: serde_json::Value) -> Entry {
+        Entry::from_json(value, &PublicUrl::parse("https://x.test").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn fields_are_of_the_entry_they_are_made_from_and_of_no_other() {
+        let image = serde_json::json!({"loc": "https://x.test/a.png"});
+        let entries = [
+            entry(serde_json::json!({"loc": "https://x.test/a"})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "lastmod": "2024-05-01"})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "lastmod": "2024-05-02"})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "changefreq": "daily"})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "changefreq": "weekly"})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "priority": 0.5})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "priority": 0.6})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "images": [image]})),
+            entry(serde_json::json!({"loc": "https://x.test/a", "lastmod": "2024-05-01", "changefreq": "daily",
+                "priority": 0.5, "images": [image]})),
+        ];
+        for (i, a) in entries.iter().enumerate() {
+            for (j, b) in entries.iter().enumerate() {
+                let fields = Fields::from(a);
+                assert_eq!(fields.are_of(b), fields == Fields::from(b), "entries {i} and {j}");
+                assert_eq!(fields.are_of(b), i == j, "entries {i} and {j}");
+            }
+        }
+    }
 }

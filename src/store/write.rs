@@ -140,10 +140,15 @@ pub(crate) async fn upsert<DB: Writes>(
     };
     let groups = by_site(sites, entries)?;
     let mut written = Written::default();
-    // Records stored in a site other than the one their loc lies under leave it first.
-    let targets: BTreeMap<&str, i64> =
-        groups.iter().flat_map(|(site, entries)| entries.iter().map(move |e| (e.loc.as_str(), *site))).collect();
-    for (site, urls) in &mut existing {
+    // Records stored in a site other than the one their loc lies under leave it first. With one site written and
+    // every record found stored in it (one site configured, always), none can: the map is not made.
+    let one_site = matches!(&groups[..], [(only, _)] if existing.keys().all(|site| site == only));
+    let targets: BTreeMap<&str, i64> = if one_site {
+        BTreeMap::new()
+    } else {
+        groups.iter().flat_map(|(site, entries)| entries.iter().map(move |e| (e.loc.as_str(), *site))).collect()
+    };
+    for (site, urls) in existing.iter_mut().filter(|_| !one_site) {
         let (leaving, staying): (Vec<StoredUrl>, Vec<StoredUrl>) =
             std::mem::take(urls).into_iter().partition(|u| targets.get(u.loc.as_str()) != Some(site));
         *urls = staying;
