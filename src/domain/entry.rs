@@ -86,6 +86,21 @@ impl Priority {
 /// A decimal from 0 to `max` millionths with at most six decimal places, as an integer count of millionths: the
 /// decimal it was given, exactly (`0.8` is 800,000), so that it renders as given and round-trips through storage.
 pub(super) fn millionths(value: f64, max: u32) -> Result<u32, String> {
+    // Most values are in range with at most six decimal places: then the nearest whole number of millionths, k, is
+    // the one, exactly when k / 10^6 reads back as the value (IEEE division is correctly rounded, so `k / 1e6` is
+    // the f64 that the decimal k·10⁻⁶ reads as; two such decimals 10⁻⁶ apart never read as one f64 here). Anything
+    // else takes the decimal way below, which also words the error.
+    if (0.0..=f64::from(max) / 1e6).contains(&value) {
+        let k = (value * 1e6).round();
+        if k / 1e6 == value && k <= f64::from(max) {
+            return Ok(k as u32);
+        }
+    }
+    decimal_millionths(value, max)
+}
+
+/// [`millionths`] by the shortest decimal that reads back as `value` (Rust's `Display` for f64).
+fn decimal_millionths(value: f64, max: u32) -> Result<u32, String> {
     let range = || format!("outside 0.0 to {}", render_millionths(max));
     if !(0.0..=f64::from(max) / 1e6).contains(&value) {
         return Err(format!("{value} is {}", range()));
@@ -385,6 +400,7 @@ impl Entry {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
@@ -517,6 +533,19 @@ mod tests {
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
             assert_eq!(Entry::from_json(value, &public()), Entry::from_input(input(text), &public()), "{text}");
+        }
+    }
+
+    proptest! {
+        /// The quick way gives what the decimal way gives: for every whole number of millionths, the f64s next to
+        /// it, and any f64 at all.
+        #[test]
+        fn millionths_the_quick_way_is_the_decimal_way(k in 0u32..=5_000_001, ulps in -2i64..=2, any in any::<f64>(),
+                                                        max in prop::sample::select(vec![1_000_000u32, 5_000_000])) {
+            let near = f64::from_bits((f64::from(k) / 1e6).to_bits().wrapping_add_signed(ulps));
+            for value in [near, any, -near, f64::from(k) / 1e6 * 10.0] {
+                prop_assert_eq!(millionths(value, max), decimal_millionths(value, max), "{}", value);
+            }
         }
     }
 }
