@@ -160,8 +160,14 @@ target/release/examples/dataset --rows 1000000 --seed 7 |
   python3 bench/load.py --base http://127.0.0.1:18080 --token "$TOKEN" --batch 5000 >"$OUT/rw-load.json" &
 loader=$!
 sleep 3
+# The machine's CPU while the reads run beside the load (run queue, idle): what the p99s wait for.
+vmstat 1 20 >"$OUT/rw-vmstat.txt" &
+vmstat=$!
 say "rw load 304 $(wrk_at 16 -H "If-None-Match: $etag" "$page")"
 say "rw load page $(wrk_at 16 "$page")"
+wait "$vmstat"
+say "rw load cpu $(awk 'NR > 3 {r += $1; id += $15; n++} END {printf "run_queue=%.1f idle_pct=%.0f", r / n, id / n}' \
+  "$OUT/rw-vmstat.txt")"
 wait "$loader"
 say "rw loader $(cat "$OUT/rw-load.json")"
 stop main
