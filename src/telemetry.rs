@@ -29,6 +29,7 @@ pub const PRERENDERS: &str = "sitemapd_sitemap_prerenders_total";
 pub const REPLICA_FALLBACKS: &str = "sitemapd_read_replica_fallbacks_total";
 pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
 pub const WRITE_GUESSES: &str = "sitemapd_write_guesses_total";
+pub const WRITE_LOOKUPS_SHARED: &str = "sitemapd_write_lookups_shared_total";
 pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
 pub const INDEXNOW_QUEUED: &str = "sitemapd_indexnow_queued_total";
 pub const INDEXNOW_SENT: &str = "sitemapd_indexnow_sent_total";
@@ -97,6 +98,11 @@ fn describe() {
         WRITE_GUESSES,
         "Large write batches planned as new records without a lookup, by outcome (new; stored: planned again)"
     );
+    describe_counter!(
+        WRITE_LOOKUPS_SHARED,
+        "Large write batches looked up in two halves at once, the second on an idle connection (Postgres), by \
+         outcome (shared; retried: that half failed there and was looked up in the write)"
+    );
     describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
     describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
     describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
@@ -129,6 +135,11 @@ pub fn prerender(outcome: &'static str, n: u64) {
 /// was stored: planned again after a lookup).
 pub fn write_guess(outcome: &'static str) {
     counter!(WRITE_GUESSES, "outcome" => outcome).increment(1);
+}
+
+/// A write batch's lookup was shared with a second connection (`outcome`: `shared`, or `retried` in the write).
+pub fn write_lookup_shared(outcome: &'static str) {
+    counter!(WRITE_LOOKUPS_SHARED, "outcome" => outcome).increment(1);
 }
 
 /// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).

@@ -39,8 +39,24 @@ pub const PAGE_PLANNER_SETTINGS: &str =
 pub const WRITE_SETTINGS_AND_NOW: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, \
      set_config('enable_seqscan', 'off', true)";
 
+/// The planner setting of [`WRITE_SETTINGS_AND_NOW`] alone, for a lookup in a transaction of its own.
+pub const LOOKUP_SETTINGS: &str = "SELECT set_config('enable_seqscan', 'off', true)";
+
 /// The stored rows of a batch's locs (under [`WRITE_SETTINGS_AND_NOW`]).
 pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)");
+
+/// The fewest locs whose lookup is shared with a second connection ([`Writes::lookup_shared`]): below that, the
+/// statements the second connection adds cost more than they save.
+pub const SHARED_LOOKUP: usize = 2_000;
+
+/// [`Writes::lookup`] on `conn` in a read-only transaction of its own, with the write's planner settings.
+async fn lookup_in_own_transaction(conn: &mut PgConnection, locs: &[&str]) -> Result<Vec<SiteUrl>> {
+    let mut tx = sqlx::Connection::begin(conn).await?;
+    sqlx::query(LOOKUP_SETTINGS).execute(&mut *tx).await?;
+    let found = <sqlx::Postgres as Writes>::lookup(&mut tx, locs).await?;
+    tx.commit().await?;
+    Ok(found)
+}
 
 /// How often the read replica is probed (`SELECT 1`, within the same time) while it is not in use after a failure.
 pub const REPLICA_PROBE: Duration = Duration::from_secs(2);
@@ -191,6 +207,31 @@ impl Writes for sqlx::Postgres {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
+    /// A batch of [`SHARED_LOOKUP`] locs or more is looked up in two halves at once, the second on an idle
+    /// connection of the primary's pool (never the read replica's: it may lag), when one is idle. The lookup is an
+    /// index search per loc, which keeps one backend busy: so two use the database's cores while the write lock
+    /// is held, and an identical re-send, which is all lookup, takes about half as long. If the second half fails
+    /// there (a connection that died idle), it is looked up again in the transaction.
+    async fn lookup_shared(conn: &mut PgConnection, pool: Option<&PgPool>, locs: &[&str]) -> Result<Vec<SiteUrl>> {
+        let idle = pool.filter(|_| locs.len() >= SHARED_LOOKUP).and_then(PgPool::try_acquire);
+        let Some(mut other) = idle else { return Self::lookup(conn, locs).await };
+        let (mine, theirs) = locs.split_at(locs.len() / 2);
+        let (found, helped) = tokio::join!(Self::lookup(conn, mine), lookup_in_own_transaction(&mut other, theirs));
+        let mut found = found?;
+        match helped {
+            Ok(rows) => {
+                crate::telemetry::write_lookup_shared("shared");
+                found.extend(rows);
+            }
+            Err(e) => {
+                crate::telemetry::write_lookup_shared("retried");
+                tracing::debug!(error = %e, "half a lookup failed on a second connection: looked up in the write");
+                found.extend(Self::lookup(conn, theirs).await?);
+            }
+        }
+        Ok(found)
+    }
+
     async fn write_pages(conn: &mut PgConnection, site: i64, pages: &[PageState]) -> Result<()> {
         if pages.is_empty() {
             return Ok(());
@@ -315,7 +356,8 @@ impl Store for PgStore {
         }
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
-        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify()).await
+        let pool = Some(&self.pool);
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify(), pool).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

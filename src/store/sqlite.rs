@@ -291,7 +291,7 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
-        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify()).await
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify(), None).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

@@ -34,6 +34,17 @@ pub(crate) trait Writes: Sql {
     fn now(conn: &mut Self::Connection) -> impl Future<Output = Result<i64>> + Send;
     /// The stored records of `locs`, in whichever site they are stored.
     fn lookup(conn: &mut Self::Connection, locs: &[&str]) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send;
+    /// [`Writes::lookup`] for an upsert in `conn`'s transaction, which holds the write lock: a backend may share a
+    /// large one with an idle connection of `pool` (the same database), which then sees what the transaction sees,
+    /// since no writer commits while the lock is held and the transaction has written nothing yet.
+    fn lookup_shared(
+        conn: &mut Self::Connection,
+        pool: Option<&sqlx::Pool<Self>>,
+        locs: &[&str],
+    ) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send {
+        let _ = pool;
+        Self::lookup(conn, locs)
+    }
     /// Inserts or replaces the bookkeeping of `site`'s `pages`.
     fn write_pages(
         conn: &mut Self::Connection,
@@ -103,9 +114,9 @@ async fn write_changes<DB: Writes>(
 /// now lies under (the sites' public URLs were changed) moves: it is deleted from the old site and created in the
 /// new one, in the same transaction.
 ///
-/// Without `look_up`, nothing is looked up: the batch is planned as if none of its locs were stored, which is the
-/// plan a lookup that finds nothing gives. If one is stored after all, the unique index of locs stops the insert:
-/// the transaction is rolled back and the error returned ([`stored_after_all`]), and nothing was written.
+/// With [`Lookup::Skip`], nothing is looked up: the batch is planned as if none of its locs were stored, which is
+/// the plan a lookup that finds nothing gives. If one is stored after all, the unique index of locs stops the
+/// insert: the transaction is rolled back and the error returned ([`stored_after_all`]), and nothing was written.
 pub(crate) async fn upsert<DB: Writes>(
     mut tx: Transaction<'_, DB>,
     sites: &Sites,
@@ -113,13 +124,13 @@ pub(crate) async fn upsert<DB: Writes>(
     mode: Upsert,
     limits: Limits,
     notify: &BTreeSet<i64>,
-    look_up: bool,
+    lookup: Lookup<'_, DB>,
 ) -> Result<Written<UpsertCounts>> {
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
     let now = DB::now(&mut tx).await?;
     let mut existing: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
-    if look_up {
-        for found in DB::lookup(&mut tx, &locs).await? {
+    if let Lookup::Find(pool) = lookup {
+        for found in DB::lookup_shared(&mut tx, pool, &locs).await? {
             existing.entry(found.site).or_default().push(found.url);
         }
     }
@@ -168,7 +179,7 @@ pub(crate) async fn upsert<DB: Writes>(
         let plan = placement::plan_upsert(entries, stored, pages, limits, now)?;
         write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
         if let Err(e) = DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await {
-            if !look_up && stored_after_all(&e) {
+            if matches!(lookup, Lookup::Skip) && stored_after_all(&e) {
                 // Now, rather than when the transaction is dropped: the caller's next write waits for its lock.
                 tx.rollback().await?;
             }
@@ -194,6 +205,7 @@ pub(crate) async fn upsert_guessing<DB: Writes, F, Fut>(
     entries: &[Entry],
     (mode, limits): (Upsert, Limits),
     notify: &BTreeSet<i64>,
+    pool: Option<&sqlx::Pool<DB>>,
 ) -> Result<Written<UpsertCounts>>
 where
     F: Fn() -> Fut,
@@ -201,7 +213,7 @@ where
 {
     let large = entries.len() >= Guess::LARGE;
     if large && guess.all_new.load(Ordering::Relaxed) {
-        match upsert(begin().await?, sites, entries, mode, limits, notify, false).await {
+        match upsert(begin().await?, sites, entries, mode, limits, notify, Lookup::Skip).await {
             Err(e) if stored_after_all(&e) => {
                 crate::telemetry::write_guess("stored");
                 guess.all_new.store(false, Ordering::Relaxed);
@@ -214,11 +226,19 @@ where
             }
         }
     }
-    let written = upsert(begin().await?, sites, entries, mode, limits, notify, true).await?;
+    let written = upsert(begin().await?, sites, entries, mode, limits, notify, Lookup::Find(pool)).await?;
     if large {
         guess.all_new.store(written.counts.created == entries.len() as u64, Ordering::Relaxed);
     }
     Ok(written)
+}
+
+/// How an upsert learns what is stored for its locs.
+pub(crate) enum Lookup<'p, DB: sqlx::Database> {
+    /// It does not: the batch is planned as new records ([`upsert_guessing`]'s guess).
+    Skip,
+    /// By [`Writes::lookup_shared`], with this pool's idle connections if any.
+    Find(Option<&'p sqlx::Pool<DB>>),
 }
 
 /// Whether the last large batch an [`upsert_guessing`] wrote was all new records.

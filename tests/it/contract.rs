@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures_util::TryStreamExt;
 use sitemapd::domain::{Entry, LastMod, Loc, Priority, PublicUrl};
 use sitemapd::page::render::{ENVELOPE_RESERVE, url_len};
-use sitemapd::page::{PageState, StoredUrl};
+use sitemapd::page::{Fields, PageState, StoredUrl};
 use sitemapd::placement::UpsertCounts;
 use sitemapd::store::{DeleteCounts, Store};
 
@@ -431,6 +431,51 @@ async fn a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_
     assert_consistent(&*store, 50_000, 52_428_800).await;
 }
 
+/// A large batch's lookup (Postgres: in two halves at once, the second on an idle connection) finds every stored
+/// record in either half: changed, unchanged and new records are counted and written as one lookup gives them.
+async fn a_large_batch_is_looked_up_whole_in_either_half(b: Backend) {
+    use crate::observability::sum;
+    let Some((app, store)) = store(b, &[]).await else { return };
+    let shared = |samples: &[crate::observability::Sample]| {
+        sum(samples, "sitemapd_write_lookups_shared_total", &[("outcome", "shared")])
+    };
+    let paths = |range: std::ops::Range<usize>| range.map(|i| format!("half-{i:05}")).collect::<Vec<_>>();
+    // Stored in small batches, each looked up in the write alone.
+    for chunk in paths(0..3000).chunks(500) {
+        store.upsert(&entries(chunk.iter().cloned())).await.unwrap();
+    }
+    // Idle connections to share with: several reads at once open them.
+    let probes: Vec<Loc> = paths(0..8).iter().map(|p| loc(p)).collect();
+    futures_util::future::join_all(probes.iter().map(|l| store.find(l))).await;
+    let before = app.scrape().await;
+    // 3,000 stored (every 7th changed, in both halves) and 1,000 new, interleaved.
+    let mut batch = Vec::new();
+    for (i, path) in paths(0..4000).into_iter().enumerate() {
+        let mut e = entry(&path);
+        if i < 3000 && i % 7 == 0 {
+            e.priority = Some(Priority::new(0.2).unwrap());
+        }
+        batch.push(e);
+    }
+    batch.swap(10, 3990);
+    batch.swap(1990, 3010);
+    let counts = store.upsert(&batch).await.unwrap().counts;
+    assert_eq!(counts, UpsertCounts { received: 4000, created: 1000, updated: 429, unchanged: 2571 });
+    if b == Backend::Postgres {
+        assert!(shared(&app.scrape().await) > shared(&before), "the lookup was shared with a second connection");
+    }
+    for i in [0, 1, 7, 1995, 1990, 2002, 2999, 3000, 3010, 3990, 3999] {
+        let path = format!("half-{i:05}");
+        let found = store.find(&loc(&path)).await.unwrap().expect("stored").url;
+        let sent = batch.iter().find(|e| e.loc == loc(&path)).expect("sent");
+        assert_eq!(found.fields, Fields::from(sent), "{path}");
+    }
+    let again = store.upsert(&batch).await.unwrap().counts;
+    assert_eq!(again, UpsertCounts { received: 4000, created: 0, updated: 0, unchanged: 4000 });
+    assert_eq!(all_urls(&*store).await.len(), 4000);
+    assert_consistent(&*store, 50_000, 52_428_800).await;
+}
+
 /// A batch mixing new records with stored ones (changed and unchanged): the stored keep their ids and pages, the new
 /// get ids after every stored one, in the order of the request, and the page streams them in that order.
 async fn a_batch_mixing_new_and_stored_records_keeps_request_order(b: Backend) {
@@ -694,6 +739,7 @@ both_backends!(
     awkward_and_long_values_are_stored_exactly_in_request_order,
     a_batch_mixing_new_and_stored_records_keeps_request_order,
     a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_is_stored,
+    a_large_batch_is_looked_up_whole_in_either_half,
     byte_limits_hold_for_urls_of_any_length,
     an_entry_that_outgrows_its_page_moves_and_the_limits_hold,
     concurrent_writers_keep_every_invariant,
