@@ -201,6 +201,10 @@ impl Problems {
 /// NDJSON is streamed and committed in batches of at most `ndjson_batch` entries and `max_json_bytes` of lines (a
 /// batch of large entries holds no more than one JSON body may). At the first bad line it stops: everything before
 /// that line is committed, nothing from it on, and the error says which line and how much was stored.
+///
+/// Lines are parsed in chunks of [`PARSE_CHUNK_LINES`] lines, each in a task of its own, so that a request's lines are
+/// parsed on every core; the chunks' results are taken in order, so the batches, and the first bad line, are those
+/// that parsing line by line gives. At most two chunks are parsed ahead of the one being taken.
 async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<Response, ApiError> {
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The limit counts a line without its terminator; the codec counts a `\r` before `\n` (it strips it after),
@@ -209,49 +213,86 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     let mut lines = FramedRead::new(reader, codec);
     let mut ingest =
         Ingest { state, batch: Vec::new(), batch_bytes: 0, committing: None, totals: UpsertCounts::default() };
+    let mut parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>> = Default::default();
+    let mut chunk: Vec<(u64, String)> = Vec::new();
+    let mut chunk_bytes = 0;
     let mut line_no: u64 = 0;
     while let Some(next) = lines.next().await {
         line_no += 1;
-        let line = match next {
-            Ok(line) if line.len() <= state.config.max_line_bytes => line,
+        let unreadable = match next {
+            Ok(line) if line.len() <= state.config.max_line_bytes => {
+                chunk_bytes += line.len();
+                chunk.push((line_no, line));
+                if chunk.len() >= PARSE_CHUNK_LINES || chunk_bytes >= PARSE_CHUNK_BYTES {
+                    let (state, access, lines) = (state.clone(), access.clone(), std::mem::take(&mut chunk));
+                    chunk_bytes = 0;
+                    parsing.push_back(AbortOnDropHandle::new(tokio::spawn(async move {
+                        lines.into_iter().map(|(n, line)| parse_line(&state, &access, n, &line)).collect()
+                    })));
+                    if parsing.len() > 2 {
+                        let parsed = parsed(parsing.pop_front().expect("more than two chunks")).await?;
+                        if let Err((error, at)) = ingest.take(parsed).await? {
+                            return Err(ingest.stop(error, at).await);
+                        }
+                    }
+                }
+                continue;
+            }
             Ok(_) | Err(LinesCodecError::MaxLineLengthExceeded) => {
                 let message = format!("line {line_no} is longer than {} bytes", state.config.max_line_bytes);
-                return Err(ingest.stop(ApiError::too_large(message), line_no).await);
+                ApiError::too_large(message)
             }
             Err(LinesCodecError::Io(e)) if e.kind() == io::ErrorKind::InvalidData => {
-                let message = format!("line {line_no} is not valid UTF-8");
-                return Err(ingest.stop(ApiError::bad_request(message), line_no).await);
+                ApiError::bad_request(format!("line {line_no} is not valid UTF-8"))
             }
-            Err(LinesCodecError::Io(_)) => {
-                let error = ApiError::bad_request("could not read the request body");
-                return Err(ingest.stop(error, line_no).await);
-            }
+            Err(LinesCodecError::Io(_)) => ApiError::bad_request("could not read the request body"),
         };
-        let parsed = parse_ndjson_line(&line, line_no, &*state.sites).and_then(|entry| match entry {
-            Some(entry) => match entry_fits(&entry, state.config.limits()) {
-                Ok(()) => authorize(state, access, [&entry.loc]).map(|()| Some(entry)).map_err(|e| {
-                    e.with(
-                        "details",
-                        [json!({"line": line_no, "field": "loc", "message": "not in a site this token may reach"})],
-                    )
-                }),
-                Err(e) => Err(ApiError::invalid(format!("line {line_no} is too large for a page"))
-                    .with("details", [detail("line", line_no, &e)])),
-            },
-            None => Ok(None),
-        });
-        match parsed {
-            Ok(Some(entry)) => ingest.batch.push(entry),
-            Ok(None) => continue,
-            Err(error) => return Err(ingest.stop(error, line_no).await),
-        }
-        ingest.batch_bytes += line.len();
-        if ingest.batch.len() >= state.config.ndjson_batch || ingest.batch_bytes >= state.config.max_json_bytes {
-            ingest.commit_behind().await?;
-        }
+        // The lines before this one come first: one of them may be the first bad line.
+        let (error, at) = match ingest.take_all(parsing, chunk, access).await? {
+            Err(earlier) => earlier,
+            Ok(()) => (unreadable, line_no),
+        };
+        return Err(ingest.stop(error, at).await);
+    }
+    if let Err((error, at)) = ingest.take_all(parsing, chunk, access).await? {
+        return Err(ingest.stop(error, at).await);
     }
     ingest.commit().await?;
     Ok(Json(ingest.totals).into_response())
+}
+
+/// Lines parsed in one task: a request's lines are parsed this many at a time (or fewer, up to the line that
+/// reaches [`PARSE_CHUNK_BYTES`]), on every core. Three chunks are held at most: about a megabyte of lines.
+const PARSE_CHUNK_LINES: usize = 1_000;
+const PARSE_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The lines a chunk's task parsed.
+async fn parsed(task: AbortOnDropHandle<Vec<ParsedLine>>) -> Result<Vec<ParsedLine>, ApiError> {
+    task.await.map_err(|e| {
+        tracing::error!(error = %e, "an NDJSON chunk's parse task failed");
+        ApiError::internal()
+    })
+}
+
+/// One NDJSON line parsed: its number, its length, and its entry (`None` when blank) or why it is refused.
+type ParsedLine = (u64, usize, Result<Option<Entry>, ApiError>);
+
+/// One NDJSON line as an entry `access` may write that fits in a page.
+fn parse_line(state: &AppState, access: &Access, line_no: u64, line: &str) -> ParsedLine {
+    let parsed = parse_ndjson_line(line, line_no, &*state.sites).and_then(|entry| match entry {
+        Some(entry) => match entry_fits(&entry, state.config.limits()) {
+            Ok(()) => authorize(state, access, [&entry.loc]).map(|()| Some(entry)).map_err(|e| {
+                e.with(
+                    "details",
+                    [json!({"line": line_no, "field": "loc", "message": "not in a site this token may reach"})],
+                )
+            }),
+            Err(e) => Err(ApiError::invalid(format!("line {line_no} is too large for a page"))
+                .with("details", [detail("line", line_no, &e)])),
+        },
+        None => Ok(None),
+    });
+    (line_no, line.len(), parsed)
 }
 
 /// One NDJSON line (without its newline): `None` when blank, else its entry, or the error naming the line (400 for
@@ -286,6 +327,40 @@ struct Ingest<'a> {
 }
 
 impl Ingest<'_> {
+    /// Adds a chunk's parsed lines to the batch, in order, committing each batch as it fills. At a bad line it
+    /// stops and gives its error and number; what comes before it is in the batch.
+    async fn take(&mut self, parsed: Vec<ParsedLine>) -> Result<Result<(), (ApiError, u64)>, ApiError> {
+        for (line_no, len, entry) in parsed {
+            match entry {
+                Ok(Some(entry)) => self.batch.push(entry),
+                Ok(None) => continue,
+                Err(error) => return Ok(Err((error, line_no))),
+            }
+            self.batch_bytes += len;
+            let config = &self.state.config;
+            if self.batch.len() >= config.ndjson_batch || self.batch_bytes >= config.max_json_bytes {
+                self.commit_behind().await?;
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// [`Ingest::take`] of every chunk being parsed, then of the `rest` of the lines, parsed here.
+    async fn take_all(
+        &mut self,
+        parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>>,
+        rest: Vec<(u64, String)>,
+        access: &Access,
+    ) -> Result<Result<(), (ApiError, u64)>, ApiError> {
+        for task in parsing {
+            if let Err(bad) = self.take(parsed(task).await?).await? {
+                return Ok(Err(bad));
+            }
+        }
+        let rest = rest.into_iter().map(|(n, line)| parse_line(self.state, access, n, &line)).collect();
+        self.take(rest).await
+    }
+
     /// Hands the full batch to a task that commits it, once the batch before it has committed.
     async fn commit_behind(&mut self) -> Result<(), ApiError> {
         self.settle().await?;

@@ -207,6 +207,38 @@ async fn ndjson_stops_at_the_first_bad_line_keeping_what_came_before(b: Backend)
     assert_eq!(r.json()["line"], 1);
 }
 
+/// A body of thousands of lines is parsed in chunks at once, and answered as if line by line: the first bad line is
+/// the one reported, however far the lines after it were read, and every line before it is committed.
+async fn a_long_ndjson_body_stops_at_its_first_bad_line_across_parse_chunks(b: Backend) {
+    let env = [("SITEMAPD_NDJSON_BATCH", "700"), ("SITEMAPD_MAX_LINE_BYTES", "4096")];
+    let Some(app) = TestApp::spawn(b, &env).await else { return };
+    let good = |i: usize| json!({"loc": loc(&format!("long-{i:05}"))}).to_string();
+    // A bad entry on line 2,345, bad JSON on line 2,900 and an overlong line on 4,000: line 2,345 is reported.
+    let mut lines: Vec<String> = (1..=4500).map(good).collect();
+    lines[2344] = json!({"loc": loc("long-bad"), "priority": 7}).to_string();
+    lines[2899] = "{\"loc\": oops".to_owned();
+    lines[3999] = json!({"loc": loc(&"x".repeat(5000))}).to_string();
+    let r = app.put_ndjson(&lines.join("\n")).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    let body = r.json();
+    assert_eq!((body["line"].clone(), body["committed"].clone()), (json!(2345), json!(2344)), "{body}");
+    assert_eq!(body["details"][0]["field"], "priority");
+    assert_eq!(app.find(&loc("long-02344")).await.status, StatusCode::OK, "the line before is stored");
+    assert_eq!(app.find(&loc("long-02346")).await.status, StatusCode::NOT_FOUND, "the line after is not");
+    // Without the bad entry, the bad JSON is first; without both, the overlong line; without any, every line.
+    lines[2344] = good(2345);
+    let r = app.put_ndjson(&lines.join("\n")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!((r.json()["line"].clone(), r.json()["committed"].clone()), (json!(2900), json!(2899)));
+    lines[2899] = good(2900);
+    let r = app.put_ndjson(&lines.join("\n")).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
+    assert_eq!((r.json()["line"].clone(), r.json()["committed"].clone()), (json!(4000), json!(3999)));
+    lines[3999] = good(4000);
+    let r = app.put_ndjson(&format!("{}\n", lines.join("\n"))).await;
+    assert_eq!(r.json(), json!({"received": 4500, "created": 501, "updated": 0, "unchanged": 3999}), "{}", r.text());
+}
+
 async fn an_overlong_ndjson_line_is_refused_by_number(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await else { return };
     let long = json!({"loc": loc(&"x".repeat(5000))}).to_string();
@@ -335,6 +367,7 @@ both_backends!(
     ndjson_streams_in_batches_and_reports_counts,
     an_ndjson_batch_closes_at_max_json_bytes_of_lines,
     ndjson_stops_at_the_first_bad_line_keeping_what_came_before,
+    a_long_ndjson_body_stops_at_its_first_bad_line_across_parse_chunks,
     an_overlong_ndjson_line_is_refused_by_number,
     the_line_limit_excludes_the_line_terminator,
     deletes_single_and_batch,
