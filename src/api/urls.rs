@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
@@ -217,7 +217,25 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     let mut chunk: Vec<(u64, String)> = Vec::new();
     let mut chunk_bytes = 0;
     let mut line_no: u64 = 0;
-    while let Some(next) = lines.next().await {
+    loop {
+        let next = match lines.next().now_or_never() {
+            Some(next) => next,
+            None if chunk.is_empty() && parsing.is_empty() => lines.next().await,
+            // The client pauses: what it sent is parsed and taken (each batch that fills is committed) before
+            // more arrives, as line by line, so that a client streaming slowly sees its batches committed.
+            None => match tokio::time::timeout(PARSE_IDLE_FLUSH, lines.next()).await {
+                Ok(next) => next,
+                Err(_paused) => {
+                    let (waiting, rest) = (std::mem::take(&mut parsing), std::mem::take(&mut chunk));
+                    chunk_bytes = 0;
+                    if let Err((error, at)) = ingest.take_all(waiting, rest, access).await? {
+                        return Err(ingest.stop(error, at).await);
+                    }
+                    lines.next().await
+                }
+            },
+        };
+        let Some(next) = next else { break };
         line_no += 1;
         let unreadable = match next {
             Ok(line) if line.len() <= state.config.max_line_bytes => {
@@ -265,6 +283,8 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
 /// reaches [`PARSE_CHUNK_BYTES`]), on every core. Three chunks are held at most: about a megabyte of lines.
 const PARSE_CHUNK_LINES: usize = 1_000;
 const PARSE_CHUNK_BYTES: usize = 256 * 1024;
+/// How long a client may pause before the lines it sent are parsed and taken without waiting for a full chunk.
+const PARSE_IDLE_FLUSH: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The lines a chunk's task parsed.
 async fn parsed(task: AbortOnDropHandle<Vec<ParsedLine>>) -> Result<Vec<ParsedLine>, ApiError> {
