@@ -671,6 +671,7 @@ impl Config {
             max_connections: self.db_max_connections,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
             notify_sites: self.indexnow_keys.iter().map(|(site, _)| site.to_owned()).collect(),
+            serving: true,
         }
     }
 }

@@ -164,6 +164,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     // The commands read what they have just written, or must see everything: the primary only.
     if !matches!(command, Command::Serve) {
         options.read_url = None;
+        options.serving = false;
     }
     match command {
         Command::Migrate => {
@@ -253,6 +254,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
     }
     let mut store_options = config.store_options();
     store_options.read_url = None;
+    store_options.serving = false;
     if no_indexnow {
         store_options.notify_sites.clear();
     }

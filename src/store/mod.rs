@@ -9,6 +9,7 @@ mod outbox;
 pub mod postgres;
 mod shared;
 pub mod sqlite;
+mod watch;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -292,6 +293,9 @@ pub struct StoreOptions {
     /// The sites whose changes are queued for notification (IndexNow), by name: writes to other sites queue
     /// nothing.
     pub notify_sites: BTreeSet<String>,
+    /// Whether this process serves the database (SQLite: it stamps the file and watches it, see `watch.rs`);
+    /// false for the CLI's commands, which share the file with a running server.
+    pub serving: bool,
 }
 
 /// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.

@@ -21,6 +21,7 @@ use tokio::sync::Mutex;
 
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
+use super::watch::{self, FileWatch, Trouble};
 use super::write::{self, Upsert, Writes};
 use super::{
     DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
@@ -54,8 +55,13 @@ pub struct SqliteStore {
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
     lock_timeout: Duration,
-    /// The database file as opened: its path and identity (device, inode).
-    file: Option<(std::path::PathBuf, u64, u64)>,
+    /// The database's files as opened ([`watch`]): `None` in memory.
+    watch: Option<Arc<FileWatch>>,
+    /// Serving: a connection held open for the process's life, so that no other connection's close is the last
+    /// one (the last checkpoints into the file and deletes the log); never closed when the file was overwritten.
+    sentinel: std::sync::Mutex<Option<SqliteConnection>>,
+    /// Serving: the task that looks at the files once a second.
+    watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
     /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
@@ -81,6 +87,17 @@ impl SqliteStore {
             .min_connections(0)
             .idle_timeout(WRITER_IDLE)
             .acquire_timeout(options.acquire_timeout)
+            // SQLite ends a transaction on its own when a statement or COMMIT fails for a full disk or an I/O
+            // error; sqlx then still counts it open, its ROLLBACK fails, and every later BEGIN on the connection
+            // would fail. Such a connection is replaced, not reused. The ping runs after the rollback sqlx queued
+            // on the connection when the transaction was dropped.
+            .after_release(|conn, _| {
+                Box::pin(async move {
+                    use sqlx::Connection;
+                    conn.ping().await?;
+                    Ok(!conn.is_in_transaction())
+                })
+            })
             .connect_lazy_with(
                 connect
                     .clone()
@@ -90,16 +107,27 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
-            .connect_with(connect)
+            .connect_with(connect.clone())
             .await?;
-        let file = file_identity(&path).map(|(dev, ino)| (path, dev, ino));
+        let mut watch = FileWatch::new(path);
+        let mut sentinel = None;
+        if let (true, Some(w)) = (options.serving, watch.as_mut()) {
+            sentinel = Some(serve_file(&connect, &write_pool, w).await?);
+        }
+        let watch = watch.map(Arc::new);
+        let watcher = match (&watch, &sentinel) {
+            (Some(w), Some(_)) => Some(tokio::spawn(watch_files(w.clone(), pool.clone()))),
+            _ => None,
+        };
         Ok(Self {
             pool,
             write_pool,
             limits: options.limits,
             writer: Mutex::new(()),
             lock_timeout: Duration::from_secs(5),
-            file,
+            watch,
+            sentinel: std::sync::Mutex::new(sentinel),
+            watcher: std::sync::Mutex::new(watcher),
             specs: options.sites.clone(),
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
@@ -108,16 +136,33 @@ impl SqliteStore {
         })
     }
 
-    /// Fails as unavailable when the database file was deleted (its directory removed) or replaced since it was
-    /// opened. The open connections would go on reading and writing the old, unlinked file: every write
-    /// acknowledged then would be lost at the next start. Checked by `/readyz` and before every write.
+    /// Fails as unavailable when the database file or its log was deleted or replaced since it was opened
+    /// ([`watch`]): the open connections would go on reading and writing the old, unlinked files, and every write
+    /// acknowledged then would be lost at the next start. Checked by `/readyz`, before every write, and once a
+    /// second while serving; what can be saved is saved when it is first found ([`rescue`]).
     fn check_file(&self) -> Result<()> {
-        let Some((path, dev, ino)) = &self.file else { return Ok(()) };
-        if file_identity(path) == Some((*dev, *ino)) {
-            return Ok(());
+        let Some(w) = &self.watch else { return Ok(()) };
+        match w.check() {
+            (None, _) => Ok(()),
+            (Some(trouble), first) => {
+                if first {
+                    tokio::spawn(rescue(w.clone(), self.pool.clone(), trouble));
+                }
+                Err(unavailable(trouble.message(w.path())))
+            }
         }
-        let message = format!("the database file {} was deleted or replaced; restart sitemapd", path.display());
-        Err(super::StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, message))))
+    }
+
+    /// Keeps whether a write failed for want of space (for `/readyz`), or succeeded.
+    fn noted<T>(&self, result: Result<T>) -> Result<T> {
+        if let Some(w) = &self.watch {
+            match &result {
+                Ok(_) => w.set_full(None),
+                Err(super::StoreError::Unavailable(e)) if watch::is_disk_full(e) => w.set_full(Some(e.to_string())),
+                Err(_) => {}
+            }
+        }
+        result
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -266,6 +311,13 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self) {
+        if let Some(watcher) = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            watcher.abort();
+        }
+        let _ = self.check_file();
+        if let Some(w) = self.watch.as_ref().filter(|w| w.found() == Some(Trouble::DbOverwritten)) {
+            return self.close_overwritten(w).await;
+        }
         // Copies the WAL into the database file and empties it, so that the file alone holds everything (a copy
         // of `sitemapd.db` without its `-wal` is whole). Closing the last connection would checkpoint too, but
         // not if a connection is still held when the timeout below gives up on it.
@@ -282,6 +334,11 @@ impl Store for SqliteStore {
         if tokio::time::timeout(super::CLOSE_TIMEOUT, closed).await.is_err() {
             tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
         }
+        let sentinel = self.sentinel.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(sentinel) = sentinel {
+            use sqlx::Connection;
+            let _ = tokio::time::timeout(super::CLOSE_TIMEOUT, sentinel.close()).await;
+        }
     }
 
     async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>> {
@@ -291,7 +348,9 @@ impl Store for SqliteStore {
         let _writer = self.lock_writer().await?;
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
-        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify(), None).await
+        let written =
+            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify(), None).await;
+        self.noted(written)
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -300,26 +359,35 @@ impl Store for SqliteStore {
             return Ok(Written::default());
         }
         let _writer = self.lock_writer().await?;
-        let tx = self.begin_write().await?;
-        write::delete(tx, &locs, self.notify()).await
+        let deleted = match self.begin_write().await {
+            Ok(tx) => write::delete(tx, &locs, self.notify()).await,
+            Err(e) => Err(e),
+        };
+        self.noted(deleted)
     }
 
     // The sender's statements write too: under the writer lock, like a write, so that they queue behind writes
     // rather than meet them in SQLite's busy handler.
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
         let _writer = self.lock_writer().await?;
-        let mut tx = self.begin_write().await?;
-        let claim = outbox::sqlite_claim(&mut tx, site, limit, lease).await?;
-        tx.commit().await?;
-        Ok(claim)
+        let claimed = async {
+            let mut tx = self.begin_write().await?;
+            let claim = outbox::sqlite_claim(&mut tx, site, limit, lease).await?;
+            tx.commit().await?;
+            Ok(claim)
+        };
+        self.noted(claimed.await)
     }
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
         let _writer = self.lock_writer().await?;
-        let mut tx = self.begin_write().await?;
-        let settled = outbox::sqlite_settle(&mut tx, claim, settle).await?;
-        tx.commit().await?;
-        Ok(settled)
+        let settled = async {
+            let mut tx = self.begin_write().await?;
+            let settled = outbox::sqlite_settle(&mut tx, claim, settle).await?;
+            tx.commit().await?;
+            Ok(settled)
+        };
+        self.noted(settled.await)
     }
 }
 
@@ -335,8 +403,14 @@ impl Backend for SqliteStore {
         self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
     }
 
+    /// The files ([`SqliteStore::check_file`]), and whether the disk is full: the last write failed for space and
+    /// there is no room yet.
     fn check_file(&self) -> Result<()> {
-        SqliteStore::check_file(self)
+        SqliteStore::check_file(self)?;
+        match self.watch.as_ref().and_then(|w| w.disk_full()) {
+            Some(why) => Err(unavailable(format!("the disk of {} is full: {why}", self.watch_path()))),
+            None => Ok(()),
+        }
     }
 
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
@@ -349,17 +423,114 @@ impl Backend for SqliteStore {
     }
 }
 
-/// (device, inode) of a file, `None` if it cannot be read (an in-memory database has no file).
-#[cfg(unix)]
-fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+impl SqliteStore {
+    fn watch_path(&self) -> String {
+        self.watch.as_ref().map_or_else(String::new, |w| w.path().display().to_string())
+    }
+
+    /// Closes without writing to the database file, which is not the one opened any more: no checkpoint, and
+    /// the sentinel is never closed, so that no connection's close is the last (the last checkpoints). The log,
+    /// which belongs to the database that was overwritten, is moved aside so that the file there now opens alone.
+    async fn close_overwritten(&self, w: &FileWatch) {
+        let closed = async { tokio::join!(self.write_pool.close(), self.pool.close()) };
+        let _ = tokio::time::timeout(super::CLOSE_TIMEOUT, closed).await;
+        std::mem::forget(self.sentinel.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
+        let Some(wal) = w.wal() else { return };
+        let aside = watch::aside(wal, "overwritten");
+        match std::fs::rename(wal, &aside) {
+            Ok(()) => {
+                let mut shm = w.path().as_os_str().to_owned();
+                shm.push("-shm");
+                let _ = std::fs::remove_file(shm);
+                tracing::error!(
+                    database = %w.path().display(), log = %aside.display(),
+                    "the database file was overwritten while serving: it was not written to; the log of what was \
+                     served before is kept aside"
+                );
+            }
+            Err(e) => tracing::error!(log = %wal.display(), error = %e, "cannot move the log aside"),
+        }
+    }
 }
 
-/// Elsewhere, only whether the file exists.
-#[cfg(not(unix))]
-fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
-    std::fs::metadata(path).ok().map(|_| (0, 0))
+fn unavailable(message: String) -> super::StoreError {
+    super::StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(message)))
+}
+
+/// Makes the database file one this process serves ([`watch`]): opens the sentinel (a read makes it hold its
+/// shared lock), gives the database its token if it has none (then checkpoints it into the file), and starts
+/// watching. Two servers of one file share its token.
+async fn serve_file(
+    connect: &SqliteConnectOptions,
+    write_pool: &SqlitePool,
+    w: &mut FileWatch,
+) -> anyhow::Result<SqliteConnection> {
+    use sqlx::ConnectOptions;
+    let mut sentinel = connect.connect().await.context("cannot open the sentinel connection")?;
+    sqlx::query("SELECT count(*) FROM sqlite_master").execute(&mut sentinel).await?;
+    let mut conn = write_pool.acquire().await?;
+    let stored: i64 = sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut *conn).await?;
+    let token = match u32::try_from(stored) {
+        Ok(token) if token != 0 => token,
+        _ => {
+            let token = watch::new_token();
+            sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA user_version = {token}"))).execute(&mut *conn).await?;
+            let _: (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *conn).await?;
+            token
+        }
+    };
+    drop(conn);
+    if let Err(e) = w.serving(token) {
+        // Another process reads an old snapshot, so the checkpoint could not finish: identity only.
+        tracing::warn!(database = %w.path().display(), error = %e, "the database file is watched by its identity only");
+    }
+    Ok(sentinel)
+}
+
+/// Looks at the files once a second while serving, so that what can be saved is saved even when nothing writes.
+async fn watch_files(w: Arc<FileWatch>, pool: SqlitePool) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let (Some(trouble), true) = w.check() {
+            rescue(w.clone(), pool.clone(), trouble).await;
+        }
+    }
+}
+
+/// Saves what can be saved when the files changed under the process, and says so. A deleted log: its frames
+/// are copied into the database file, which is still the one opened. A deleted or renamed database: a whole copy
+/// (`VACUUM INTO`, then synced) beside its path. An overwritten database: nothing is written to it.
+async fn rescue(w: Arc<FileWatch>, pool: SqlitePool, trouble: Trouble) {
+    let db = w.path().to_owned();
+    tracing::error!(database = %db.display(), "{}", trouble.message(&db));
+    match trouble {
+        Trouble::WalGone => {
+            match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(FULL)").fetch_one(&pool).await {
+                Ok((0, log, done)) => tracing::error!(
+                    database = %db.display(), wal_frames = log, checkpointed = done,
+                    "the deleted log's writes were copied into the database file"
+                ),
+                Ok((_, log, done)) => tracing::error!(
+                    wal_frames = log,
+                    checkpointed = done,
+                    "the deleted log could not be copied whole: a reader was busy"
+                ),
+                Err(e) => tracing::error!(error = %e, "the deleted log could not be copied into the database file"),
+            }
+        }
+        Trouble::DbGone => {
+            let copy = watch::aside(&db, "rescued");
+            let Some(to) = copy.to_str() else { return };
+            let done = sqlx::query("VACUUM INTO ?1").bind(to).execute(&pool).await;
+            match done.map_err(anyhow::Error::from).and_then(|_| Ok(std::fs::File::open(&copy)?.sync_all()?)) {
+                Ok(()) => tracing::error!(copy = %copy.display(), "a whole copy of the database was written"),
+                Err(e) => tracing::error!(copy = %copy.display(), error = %e, "cannot write a copy of the database"),
+            }
+        }
+        Trouble::DbOverwritten => {}
+    }
 }
 
 /// `VACUUM INTO dest` from the database `url` names (which must exist), then `fsync` of the copy.
@@ -384,7 +555,9 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(dest);
         return Err(e).with_context(|| format!("cannot copy {} to {}", source.display(), dest.display()));
     }
-    std::fs::File::open(dest).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", dest.display()))?;
+    // A copy is no server's database: its token is cleared (see watch.rs), so that a server whose file it is
+    // copied over finds it. The write is synced.
+    watch::clear_token(dest).with_context(|| format!("cannot write {}", dest.display()))?;
     tracing::info!(from = %source.display(), to = %dest.display(), "backup written");
     Ok(())
 }

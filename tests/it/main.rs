@@ -25,6 +25,7 @@ mod roundtrip;
 mod sitemaps;
 mod sites;
 mod slow_readers;
+mod sqlite_files;
 mod support;
 mod upgrade;
 mod view;
