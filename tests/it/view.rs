@@ -83,7 +83,10 @@ async fn the_screens_answer_html_with_their_headers(b: Backend) {
     let html = site.text();
     assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"), "{html}");
     assert!(html.contains(r#"<meta name="viewport" content="width=device-width, initial-scale=1">"#));
-    assert!(html.contains(r#"<strong id="total-urls">6</strong>"#), "{html}");
+    assert!(
+        html.contains(r#"<strong id="total-urls">6</strong> URLs on <strong id="listed">2</strong> pages"#),
+        "{html}"
+    );
     // Page 1: 4 of 4 URLs; page 2: 2 of 4. Both limits have a bar and a percentage.
     assert!(html.contains(r#"value="1" title="4 of 4 URLs">100%</meter> <span class="pct">100%</span>"#), "{html}");
     assert!(html.contains(r#"value="0.5" title="2 of 4 URLs">50.0%</meter>"#), "{html}");
@@ -91,6 +94,15 @@ async fn the_screens_answer_html_with_their_headers(b: Backend) {
     assert!(html.contains(r#"<a href="https://www.example.com/sitemap-2.xml">sitemap-2.xml</a>"#), "{html}");
     assert!(html.contains(r#"<a href="pages/2">Page 2</a>"#));
     assert!(!html.contains("<script"), "no script: {html}");
+
+    // One of each is said in the singular.
+    let one = TestApp::spawn(b, &[]).await.unwrap();
+    put_paths(&one, 0..1).await;
+    let html = one.get("/view/default/", &[]).await.text();
+    assert!(
+        html.contains(r#"<strong id="total-urls">1</strong> URL on <strong id="listed">1</strong> page listed"#),
+        "{html}"
+    );
 
     let page = app.get("/view/default/pages/2", &[]).await;
     assert_view_answer(&page, StatusCode::OK);
