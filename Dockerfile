@@ -30,8 +30,11 @@ RUN cargo chef prepare --recipe-path recipe.json
 # Build the dependencies from the recipe (cached), then the binary.
 FROM chef AS builder
 # make: the allocator, jemalloc, is built from source (tikv-jemalloc-sys); the slim image has gcc but not make.
+# Not pinned to a version: Debian replaces a package's version in place (a point release or a security update),
+# so a pin breaks the build on the day it moves; the base image's tag already fixes the release (bookworm).
+# hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends make=4.3-4.1 \
+    && apt-get install -y --no-install-recommends make \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=planner /app/recipe.json recipe.json
 # The recipe has no skeleton of a crate patched in by path ([patch.crates-io] in Cargo.toml): it is built whole.
