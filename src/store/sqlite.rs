@@ -109,7 +109,8 @@ impl SqliteStore {
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect.clone())
             .await?;
-        let mut watch = FileWatch::new(path);
+        // SQLite follows a symbolic link to the file and keeps its log beside the file itself: so does the watch.
+        let mut watch = FileWatch::new(std::fs::canonicalize(&path).unwrap_or(path));
         let mut sentinel = None;
         if let (true, Some(w)) = (options.serving, watch.as_mut()) {
             sentinel = Some(serve_file(&connect, &write_pool, w).await?);

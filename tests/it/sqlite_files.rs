@@ -126,6 +126,32 @@ async fn a_deleted_log_is_copied_into_the_file_and_writes_are_refused() {
     assert_eq!(locs_in_file_alone(&path).await, [loc("a"), loc("b")]);
 }
 
+/// Through a symbolic link to the database file, SQLite keeps the log beside the real file: its deletion is found
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_log_is_found_through_a_symbolic_link() {
+    let real = tempfile::tempdir().unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("sitemapd.db");
+    std::fs::write(real.path().join("sitemapd.db"), b"").unwrap();
+    std::os::unix::fs::symlink(real.path().join("sitemapd.db"), &link).unwrap();
+    let url = format!("sqlite://{}", link.display());
+    let config = Config::load_from(None, |k| match k {
+        "DATABASE_URL" => Some(url.clone()),
+        "SITEMAPD_PUBLIC_URL" => Some(PUBLIC_URL.into()),
+        "SITEMAPD_API_TOKENS" => Some(String::new()),
+        _ => None,
+    })
+    .unwrap();
+    let store = sitemapd::store::open(&options(&config)).await.unwrap();
+    let router = sitemapd::app(AppState::new(store.clone(), &config));
+    let app = TestApp::from_parts(Arc::clone(&store), config, router);
+    app.put_paths(&["a"]).await;
+    assert!(!links.path().join("sitemapd.db-wal").exists(), "the log is beside the real file");
+    std::fs::remove_file(real.path().join("sitemapd.db-wal")).unwrap();
+    assert_refused(&app, "the log was deleted (through a link)").await;
+}
+
 /// `rm sitemapd.db` (its directory kept): the data lives on in the unlinked file only; the server writes a whole
 /// copy beside the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
