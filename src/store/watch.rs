@@ -58,7 +58,7 @@ impl Trouble {
                 "the database file {db} was deleted or replaced by another file; writes are refused: restart sitemapd"
             ),
             Self::DbOverwritten => format!(
-                "the database file {db} was overwritten (a copy over it, or another sitemapd serving it); writes are \
+                "the database file {db} was overwritten (a copy over it); writes are \
                  refused and it is never written again: stop sitemapd, then restore (see the README's Operations)"
             ),
             Self::WalGone => {
