@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
+use sitemapd::db_files;
 use sitemapd::domain::{Site, Sites};
 use sitemapd::import::{HttpOptions, ImportOptions, Progress, Source};
 use sitemapd::store;
@@ -198,8 +199,16 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             tracing::info!("stopped");
             Ok(())
         }
-        Command::Backup { file } => store::backup(&config.database_url, &file).await,
+        Command::Backup { file } => {
+            db_files::require_existing(&config.database_url)?;
+            db_files::check_output(&config.database_url, &file, "the backup")?;
+            store::backup(&config.database_url, &file).await
+        }
         Command::Export { site, output } => {
+            db_files::require_existing(&config.database_url)?;
+            if let Some(output) = &output {
+                db_files::check_output(&config.database_url, output, "the output file")?;
+            }
             let store = store::open(&options).await?;
             let exported = export(&*store, site.as_deref(), output.as_deref()).await;
             store.close().await;
@@ -238,6 +247,9 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         ))
         .into());
     }
+    // Before anything is opened or created: the rejects file is emptied at the start.
+    db_files::check_output(&config.database_url, &rejects, "the rejects file (--rejects)")
+        .map_err(|e| Usage(e.to_string()))?;
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(Usage("standard input (-) can be read once".to_owned()).into());
     }

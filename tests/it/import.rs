@@ -885,3 +885,61 @@ async fn on_a_terminal_progress_is_a_bar() {
     assert!(tty.contains("stored: 3000 created"), "{tty:?}");
     assert!(!tty.contains("importing"), "no progress log lines on a terminal: {tty:?}");
 }
+
+/// `run` with a relative `DATABASE_URL`, as a user in the database's directory has it.
+fn run_here(dir: &Path, args: &[&str]) -> std::process::Output {
+    run(dir, "sqlite://sitemapd.db", args)
+}
+
+/// No output path of a command may name the database or one of its files, by any path: `import --rejects`
+/// (which empties its file at the start), `export --output`, `backup`. Each is refused before anything is opened,
+/// and the database keeps every entry.
+#[test]
+fn no_output_names_the_database_or_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("a.txt"), format!("{PUBLIC_URL}/a\n{PUBLIC_URL}/b\n")).unwrap();
+    std::fs::write(d.join("more.txt"), format!("{PUBLIC_URL}/c\nnot a URL\n")).unwrap();
+    let out = run_here(d, &["import", "a.txt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::os::unix::fs::symlink(d, d.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink(d.join("sitemapd.db-journal"), d.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(d.join("sitemapd.db"), d.join("link.db")).unwrap();
+    std::fs::hard_link(d.join("sitemapd.db"), d.join("hard.db")).unwrap();
+    let paths = [
+        "sitemapd.db",
+        "./sitemapd.db",
+        "sitemapd.db-wal",
+        "sitemapd.db-shm",
+        "sitemapd.db-journal",
+        "sub/../sitemapd.db-wal",
+        "sub/up/sitemapd.db-shm",
+        "link.db",
+        "hard.db",
+        "dangling",
+    ];
+    for path in paths {
+        let out = run_here(d, &["import", "more.txt", "--rejects", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--rejects {path}: {stderr}");
+        assert!(stderr.contains("is the database's file"), "--rejects {path}: {stderr}");
+        let out = run_here(d, &["export", "--output", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "export --output {path}: {stderr}");
+        assert!(stderr.contains("is the database's file"), "export --output {path}: {stderr}");
+        let out = run_here(d, &["backup", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "backup {path}: {stderr}");
+        assert!(stderr.contains("is the database's file"), "backup {path}: {stderr}");
+    }
+    for gone in ["sitemapd.db-journal", "sitemapd.db-shm", "sitemapd.db-wal"] {
+        assert!(!d.join(gone).exists(), "{gone} was created");
+    }
+    let out = run_here(d, &["export"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2, "every entry is left");
+    // Another path is fine.
+    let out = run_here(d, &["import", "more.txt", "--rejects", "sub/rejects.ndjson"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
