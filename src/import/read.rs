@@ -73,6 +73,9 @@ pub enum Found {
     Sitemap { line: u64, loc: String },
     /// An entry that cannot be read as one (too many elements), with the reason.
     Invalid { line: u64, loc: Option<String>, reason: String },
+    /// A line of a text sitemap that is no URL at all: rejected, and never copied (a file that is no sitemap may
+    /// hold secrets).
+    NotAnEntry { line: u64, reason: String },
 }
 
 /// What reading a source found besides its items.
@@ -339,6 +342,14 @@ fn read_lines<R: BufRead>(
                     if url.is_empty() {
                         continue;
                     }
+                    if !is_http_url(url) {
+                        report.items += 1;
+                        let reason = "the line is not an http or https URL (not copied here)".to_owned();
+                        if found(Found::NotAnEntry { line: line_no, reason }).is_break() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
                     let json = serde_json::json!({ "loc": options.rewrite(url) }).to_string();
                     Found::Entry { line: line_no, loc: Some(url.to_owned()), json }
                 }
@@ -366,6 +377,14 @@ fn read_lines<R: BufRead>(
             return Ok(());
         }
     }
+}
+
+/// Whether a text sitemap's line is an entry at all: a URL (it starts with `http://` or `https://`, any case) or a
+/// relative one (`/path`, a legacy generator's mistake worth showing), without a blank. Anything else (a file that
+/// is no sitemap: `/etc/passwd`, an environment) is rejected without being copied.
+fn is_http_url(line: &str) -> bool {
+    let scheme = |s: &str| line.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+    (scheme("http://") || scheme("https://") || line.starts_with('/')) && !line.contains(char::is_whitespace)
 }
 
 /// At most [`MAX_SHOWN`] characters of `text`, for notices and messages.
@@ -1309,6 +1328,7 @@ mod tests {
             .iter()
             .map(|f| match f {
                 Found::Entry { line, loc, .. } => (*line, loc.clone()),
+                Found::NotAnEntry { line, reason } => (*line, Some(reason.clone())),
                 other => panic!("{other:?}"),
             })
             .collect();
@@ -1317,8 +1337,9 @@ mod tests {
             [
                 (1, Some("https://www.example.com/a".into())),
                 (3, Some("https://www.example.com/b".into())),
-                (4, Some("not a url".into()))
-            ]
+                (4, Some("the line is not an http or https URL (not copied here)".into()))
+            ],
+            "a line that is no URL is never copied"
         );
 
         let robots = "User-agent: *\nDisallow: /x # Sitemap: https://no.example/\nSitemap: https://a.example/s.xml\n\

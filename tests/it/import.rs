@@ -943,3 +943,93 @@ fn no_output_names_the_database_or_its_files() {
     let out = run_here(d, &["import", "more.txt", "--rejects", "sub/rejects.ndjson"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A sitemap index read from a file is untrusted input: it may list files in its own directory or below it, never
+/// one outside it (by `..`, an absolute path or a symlink), a FIFO or the kernel's files. Those fail the index (exit
+/// 1) and are not read; the rest is. A file that is no sitemap (`/etc/passwd` named as a source) never has its
+/// lines copied into the rejects file, and a FIFO named as a source is refused, not waited on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_index_lists_only_regular_files_beside_it() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = dir.path().join("legacy");
+    std::fs::create_dir_all(legacy.join("sub")).unwrap();
+    std::fs::write(legacy.join("s1.xml"), urlset(&url("s1"))).unwrap();
+    std::fs::write(legacy.join("sub/s2.xml"), urlset(&url("s2"))).unwrap();
+    std::fs::write(dir.path().join("outside.xml"), urlset(&url("outside"))).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside.xml"), legacy.join("link.xml")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", legacy.join("passwd.txt")).unwrap();
+    let fifo = legacy.join("fifo.xml");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // A writer that looks for a reader waiting on the FIFO (its non-blocking open succeeds only then), and lets
+    // one go (it then reads an empty file): so an import that waits on it fails this test rather than hangs it.
+    let waited = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (fifo, waited, done) = (fifo.clone(), waited.clone(), done.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::OpenOptionsExt;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let writer = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+                if writer.is_ok() {
+                    waited.store(true, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let hostile = [
+        "s1.xml",
+        "sub/s2.xml",
+        "/etc/passwd",
+        "/proc/self/environ",
+        "../../../../../../etc/hostname",
+        "../outside.xml",
+        "link.xml",
+        "passwd.txt",
+        "fifo.xml",
+        "sub/../../outside.xml",
+    ];
+    std::fs::write(legacy.join("index.xml"), index(&hostile.map(str::to_owned))).unwrap();
+    let rejects = dir.path().join("rejects.ndjson");
+    let mut opts = options(&app, vec![Source::File(legacy.join("index.xml"))]);
+    opts.rejects = Some(rejects.clone());
+    let summary = tokio::time::timeout(Duration::from_secs(30), import(&app, opts)).await.expect("no FIFO blocks");
+    assert!(!summary.success(), "{summary}");
+    let index = &summary.sources[0];
+    assert!(index.error.as_deref().unwrap_or_default().contains("its own directory or below it"), "{summary}");
+    let mut locs = stored(&*app.store).await;
+    locs.sort();
+    assert_eq!(
+        locs,
+        [format!("{PUBLIC_URL}/s1"), format!("{PUBLIC_URL}/s2")],
+        "only the files beside the index are read: {summary}"
+    );
+    assert_eq!(summary.sources.len(), 3, "nothing else was opened: {summary}");
+
+    // Named as sources: a FIFO and the kernel's files are refused at once; a file that is no sitemap is read as a
+    // text sitemap whose lines are no URLs, and none of them is copied.
+    let mut opts = options(
+        &app,
+        vec![Source::File(fifo.clone()), Source::File("/proc/self/environ".into()), Source::File("/etc/passwd".into())],
+    );
+    opts.rejects = Some(rejects.clone());
+    let summary = tokio::time::timeout(Duration::from_secs(30), import(&app, opts)).await.expect("no FIFO blocks");
+    let error = |name: &str| {
+        let source = summary.sources.iter().find(|s| s.source.ends_with(name)).expect(name);
+        source.error.clone().unwrap_or_default()
+    };
+    assert!(error("fifo.xml").contains("a FIFO"), "{summary}");
+    assert!(error("/proc/self/environ").contains("lies in /proc"), "{summary}");
+    let written = std::fs::read_to_string(&rejects).unwrap();
+    assert!(summary.rejected > 0, "{summary}");
+    assert!(!written.contains("root:") && !written.contains("/bin/"), "no line of /etc/passwd is copied: {written}");
+    done.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    assert!(!waited.load(Ordering::Relaxed), "the import waited on the FIFO");
+    for line in written.lines() {
+        let reject: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(reject["loc"], Value::Null, "{line}");
+        assert_eq!(reject["reason"], "the line is not an http or https URL (not copied here)", "{line}");
+    }
+}
