@@ -1033,3 +1033,23 @@ async fn a_local_index_lists_only_regular_files_beside_it() {
         assert_eq!(reject["reason"], "the line is not an http or https URL (not copied here)", "{line}");
     }
 }
+
+/// A sitemap in another encoding than UTF-8, a gzip inside a gzip, an archive: each is one failed source saying what
+/// it is (exit 1), not thousands of rejected lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_files_fail_saying_what_they_are() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let xml = urlset(&(0..100).map(|i| url(&format!("u/{i}"))).collect::<String>()).replace("UTF-8", "UTF-16");
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(xml.encode_utf16().flat_map(u16::to_le_bytes));
+    std::fs::write(dir.path().join("utf16.xml"), &utf16).unwrap();
+    std::fs::write(dir.path().join("twice.xml.gz"), gzip(&gzip(xml.replace("UTF-16", "UTF-8").as_bytes()))).unwrap();
+    let sources = ["utf16.xml", "twice.xml.gz"].map(|f| Source::File(dir.path().join(f))).to_vec();
+    let summary = import(&app, options(&app, sources)).await;
+    assert!(!summary.success(), "{summary}");
+    assert_eq!((summary.entries, summary.rejected), (0, 0), "{summary}");
+    let text = summary.to_string();
+    assert!(text.contains("utf16.xml: it is UTF-16LE (by its byte order mark)"), "{text}");
+    assert!(text.contains("twice.xml.gz: it is gzip inside gzip"), "{text}");
+}
