@@ -84,8 +84,11 @@ enum Command {
         /// The most sitemaps followed from indexes and robots.txt files; more are reported, not read.
         #[arg(long, value_name = "N", default_value_t = 100_000)]
         max_sitemaps: usize,
-        /// Queue nothing for IndexNow, whatever the configuration says (a first import of URLs search engines
-        /// already know).
+        /// Queue the entries this import creates, changes or deletes for IndexNow (when a key is configured). Off
+        /// by default: an import usually moves pages search engines already know, which is no change of them.
+        #[arg(long, conflicts_with = "no_indexnow")]
+        indexnow: bool,
+        /// Queue nothing for IndexNow: the default (kept for the scripts that say it).
         #[arg(long)]
         no_indexnow: bool,
         /// The longest one HTTP request may take, its body included, in seconds.
@@ -231,7 +234,8 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         rejects,
         concurrency,
         max_sitemaps,
-        no_indexnow,
+        indexnow,
+        no_indexnow: _,
         timeout,
         retries,
         progress_interval,
@@ -265,7 +269,8 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
     }
     let mut store_options = config.store_options();
     store_options.read_url = None;
-    if no_indexnow {
+    // A move is not a change of the pages moved: only `--indexnow` queues what the import writes.
+    if !indexnow {
         store_options.notify_sites.clear();
     }
     // A dry run opens nothing: the sites are the configured ones, with the ids they would be given.

@@ -821,13 +821,15 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
     assert_eq!(std::fs::read_to_string(dir.path().join("import-rejects.ndjson")).unwrap(), "{}\n", "left whole");
 }
 
-/// What an import changes is queued for IndexNow like the API's writes, unless `--no-indexnow`.
+/// An import queues nothing for IndexNow by default (a move is not a change of the pages moved), nor with the
+/// documented `--no-indexnow`; `--indexnow` queues what it changes, like the API's writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_indexnow_queues_nothing() {
+async fn an_import_queues_for_indexnow_only_when_asked() {
     let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), format!("{PUBLIC_URL}/a\n{PUBLIC_URL}/b\n")).unwrap();
     std::fs::write(dir.path().join("c.txt"), format!("{PUBLIC_URL}/c\n")).unwrap();
+    std::fs::write(dir.path().join("d.txt"), format!("{PUBLIC_URL}/d\n")).unwrap();
     let run_with_key = |args: Vec<&'static str>| {
         let (d, db) = (dir.path().to_owned(), app.db.url.clone());
         tokio::task::spawn_blocking(move || {
@@ -842,12 +844,18 @@ async fn no_indexnow_queues_nothing() {
                 .expect("run sitemapd")
         })
     };
-    let out = run_with_key(vec!["import", "--no-indexnow", "a.txt"]).await.unwrap();
+    let queued = || async { app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>() };
+    let out = run_with_key(vec!["import", "a.txt"]).await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>(), 0, "nothing queued");
-    let out = run_with_key(vec!["import", "c.txt"]).await.unwrap();
+    assert_eq!(queued().await, 0, "nothing queued by default");
+    let out = run_with_key(vec!["import", "--no-indexnow", "d.txt"]).await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>(), 1, "the change queued");
+    assert_eq!(queued().await, 0, "nothing queued with --no-indexnow");
+    let out = run_with_key(vec!["import", "--indexnow", "a.txt", "c.txt"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(queued().await, 1, "the one change queued");
+    let out = run_with_key(vec!["import", "--indexnow", "--no-indexnow", "c.txt"]).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "the two contradict each other");
 }
 
 /// On a terminal (a pseudo-terminal made by `script`), progress is a bar that ends cleared, and the summary
