@@ -253,7 +253,10 @@ async fn get(client: &reqwest::Client, url: &Url, options: &HttpOptions) -> Resu
     let mut tries = 0;
     loop {
         tries += 1;
-        let (why, asked) = match client.get(url.clone()).send().await {
+        // `no-cache`: the sitemap as it is now, not as a cache (or a sitemapd's page table of up to `state_ttl_ms`
+        // ago) last saw it.
+        let request = client.get(url.clone()).header(reqwest::header::CACHE_CONTROL, "no-cache");
+        let (why, asked) = match request.send().await {
             Ok(r) if r.status().is_success() => return Ok(r),
             Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS || r.status().is_server_error() => {
                 (format!("it answered {}", r.status()), retry_after(r.headers()))

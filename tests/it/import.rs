@@ -1061,3 +1061,30 @@ async fn undecodable_files_fail_saying_what_they_are() {
     assert!(text.contains("utf16.xml: it is UTF-16LE (by its byte order mark)"), "{text}");
     assert!(text.contains("twice.xml.gz: it is gzip inside gzip"), "{text}");
 }
+
+/// An import that reads a running sitemapd's sitemaps sees what another process (another `sitemapd import`) has
+/// just written, whatever `state_ttl_ms` says: it asks for the current state (`Cache-Control: no-cache`), which
+/// the server answers after a check of the site's change counter. A crawler's plain request is still answered from
+/// the page table as last read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_from_a_running_sitemapd_sees_another_processs_writes() {
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_STATE_TTL_MS", "60000")]).await.unwrap();
+    app.put_paths(&["one"]).await;
+    assert_eq!(app.get("/sitemap-1.xml", &[]).await.status, StatusCode::OK);
+    let cli = app.another_process().await;
+    cli.put_paths(&["two"]).await;
+    let plain = app.get("/sitemap-1.xml", &[]).await;
+    assert!(!plain.text().contains("/two<"), "a plain read is of the table as last read: {}", plain.text());
+    let fresh = app.get("/sitemap-1.xml", &[("cache-control", "no-cache")]).await;
+    assert!(fresh.text().contains("/two<"), "{}", fresh.text());
+    let pragma = app.get("/sitemap.xml", &[("pragma", "no-cache")]).await;
+    assert_eq!(pragma.status, StatusCode::OK);
+
+    let more = app.another_process().await;
+    more.put_paths(&["three"]).await;
+    let router = app.router.clone();
+    let server = Peer::start(move |_| router).await;
+    let summary = import(&cli, options(&cli, vec![server.url("/sitemap-1.xml")])).await;
+    assert!(summary.success(), "{summary}");
+    assert_eq!((summary.entries, summary.unchanged), (3, 3), "the import saw the third write at once: {summary}");
+}
