@@ -155,19 +155,35 @@ fn kind(meta: &std::fs::Metadata) -> &'static str {
 const SPECIAL_DIRS: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 /// Opens a file source: a regular file only (a FIFO would block the import forever, a device never end, and the
-/// kernel's files hold secrets, not sitemaps), checked on the file opened. Opened without blocking (`O_NONBLOCK`,
-/// which a regular file's reads ignore), so that a FIFO put in its place is refused, not waited on.
-fn open_file(path: &Path) -> Result<std::fs::File, String> {
+/// kernel's files hold secrets, not sitemaps), and, for a file an index listed, one in `within` (the first local
+/// source's directory), each checked on the file opened, so that a symlink or FIFO put in its place after the
+/// index was read is refused too. Opened without blocking (`O_NONBLOCK`, which a regular file's reads ignore): a
+/// FIFO is refused, not waited on.
+fn open_file(path: &Path, within: Option<&Path>) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot open it: {e}"))?;
-    if let Some(dir) = SPECIAL_DIRS.iter().find(|d| real.starts_with(d)) {
-        return Err(format!("it lies in {dir} ({}): not a sitemap", real.display()));
-    }
+    use std::os::unix::io::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("cannot open it: {e}"))?;
+    // Where the file opened really is: Linux names it under /proc/self/fd; elsewhere, the path resolved now.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .or_else(|_| std::fs::canonicalize(path))
+        .map_err(|e| format!("cannot open it: {e}"))?;
+    if let Some(dir) = SPECIAL_DIRS.iter().find(|d| real.starts_with(d)) {
+        return Err(format!("it lies in {dir} ({}): not a sitemap", real.display()));
+    }
+    if let Some(root) = within
+        && !real.starts_with(root)
+    {
+        return Err(format!(
+            "it lies outside {} ({}): an index read from a file may list files in its own directory or below it \
+             only",
+            root.display(),
+            real.display()
+        ));
+    }
     let meta = file.metadata().map_err(|e| format!("cannot open it: {e}"))?;
     if !meta.is_file() {
         return Err(format!("it is {}, not a regular file (a pipe can be read as standard input: -)", kind(&meta)));
@@ -225,11 +241,17 @@ pub struct Opened {
 
 /// Opens `source`: a file or standard input as they are; a URL by GET, retried on 429, 5xx and failures to
 /// connect. A blocking reader: it is read on the blocking pool (an HTTP body through [`SyncIoBridge`]).
-pub async fn open(source: &Source, client: &reqwest::Client, options: &HttpOptions) -> Result<Opened, String> {
+/// A file an index listed must lie `within` the first local source's directory (`None` for a source named).
+pub async fn open(
+    source: &Source,
+    within: Option<&Path>,
+    client: &reqwest::Client,
+    options: &HttpOptions,
+) -> Result<Opened, String> {
     match source {
         Source::Stdin => Ok(Opened { reader: Box::new(io::stdin()), base: Base::Stdin }),
         Source::File(path) => {
-            let file = open_file(path)?;
+            let file = open_file(path, within)?;
             let dir = match path.parent() {
                 Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
                 _ => PathBuf::from("."),
@@ -322,6 +344,28 @@ mod tests {
         let dir = Base::Dir { dir: PathBuf::from("/data"), root: PathBuf::from("/data") };
         assert_eq!(dir.resolve("s1.xml.gz").unwrap(), Source::File("/data/s1.xml.gz".into()));
         assert!(Base::Stdin.resolve("s1.xml").is_err());
+    }
+
+    /// What a listed file is, is checked on the file opened: a symlink to a file outside the directory, or a
+    /// FIFO, put in a listed file's place after the index was read is refused (and the FIFO not waited on).
+    #[test]
+    fn a_file_is_checked_as_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("legacy");
+        std::fs::create_dir(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        std::fs::write(dir.path().join("outside.xml"), "<urlset/>").unwrap();
+        std::fs::write(root.join("inside.xml"), "<urlset/>").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.xml"), root.join("swapped.xml")).unwrap();
+        assert!(open_file(&root.join("inside.xml"), Some(&root)).is_ok());
+        let e = open_file(&root.join("swapped.xml"), Some(&root)).unwrap_err();
+        assert!(e.contains("lies outside"), "{e}");
+        assert!(open_file(&root.join("swapped.xml"), None).is_ok(), "a source named may lie anywhere");
+        assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.xml")).status().unwrap().success());
+        let e = open_file(&root.join("fifo.xml"), Some(&root)).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        let e = open_file(Path::new("/proc/self/environ"), None).unwrap_err();
+        assert!(e.contains("lies in /proc"), "{e}");
     }
 
     #[test]

@@ -524,7 +524,9 @@ fn not_followed(summary: &mut Summary, what: String) {
 async fn run_job(mut job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<Source>) {
     let name = job.source.to_string();
     let mut outcome = SourceOutcome { source: name.clone(), format: None, items: 0, cut: None, error: None };
-    let opened = match fetch::open(&job.source, &ctx.client, &ctx.http).await {
+    // A file an index listed stays in the first local source's directory, checked again on the file opened.
+    let within = job.root.clone().filter(|_| job.chain.parent.is_some());
+    let opened = match fetch::open(&job.source, within.as_deref(), &ctx.client, &ctx.http).await {
         Ok(opened) => opened,
         Err(e) => {
             outcome.error = Some(e);
