@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod config;
+pub mod db_files;
 pub mod domain;
 pub mod error;
 pub mod export;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
+use sitemapd::db_files;
 use sitemapd::domain::{Site, Sites};
 use sitemapd::import::{HttpOptions, ImportOptions, Progress, Source};
 use sitemapd::store;
@@ -83,8 +84,11 @@ enum Command {
         /// The most sitemaps followed from indexes and robots.txt files; more are reported, not read.
         #[arg(long, value_name = "N", default_value_t = 100_000)]
         max_sitemaps: usize,
-        /// Queue nothing for IndexNow, whatever the configuration says (a first import of URLs search engines
-        /// already know).
+        /// Queue the entries this import creates, changes or deletes for IndexNow (when a key is configured). Off
+        /// by default: an import usually moves pages search engines already know, which is no change of them.
+        #[arg(long, conflicts_with = "no_indexnow")]
+        indexnow: bool,
+        /// Queue nothing for IndexNow: the default (kept for the scripts that say it).
         #[arg(long)]
         no_indexnow: bool,
         /// The longest one HTTP request may take, its body included, in seconds.
@@ -199,8 +203,16 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             tracing::info!("stopped");
             Ok(())
         }
-        Command::Backup { file } => store::backup(&config.database_url, &file).await,
+        Command::Backup { file } => {
+            db_files::require_existing(&config.database_url)?;
+            db_files::check_output(&config.database_url, &file, "the backup")?;
+            store::backup(&config.database_url, &file).await
+        }
         Command::Export { site, output } => {
+            db_files::require_existing(&config.database_url)?;
+            if let Some(output) = &output {
+                db_files::check_output(&config.database_url, output, "the output file")?;
+            }
             let store = store::open(&options).await?;
             let exported = export(&*store, site.as_deref(), output.as_deref()).await;
             store.close().await;
@@ -223,7 +235,8 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         rejects,
         concurrency,
         max_sitemaps,
-        no_indexnow,
+        indexnow,
+        no_indexnow: _,
         timeout,
         retries,
         progress_interval,
@@ -239,6 +252,9 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         ))
         .into());
     }
+    // Before anything is opened or created: the rejects file is emptied at the start.
+    db_files::check_output(&config.database_url, &rejects, "the rejects file (--rejects)")
+        .map_err(|e| Usage(e.to_string()))?;
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(Usage("standard input (-) can be read once".to_owned()).into());
     }
@@ -255,7 +271,8 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
     let mut store_options = config.store_options();
     store_options.read_url = None;
     store_options.serving = false;
-    if no_indexnow {
+    // A move is not a change of the pages moved: only `--indexnow` queues what the import writes.
+    if !indexnow {
         store_options.notify_sites.clear();
     }
     // A dry run opens nothing: the sites are the configured ones, with the ids they would be given.

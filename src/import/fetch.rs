@@ -92,24 +92,103 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 pub enum Base {
     /// The URL after redirects.
     Url(Url),
-    /// The directory of a file.
-    Dir(PathBuf),
+    /// The directory of a file, and the directory a file it lists must lie in (the first file's, resolved: an
+    /// index read from a file may list files in that directory or below it only).
+    Dir {
+        dir: PathBuf,
+        root: PathBuf,
+    },
     Stdin,
 }
 
 impl Base {
-    /// The source a listed `loc` names: an absolute `http(s)` URL as it is; otherwise relative to this base.
+    /// The source a listed `loc` names: an absolute `http(s)` URL as it is; otherwise relative to this base. A
+    /// sitemap listed by a local file is untrusted input: it may name a regular file in the first file's directory
+    /// or below it ([`Base::Dir`]'s `root`, every symlink followed), nothing else.
     pub fn resolve(&self, loc: &str) -> Result<Source, String> {
         match Url::parse(loc) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Source::Url(url)),
             Ok(url) => Err(format!("only http and https URLs are read, not {}", url.scheme())),
             Err(_) => match self {
                 Self::Url(base) => base.join(loc).map(Source::Url).map_err(|e| format!("not a URL: {e}")),
-                Self::Dir(dir) => Ok(Source::File(dir.join(loc))),
+                Self::Dir { dir, root } => {
+                    let path = dir.join(loc);
+                    let resolved = std::fs::canonicalize(&path).unwrap_or_else(|_| crate::db_files::resolve(&path));
+                    if !resolved.starts_with(root) {
+                        return Err(format!(
+                            "it lies outside {}: an index read from a file may list files in its own directory or \
+                             below it only",
+                            root.display()
+                        ));
+                    }
+                    if let Ok(meta) = std::fs::metadata(&resolved)
+                        && !meta.is_file()
+                    {
+                        return Err(format!("it is {}, not a regular file", kind(&meta)));
+                    }
+                    Ok(Source::File(path))
+                }
                 Self::Stdin => Err("a relative location in standard input".to_owned()),
             },
         }
     }
+}
+
+/// What a file that is not a regular file is, for messages.
+fn kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (a named pipe)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    }
+}
+
+/// The file systems of the kernel's own files, never a sitemap (`/proc/self/environ` is a "regular" file there).
+const SPECIAL_DIRS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Opens a file source: a regular file only (a FIFO would block the import forever, a device never end, and the
+/// kernel's files hold secrets, not sitemaps), and, for a file an index listed, one in `within` (the first local
+/// source's directory), each checked on the file opened, so that a symlink or FIFO put in its place after the
+/// index was read is refused too. Opened without blocking (`O_NONBLOCK`, which a regular file's reads ignore): a
+/// FIFO is refused, not waited on.
+fn open_file(path: &Path, within: Option<&Path>) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot open it: {e}"))?;
+    // Where the file opened really is: Linux names it under /proc/self/fd; elsewhere, the path resolved now.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .or_else(|_| std::fs::canonicalize(path))
+        .map_err(|e| format!("cannot open it: {e}"))?;
+    if let Some(dir) = SPECIAL_DIRS.iter().find(|d| real.starts_with(d)) {
+        return Err(format!("it lies in {dir} ({}): not a sitemap", real.display()));
+    }
+    if let Some(root) = within
+        && !real.starts_with(root)
+    {
+        return Err(format!(
+            "it lies outside {} ({}): an index read from a file may list files in its own directory or below it \
+             only",
+            root.display(),
+            real.display()
+        ));
+    }
+    let meta = file.metadata().map_err(|e| format!("cannot open it: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("it is {}, not a regular file (a pipe can be read as standard input: -)", kind(&meta)));
+    }
+    Ok(file)
 }
 
 /// The HTTP client's settings.
@@ -162,13 +241,23 @@ pub struct Opened {
 
 /// Opens `source`: a file or standard input as they are; a URL by GET, retried on 429, 5xx and failures to
 /// connect. A blocking reader: it is read on the blocking pool (an HTTP body through [`SyncIoBridge`]).
-pub async fn open(source: &Source, client: &reqwest::Client, options: &HttpOptions) -> Result<Opened, String> {
+/// A file an index listed must lie `within` the first local source's directory (`None` for a source named).
+pub async fn open(
+    source: &Source,
+    within: Option<&Path>,
+    client: &reqwest::Client,
+    options: &HttpOptions,
+) -> Result<Opened, String> {
     match source {
         Source::Stdin => Ok(Opened { reader: Box::new(io::stdin()), base: Base::Stdin }),
         Source::File(path) => {
-            let file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
-            let dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-            Ok(Opened { reader: Box::new(file), base: Base::Dir(dir) })
+            let file = open_file(path, within)?;
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let root = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+            Ok(Opened { reader: Box::new(file), base: Base::Dir { dir, root } })
         }
         Source::Url(url) => {
             let response = get(client, url, options).await?;
@@ -186,7 +275,10 @@ async fn get(client: &reqwest::Client, url: &Url, options: &HttpOptions) -> Resu
     let mut tries = 0;
     loop {
         tries += 1;
-        let (why, asked) = match client.get(url.clone()).send().await {
+        // `no-cache`: the sitemap as it is now, not as a cache (or a sitemapd's page table of up to `state_ttl_ms`
+        // ago) last saw it.
+        let request = client.get(url.clone()).header(reqwest::header::CACHE_CONTROL, "no-cache");
+        let (why, asked) = match request.send().await {
             Ok(r) if r.status().is_success() => return Ok(r),
             Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS || r.status().is_server_error() => {
                 (format!("it answered {}", r.status()), retry_after(r.headers()))
@@ -249,9 +341,31 @@ mod tests {
         assert_eq!(base.resolve("s1.xml").unwrap().to_string(), "https://x.test/maps/s1.xml");
         assert_eq!(base.resolve("https://y.test/s.xml").unwrap().to_string(), "https://y.test/s.xml");
         assert!(base.resolve("file:///etc/passwd").unwrap_err().contains("only http and https"));
-        let dir = Base::Dir(PathBuf::from("/data"));
+        let dir = Base::Dir { dir: PathBuf::from("/data"), root: PathBuf::from("/data") };
         assert_eq!(dir.resolve("s1.xml.gz").unwrap(), Source::File("/data/s1.xml.gz".into()));
         assert!(Base::Stdin.resolve("s1.xml").is_err());
+    }
+
+    /// What a listed file is, is checked on the file opened: a symlink to a file outside the directory, or a
+    /// FIFO, put in a listed file's place after the index was read is refused (and the FIFO not waited on).
+    #[test]
+    fn a_file_is_checked_as_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("legacy");
+        std::fs::create_dir(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        std::fs::write(dir.path().join("outside.xml"), "<urlset/>").unwrap();
+        std::fs::write(root.join("inside.xml"), "<urlset/>").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.xml"), root.join("swapped.xml")).unwrap();
+        assert!(open_file(&root.join("inside.xml"), Some(&root)).is_ok());
+        let e = open_file(&root.join("swapped.xml"), Some(&root)).unwrap_err();
+        assert!(e.contains("lies outside"), "{e}");
+        assert!(open_file(&root.join("swapped.xml"), None).is_ok(), "a source named may lie anywhere");
+        assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.xml")).status().unwrap().success());
+        let e = open_file(&root.join("fifo.xml"), Some(&root)).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        let e = open_file(Path::new("/proc/self/environ"), None).unwrap_err();
+        assert!(e.contains("lies in /proc"), "{e}");
     }
 
     #[test]

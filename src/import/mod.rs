@@ -211,6 +211,9 @@ struct Reject {
     /// `--delete-missing`.
     #[serde(skip)]
     listed: Option<(i64, u64)>,
+    /// It is no entry at all (a text line that is no URL): no stored URL it could be.
+    #[serde(skip)]
+    no_loc: bool,
     /// Its share of the byte budget, until it is written.
     #[serde(skip)]
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -270,6 +273,8 @@ impl Link {
 struct Job {
     source: Source,
     chain: Arc<Link>,
+    /// The directory the files a local index lists must lie in: the first local source's ([`fetch::Base::Dir`]).
+    root: Option<PathBuf>,
 }
 
 /// What the jobs share.
@@ -359,7 +364,7 @@ pub async fn import(
     for source in options.sources {
         if seen.insert(source.key()) {
             let link = Link { name: source.to_string(), key: source.key(), parent: None, level: 1 };
-            queue.push_back(Job { chain: Arc::new(link), source });
+            queue.push_back(Job { chain: Arc::new(link), source, root: None });
         }
     }
     counters.sources_total.store(queue.len() as u64, Ordering::Relaxed);
@@ -426,7 +431,7 @@ pub async fn import(
             seen.insert(key.clone());
             let link =
                 Link { name: child.to_string(), key, parent: Some(job.chain.clone()), level: job.chain.level + 1 };
-            queue.push_back(Job { source: child, chain: Arc::new(link) });
+            queue.push_back(Job { source: child, chain: Arc::new(link), root: job.root.clone() });
             counters.sources_total.fetch_add(1, Ordering::Relaxed);
         }
         progress.source_done(&outcome);
@@ -516,17 +521,26 @@ fn not_followed(summary: &mut Summary, what: String) {
 }
 
 /// Reads one source: its outcome, what reading it reported, and the sitemaps it lists (to follow).
-async fn run_job(job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<Source>) {
+async fn run_job(mut job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Vec<Source>) {
     let name = job.source.to_string();
     let mut outcome = SourceOutcome { source: name.clone(), format: None, items: 0, cut: None, error: None };
-    let opened = match fetch::open(&job.source, &ctx.client, &ctx.http).await {
+    // A file an index listed stays in the first local source's directory, checked again on the file opened.
+    let within = job.root.clone().filter(|_| job.chain.parent.is_some());
+    let opened = match fetch::open(&job.source, within.as_deref(), &ctx.client, &ctx.http).await {
         Ok(opened) => opened,
         Err(e) => {
             outcome.error = Some(e);
             return (job, outcome, Report::default(), Vec::new());
         }
     };
-    let base = opened.base.clone();
+    let mut base = opened.base.clone();
+    if let fetch::Base::Dir { root, .. } = &mut base {
+        // What a file lists stays in the first local source's directory, however deep the chain.
+        match &job.root {
+            Some(first) => root.clone_from(first),
+            None => job.root = Some(root.clone()),
+        }
+    }
     let mut options = ctx.read.clone();
     options.robots = job.source.is_robots();
     let ctx2 = ctx.clone();
@@ -596,8 +610,30 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
         Found::Invalid { line, loc, reason } => {
             ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
             let listed = loc.as_deref().and_then(|l| ctx.listed(&ctx.read.rewrite(l)));
-            let reject =
-                Reject { source: source.to_string(), line, loc, reason, errors: Vec::new(), listed, permit: None };
+            let reject = Reject {
+                source: source.to_string(),
+                line,
+                loc,
+                reason,
+                errors: Vec::new(),
+                listed,
+                no_loc: false,
+                permit: None,
+            };
+            return send_reject(ctx, reject);
+        }
+        Found::NotAnEntry { line, reason } => {
+            ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
+            let reject = Reject {
+                source: source.to_string(),
+                line,
+                loc: None,
+                reason,
+                errors: Vec::new(),
+                listed: None,
+                no_loc: true,
+                permit: None,
+            };
             return send_reject(ctx, reject);
         }
         Found::Entry { line, loc, json } => (line, loc, json),
@@ -621,7 +657,8 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
                 .collect::<Vec<_>>()
                 .join("; ");
             let listed = loc.as_deref().and_then(|l| ctx.listed(&ctx.read.rewrite(l)));
-            let reject = Reject { source: source.to_string(), line, loc, reason, errors, listed, permit: None };
+            let reject =
+                Reject { source: source.to_string(), line, loc, reason, errors, listed, no_loc: false, permit: None };
             send_reject(ctx, reject)
         }
     }
@@ -782,7 +819,7 @@ fn write_rejects(
             listed.entry(site).or_default().insert(digest);
         }
         // A reject whose loc is unknown (a line too long, not UTF-8, not JSON) may be any stored URL.
-        written.unknown_locs += u64::from(reject.loc.is_none());
+        written.unknown_locs += u64::from(reject.loc.is_none() && !reject.no_loc);
         written.rejected += 1;
         counters.rejected.fetch_add(1, Ordering::Relaxed);
         if written.rejects_error.is_none()
@@ -837,7 +874,16 @@ async fn store_batch(
                 let listed =
                     entries.first().and_then(|e| Some((sites.for_loc(e.loc.as_str())?.id, digest(e.loc.as_str()))));
                 let reason = e.to_string();
-                rejects.push(Reject { source, line, loc, reason, errors: Vec::new(), listed, permit: None });
+                rejects.push(Reject {
+                    source,
+                    line,
+                    loc,
+                    reason,
+                    errors: Vec::new(),
+                    listed,
+                    no_loc: false,
+                    permit: None,
+                });
                 counts.received += 1;
                 return Ok(());
             }

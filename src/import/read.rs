@@ -73,6 +73,9 @@ pub enum Found {
     Sitemap { line: u64, loc: String },
     /// An entry that cannot be read as one (too many elements), with the reason.
     Invalid { line: u64, loc: Option<String>, reason: String },
+    /// A line of a text sitemap that is no URL at all: rejected, and never copied (a file that is no sitemap may
+    /// hold secrets).
+    NotAnEntry { line: u64, reason: String },
 }
 
 /// What reading a source found besides its items.
@@ -155,10 +158,49 @@ fn read_into(
     found: &mut dyn FnMut(Found) -> ControlFlow<()>,
     report: &mut Report,
 ) -> Result<(), String> {
-    // The magic number is looked for in the first two bytes however the input arrives (a pipe or an HTTP body
-    // may give one byte first).
-    let mut input = input;
-    let mut head = [0u8; 2];
+    // The magic numbers are looked for in the first bytes however the input arrives (a pipe or an HTTP body may
+    // give one byte first).
+    let (head, input) = peek(input)?;
+    report.gzip = head.starts_with(&[0x1f, 0x8b]);
+    if !report.gzip {
+        undecodable(&head)?;
+    }
+    let input = io::Cursor::new(head).chain(input);
+    let unlimited = Rc::new(Cell::new(false));
+    let any_cut = Rc::new(Cell::new(false));
+    let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES, unlimited.clone());
+    raw.any_cut = any_cut.clone();
+    let limit = if options.robots { MAX_ROBOTS_BYTES } else { MAX_BYTES };
+    if report.gzip {
+        // Events are counted in the text a gzip body inflates to, never in its compressed bytes.
+        raw.max_event = u64::MAX;
+        let (head, inflated) = match peek(MultiGzDecoder::new(raw)) {
+            Ok(pair) => pair,
+            Err(e) => return Err(format!("{e} (in its gzip)")),
+        };
+        if head.starts_with(&[0x1f, 0x8b]) {
+            return Err("it is gzip inside gzip: decompress it once (gunzip) and import what that gives".to_owned());
+        }
+        undecodable(&head)?;
+        let inflated = BufReader::with_capacity(64 * 1024, io::Cursor::new(head).chain(inflated));
+        let mut text = Metered::new(inflated, limit, unlimited);
+        text.any_cut = any_cut;
+        let result = read_text(&mut text, options, found, report);
+        let compressed_cut = text.inner.get_ref().get_ref().1.get_ref().cut;
+        finish(result, text.cut, limit, report, compressed_cut)
+    } else {
+        raw.limit = limit;
+        let result = read_text(&mut raw, options, found, report);
+        finish(result, raw.cut, limit, report, false)
+    }
+}
+
+/// How many bytes [`peek`] looks at: the longest magic number below.
+const HEAD_BYTES: usize = 8;
+
+/// The first [`HEAD_BYTES`] bytes of `input` (fewer when it is shorter), read however they arrive, and the rest.
+fn peek<R: Read>(mut input: R) -> Result<(Vec<u8>, R), String> {
+    let mut head = [0u8; HEAD_BYTES];
     let mut got = 0;
     while got < head.len() {
         match input.read(&mut head[got..]) {
@@ -168,27 +210,45 @@ fn read_into(
             Err(e) => return Err(format!("cannot read: {e}")),
         }
     }
-    report.gzip = head[..got] == [0x1f, 0x8b];
-    let input = io::Cursor::new(head[..got].to_vec()).chain(input);
-    let unlimited = Rc::new(Cell::new(false));
-    let any_cut = Rc::new(Cell::new(false));
-    let mut raw = Metered::new(BufReader::with_capacity(64 * 1024, input), MAX_COMPRESSED_BYTES, unlimited.clone());
-    raw.any_cut = any_cut.clone();
-    let limit = if options.robots { MAX_ROBOTS_BYTES } else { MAX_BYTES };
-    if report.gzip {
-        // Events are counted in the text a gzip body inflates to, never in its compressed bytes.
-        raw.max_event = u64::MAX;
-        let inflated = BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(raw));
-        let mut text = Metered::new(inflated, limit, unlimited);
-        text.any_cut = any_cut;
-        let result = read_text(&mut text, options, found, report);
-        let compressed_cut = text.inner.get_ref().get_ref().cut;
-        finish(result, text.cut, limit, report, compressed_cut)
+    Ok((head[..got].to_vec(), input))
+}
+
+/// Refuses text that is no UTF-8 sitemap by its first bytes: another Unicode encoding (by its byte order mark, or
+/// the NUL bytes of UTF-16 or UTF-32 without one), an archive or compression other than gzip, or binary. Read as
+/// text, each would be thousands of rejected "lines"; it is one failed source, saying what it is.
+fn undecodable(head: &[u8]) -> Result<(), String> {
+    const CONVERT: &str = "sitemaps are UTF-8 (convert it first, e.g. iconv -f";
+    let encoding = if head.starts_with(&[0, 0, 0xfe, 0xff]) {
+        Some("UTF-32BE")
+    } else if head.starts_with(&[0xff, 0xfe, 0, 0]) {
+        Some("UTF-32LE")
+    } else if head.starts_with(&[0xfe, 0xff]) {
+        Some("UTF-16BE")
+    } else if head.starts_with(&[0xff, 0xfe]) {
+        Some("UTF-16LE")
     } else {
-        raw.limit = limit;
-        let result = read_text(&mut raw, options, found, report);
-        finish(result, raw.cut, limit, report, false)
+        None
+    };
+    if let Some(encoding) = encoding {
+        return Err(format!("it is {encoding} (by its byte order mark): {CONVERT} {encoding} -t UTF-8)"));
     }
+    let archive = [
+        (&b"PK\x03\x04"[..], "a zip archive: unzip it and import the sitemaps it holds"),
+        (b"BZh", "bzip2-compressed: decompress it (bunzip2) first, or gzip it"),
+        (b"\xfd7zXZ\x00", "xz-compressed: decompress it (unxz) first, or gzip it"),
+        (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it (unzstd) first, or gzip it"),
+        (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive: extract it and import the sitemaps it holds"),
+    ];
+    if let Some((_, what)) = archive.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Err(format!("it is {what}"));
+    }
+    if head.contains(&0) {
+        // UTF-16 and UTF-32 without a byte order mark put NUL bytes beside ASCII; text never holds one.
+        return Err(format!(
+            "it holds NUL bytes: binary, or UTF-16 or UTF-32 without a byte order mark ({CONVERT} UTF-16 -t UTF-8)"
+        ));
+    }
+    Ok(())
 }
 
 /// The outcome once the reading stopped: a limit that was reached explains whatever error it caused.
@@ -216,7 +276,13 @@ fn read_text<R: BufRead>(
     found: &mut dyn FnMut(Found) -> ControlFlow<()>,
     report: &mut Report,
 ) -> Result<(), String> {
-    let first = skip_bom_and_space(input).map_err(|e| format!("cannot read: {e}"))?;
+    let (first, bom, space) = skip_bom_and_space(input).map_err(|e| format!("cannot read: {e}"))?;
+    if bom {
+        report.notice("a byte order mark before the text: read past");
+    }
+    if space && first == Some(b'<') {
+        report.notice("whitespace before the XML declaration or root: read past");
+    }
     if options.robots {
         report.format = Some(Format::Robots);
         return read_lines(input, options, found, report, Format::Robots);
@@ -237,29 +303,37 @@ fn read_text<R: BufRead>(
     }
 }
 
-/// Consumes a UTF-8 byte order mark and leading whitespace; the first byte after them, if any.
-fn skip_bom_and_space<R: BufRead>(input: &mut Metered<R>) -> io::Result<Option<u8>> {
+/// Consumes a UTF-8 byte order mark and leading whitespace: the first byte after them, if any, whether there was
+/// a byte order mark, and whether there was whitespace.
+fn skip_bom_and_space<R: BufRead>(input: &mut Metered<R>) -> io::Result<(Option<u8>, bool, bool)> {
     // A byte at a time: the input may arrive a byte at a time.
+    let mut bom = 0;
     for expected in [0xef, 0xbb, 0xbf] {
         match input.fill_buf()?.first() {
-            Some(&b) if b == expected => input.consume(1),
+            Some(&b) if b == expected => {
+                input.consume(1);
+                bom += 1;
+            }
             _ => break,
         }
     }
+    let mut space = false;
     loop {
         let buf = input.fill_buf()?;
         if buf.is_empty() {
-            return Ok(None);
+            return Ok((None, bom == 3, space));
         }
         match buf.iter().position(|b| !b.is_ascii_whitespace()) {
             Some(i) => {
                 let first = buf[i];
+                space |= i > 0;
                 input.consume(i);
                 input.mark();
-                return Ok(Some(first));
+                return Ok((Some(first), bom == 3, space));
             }
             None => {
                 let n = buf.len();
+                space = true;
                 input.consume(n);
                 input.mark();
             }
@@ -314,6 +388,12 @@ fn read_lines<R: BufRead>(
         let body = body.strip_suffix(b"\r").unwrap_or(body);
         let body_length = length - (line.len() - body.len()) as u64;
         let invalid = |reason: String| Found::Invalid { line: line_no, loc: None, reason };
+        if format != Format::Robots && body.contains(&0) {
+            return Err(format!(
+                "line {line_no} holds a NUL byte: it is no text sitemap (binary, or UTF-16 or UTF-32 without a byte \
+                 order mark)"
+            ));
+        }
         let item = if body_length > max && format == Format::Robots {
             continue;
         } else if body_length > max {
@@ -337,6 +417,14 @@ fn read_lines<R: BufRead>(
                 Format::Text => {
                     let url = text.trim();
                     if url.is_empty() {
+                        continue;
+                    }
+                    if !is_http_url(url) {
+                        report.items += 1;
+                        let reason = "the line is not an http or https URL (not copied here)".to_owned();
+                        if found(Found::NotAnEntry { line: line_no, reason }).is_break() {
+                            return Ok(());
+                        }
                         continue;
                     }
                     let json = serde_json::json!({ "loc": options.rewrite(url) }).to_string();
@@ -366,6 +454,14 @@ fn read_lines<R: BufRead>(
             return Ok(());
         }
     }
+}
+
+/// Whether a text sitemap's line is an entry at all: a URL (it starts with `http://` or `https://`, any case) or a
+/// relative one (`/path`, a legacy generator's mistake worth showing), without a blank. Anything else (a file that
+/// is no sitemap: `/etc/passwd`, an environment) is rejected without being copied.
+fn is_http_url(line: &str) -> bool {
+    let scheme = |s: &str| line.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+    (scheme("http://") || scheme("https://") || line.starts_with('/')) && !line.contains(char::is_whitespace)
 }
 
 /// At most [`MAX_SHOWN`] characters of `text`, for notices and messages.
@@ -625,6 +721,9 @@ fn read_xml<R: BufRead>(
     let mut entry_bytes = 0usize;
     // The root element was closed: nothing may follow it.
     let mut closed = false;
+    // What crawlers accept and the summary lists: no XML declaration, CDATA sections (once per source each).
+    let mut declared = false;
+    let mut cdata = false;
     // Depth at which a skipped subtree began (0: none).
     let mut skipping = 0usize;
     let mut buf = Vec::new();
@@ -663,6 +762,9 @@ fn read_xml<R: BufRead>(
                         return Err(format!("it has a second root element <{}> (line {line})", shorten(&node.shown)));
                     }
                     1 => {
+                        if !declared {
+                            report.notice("no XML declaration: read as XML 1.0 in UTF-8");
+                        }
                         report.format = Some(match (ns, node.name.as_str()) {
                             (Ns::Sitemap, "urlset") => Format::UrlSet,
                             (Ns::Sitemap, "sitemapindex") => Format::Index,
@@ -761,6 +863,10 @@ fn read_xml<R: BufRead>(
                 }
             }
             Event::CData(data) => {
+                if !cdata {
+                    cdata = true;
+                    report.notice("CDATA sections: read as text");
+                }
                 if let Some(node) = open.last_mut().filter(|_| skipping == 0) {
                     too_long |= !append(&mut node.text, &data.xml10_content(), &mut entry_bytes);
                 }
@@ -786,6 +892,7 @@ fn read_xml<R: BufRead>(
                 };
             }
             Event::Decl(decl) => {
+                declared = true;
                 if let Some(Ok(encoding)) = decl.encoding()
                     && !encoding.eq_ignore_ascii_case("utf-8")
                     && !encoding.eq_ignore_ascii_case("utf8")
@@ -871,6 +978,17 @@ fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report) -> (Option
             (Ns::Video, "video") => videos.push(video(child, options, report)),
             (Ns::News, "news") => entry.push(("news".into(), news(child, report))),
             (Ns::Xhtml, "link") => match child.attr("rel") {
+                Some(rel)
+                    if rel.eq_ignore_ascii_case("alternate")
+                        && child.attr("href").is_some_and(|h| {
+                            let h = h.to_ascii_lowercase();
+                            h.starts_with("android-app:") || h.starts_with("ios-app:")
+                        }) =>
+                {
+                    // Google's app indexing (retired in 2019): a link to an app, not a page. Skipped as retired
+                    // tags are; the entry is kept.
+                    report.notice("retired <xhtml:link href=\"android-app:…\"> (app indexing) skipped");
+                }
                 Some(rel) if rel.eq_ignore_ascii_case("alternate") => {
                     let mut link = Vec::new();
                     if let Some(hreflang) = child.attr("hreflang") {
@@ -1191,6 +1309,7 @@ mod tests {
             [
                 "<mobile:mobile> is not kept: skipped",
                 "<xhtml:link> without rel=\"alternate\" is not kept: skipped",
+                "CDATA sections: read as text",
                 "deprecated <image:caption> skipped",
                 "deprecated <news:keywords> skipped",
                 "deprecated <video:category> skipped",
@@ -1232,6 +1351,8 @@ mod tests {
         let Found::Entry { line, .. } = &items[1] else { panic!() };
         assert_eq!(*line, 4, "lines count the BOM's line and leading whitespace");
         for notice in [
+            "a byte order mark before the text: read past",
+            "whitespace before the XML declaration or root: read past",
             "the sitemap namespace \"https://www.sitemaps.org/schemas/sitemap/0.9\" is read as the protocol's",
             "the tag <URLSET> is read as <urlset>",
             "the tag <LOC> is read as <loc>",
@@ -1243,7 +1364,81 @@ mod tests {
                    </loc></url></urlset>";
         let (items, report) = read_all(old.as_bytes(), &options());
         assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/"})]);
-        assert_eq!(report.unwrap().notices.len(), 1);
+        let notices: Vec<String> = report.unwrap().notices.into_keys().collect();
+        assert_eq!(notices.len(), 2, "{notices:?}");
+        assert!(notices.contains(&"no XML declaration: read as XML 1.0 in UTF-8".to_owned()), "{notices:?}");
+    }
+
+    /// What is no UTF-8 sitemap fails as a source, saying what it is, rather than giving thousands of rejected
+    /// "lines"; what is read before it is kept.
+    #[test]
+    fn undecodable_sources_fail_saying_what_they_are() {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-16\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+                   <url><loc>https://www.example.com/a</loc></url></urlset>\n";
+        let utf16 = |le: bool, bom: bool| -> Vec<u8> {
+            let mut out = Vec::new();
+            if bom {
+                out.extend(if le { [0xff, 0xfe] } else { [0xfe, 0xff] });
+            }
+            for unit in xml.encode_utf16() {
+                out.extend(if le { unit.to_le_bytes() } else { unit.to_be_bytes() });
+            }
+            out
+        };
+        let utf32le: Vec<u8> =
+            [0xfeff_u32].into_iter().chain(xml.chars().map(u32::from)).flat_map(u32::to_le_bytes).collect();
+        let utf32be: Vec<u8> =
+            [0xfeff_u32].into_iter().chain(xml.chars().map(u32::from)).flat_map(u32::to_be_bytes).collect();
+        let mut zip = b"PK\x03\x04".to_vec();
+        zip.extend_from_slice(xml.as_bytes());
+        let binary: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 256) as u8).collect();
+        let mut late_nul = b"https://www.example.com/a\nhttps://www.example.com/b\n".to_vec();
+        late_nul.extend_from_slice(b"\x00\x01\x02garbage\nhttps://www.example.com/c\n");
+        for (name, bytes, says, kept) in [
+            ("UTF-16LE", utf16(true, true), "it is UTF-16LE (by its byte order mark)", 0),
+            ("UTF-16BE", utf16(false, true), "it is UTF-16BE (by its byte order mark)", 0),
+            ("UTF-16 without a BOM", utf16(true, false), "it holds NUL bytes", 0),
+            ("UTF-32LE", utf32le, "it is UTF-32LE", 0),
+            ("UTF-32BE", utf32be, "it is UTF-32BE", 0),
+            ("gzip in gzip", gzip(&gzip(xml.as_bytes())), "gzip inside gzip", 0),
+            ("UTF-16 in gzip", gzip(&utf16(true, true)), "it is UTF-16LE", 0),
+            ("zip", zip, "a zip archive", 0),
+            ("bzip2", b"BZh91AY&SY".to_vec(), "bzip2", 0),
+            ("xz", b"\xfd7zXZ\x00\x00".to_vec(), "xz", 0),
+            ("binary", binary, "NUL", 0),
+            ("a NUL byte on line 3", late_nul, "line 3 holds a NUL byte", 2),
+        ] {
+            let (items, report) = read_all(&bytes, &options());
+            let e = report.expect_err(name);
+            assert!(e.message.contains(says), "{name}: {}", e.message);
+            assert_eq!(items.len(), kept, "{name}: {items:?}");
+        }
+        // A UTF-8 declaration with a UTF-8 body is read, of course.
+        let (items, report) = read_all(xml.replace("UTF-16", "UTF-8").as_bytes(), &options());
+        assert_eq!((items.len(), report.unwrap().format), (1, Some(Format::UrlSet)));
+    }
+
+    /// Google's retired app-indexing link (`android-app://…`, `ios-app://…`) is skipped and counted, as retired
+    /// tags are: the entry is kept (sitemap.js's own fixtures hold one).
+    #[test]
+    fn an_app_indexing_link_is_skipped_and_the_entry_kept() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:xhtml="http://www.w3.org/1999/xhtml">
+<url><loc>https://www.example.com/a</loc>
+<xhtml:link rel="alternate" href="android-app://com.example/https/www.example.com/a"/>
+<xhtml:link rel="alternate" href="ios-app://123/https/www.example.com/a"/>
+<xhtml:link rel="alternate" hreflang="de" href="https://www.example.com/de/a"/>
+<xhtml:link rel="alternate" hreflang="en" href="https://www.example.com/a"/>
+</url></urlset>"#;
+        let (items, report) = read_all(xml.as_bytes(), &options());
+        let report = report.unwrap();
+        let json = entries(&items);
+        assert_eq!(json[0]["alternates"].as_array().unwrap().len(), 2, "{json:?}");
+        assert_eq!(report.notices.get("retired <xhtml:link href=\"android-app:…\"> (app indexing) skipped"), Some(&2));
+        let Found::Entry { json, .. } = &items[0] else { panic!() };
+        let public = PublicUrl::parse("https://www.example.com/").unwrap();
+        let input = serde_json::from_str::<EntryInput>(json).unwrap();
+        assert!(Entry::from_input(input, &public).is_ok(), "{json}");
     }
 
     #[test]
@@ -1309,6 +1504,7 @@ mod tests {
             .iter()
             .map(|f| match f {
                 Found::Entry { line, loc, .. } => (*line, loc.clone()),
+                Found::NotAnEntry { line, reason } => (*line, Some(reason.clone())),
                 other => panic!("{other:?}"),
             })
             .collect();
@@ -1317,8 +1513,9 @@ mod tests {
             [
                 (1, Some("https://www.example.com/a".into())),
                 (3, Some("https://www.example.com/b".into())),
-                (4, Some("not a url".into()))
-            ]
+                (4, Some("the line is not an http or https URL (not copied here)".into()))
+            ],
+            "a line that is no URL is never copied"
         );
 
         let robots = "User-agent: *\nDisallow: /x # Sitemap: https://no.example/\nSitemap: https://a.example/s.xml\n\

@@ -260,15 +260,29 @@ impl Directories {
     /// younger than [`FULL_READ`]), the table is still current and is kept, so that a refresh costs one
     /// primary-key read, not a read of every page.
     pub async fn get(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
+        self.get_since(store, None).await
+    }
+
+    /// As [`Directories::get`], but never a table checked before this call: the change counter is read (one
+    /// primary-key read; the table only when it moved). For a client that asks for the current state
+    /// (`Cache-Control: no-cache`): an import reading this server's sitemaps right after another process (the
+    /// `sitemapd import` command) wrote, which `state_ttl_ms` would otherwise hide for up to that long. Concurrent
+    /// callers share one check.
+    pub async fn get_current(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
+        self.get_since(store, Some(Instant::now())).await
+    }
+
+    async fn get_since(&self, store: &dyn StoreReads, asked: Option<Instant>) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
             let table = Arc::new(Table::new(0, store.pages(self.site).await?));
             return Ok(Arc::new(Directory::new(self.site, table, 0, (self.clock)())));
         }
-        if let Some(fresh) = self.fresh() {
+        let checked_since = |d: &Arc<Directory>| asked.is_none_or(|asked| d.read_at >= asked);
+        if let Some(fresh) = self.fresh().filter(checked_since) {
             return Ok(fresh);
         }
         let _one_reader = self.refresh.lock().await;
-        if let Some(fresh) = self.fresh() {
+        if let Some(fresh) = self.fresh().filter(checked_since) {
             return Ok(fresh);
         }
         // Read the generation before the table: a write finishing during the read leaves this copy stale.

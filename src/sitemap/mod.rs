@@ -270,7 +270,7 @@ async fn get_index(
     method: Method,
     request: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let directory = state.directories(site.id).get(state.reads()).await?;
+    let directory = directory_for(&state, site.id, &request).await?;
     if directory.is_empty() {
         return Err(ApiError::not_found("no URLs are stored yet"));
     }
@@ -309,6 +309,30 @@ async fn get_index(
     Ok(rep.answer(&method, Source::Bytes(body)))
 }
 
+/// The site's page table as the request may be answered from: at most `state_ttl_ms` old, or checked now when the
+/// client asks for the current state (`Cache-Control: no-cache` or `max-age=0`, `Pragma: no-cache`), as
+/// `sitemapd import` does: then a write by another process (an import, a replica) is seen at once, at the cost of
+/// one primary-key read.
+async fn directory_for(state: &AppState, site: i64, request: &HeaderMap) -> Result<Arc<Directory>, ApiError> {
+    let directories = state.directories(site);
+    Ok(if asks_current(request) {
+        directories.get_current(state.reads()).await?
+    } else {
+        directories.get(state.reads()).await?
+    })
+}
+
+/// Whether a request asks for a response validated at the origin (RFC 9111, 5.2.1.4 and 5.4).
+fn asks_current(request: &HeaderMap) -> bool {
+    let directive = |name: header::HeaderName, wanted: &[&str]| {
+        request.get_all(name).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|d| {
+            let d = d.trim();
+            wanted.iter().any(|w| d.eq_ignore_ascii_case(w))
+        })
+    };
+    directive(header::CACHE_CONTROL, &["no-cache", "max-age=0"]) || directive(header::PRAGMA, &["no-cache"])
+}
+
 /// The news sitemap of this read of the page table.
 async fn news_sitemap(state: &AppState, directory: &Directory) -> Result<Arc<NewsState>, ApiError> {
     Ok(directory.news(state.reads(), state.config.news_window_hours, state.config.gzip_level).await?)
@@ -344,7 +368,7 @@ async fn news_answer(
     method: &Method,
     request: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let directory = state.directories(site).get(state.reads()).await?;
+    let directory = directory_for(state, site, request).await?;
     let news_state = news_sitemap(state, &directory).await?;
     let news = news_state
         .sitemap
@@ -385,7 +409,7 @@ async fn get_page(
         encoding
     };
     let level = state.config.gzip_level;
-    let directory = state.directories(site.id).get(state.reads()).await?;
+    let directory = directory_for(&state, site.id, &request).await?;
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {

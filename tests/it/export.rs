@@ -99,4 +99,28 @@ async fn the_binary_writes_ndjson_alone_or_to_a_new_file(b: Backend) {
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no site is named \"shop\""));
 }
 
+/// `export` and `backup` read a database: run where there is none (the default `sqlite://sitemapd.db` is relative
+/// to the working directory), they refuse, naming the absolute path they looked at, and create nothing (they
+/// used to create an empty database and export 0 entries, exit 0).
+#[test]
+fn export_and_backup_refuse_a_database_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = dir.path().canonicalize().unwrap();
+    for args in [&["export"][..], &["export", "--output", "x.ndjson"], &["backup", "b.db"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sitemapd"))
+            .current_dir(&here)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args(args)
+            .output()
+            .expect("run sitemapd");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("no database at {}/sitemapd.db", here.display())), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let left: Vec<_> = std::fs::read_dir(&here).unwrap().collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
+}
+
 both_backends!(an_export_sent_back_changes_nothing, the_binary_writes_ndjson_alone_or_to_a_new_file);

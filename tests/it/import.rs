@@ -821,13 +821,15 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
     assert_eq!(std::fs::read_to_string(dir.path().join("import-rejects.ndjson")).unwrap(), "{}\n", "left whole");
 }
 
-/// What an import changes is queued for IndexNow like the API's writes, unless `--no-indexnow`.
+/// An import queues nothing for IndexNow by default (a move is not a change of the pages moved), nor with the
+/// documented `--no-indexnow`; `--indexnow` queues what it changes, like the API's writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_indexnow_queues_nothing() {
+async fn an_import_queues_for_indexnow_only_when_asked() {
     let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), format!("{PUBLIC_URL}/a\n{PUBLIC_URL}/b\n")).unwrap();
     std::fs::write(dir.path().join("c.txt"), format!("{PUBLIC_URL}/c\n")).unwrap();
+    std::fs::write(dir.path().join("d.txt"), format!("{PUBLIC_URL}/d\n")).unwrap();
     let run_with_key = |args: Vec<&'static str>| {
         let (d, db) = (dir.path().to_owned(), app.db.url.clone());
         tokio::task::spawn_blocking(move || {
@@ -842,12 +844,18 @@ async fn no_indexnow_queues_nothing() {
                 .expect("run sitemapd")
         })
     };
-    let out = run_with_key(vec!["import", "--no-indexnow", "a.txt"]).await.unwrap();
+    let queued = || async { app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>() };
+    let out = run_with_key(vec!["import", "a.txt"]).await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>(), 0, "nothing queued");
-    let out = run_with_key(vec!["import", "c.txt"]).await.unwrap();
+    assert_eq!(queued().await, 0, "nothing queued by default");
+    let out = run_with_key(vec!["import", "--no-indexnow", "d.txt"]).await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(app.store.outbox_size().await.unwrap().iter().map(|(_, n)| n).sum::<i64>(), 1, "the change queued");
+    assert_eq!(queued().await, 0, "nothing queued with --no-indexnow");
+    let out = run_with_key(vec!["import", "--indexnow", "a.txt", "c.txt"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(queued().await, 1, "the one change queued");
+    let out = run_with_key(vec!["import", "--indexnow", "--no-indexnow", "c.txt"]).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "the two contradict each other");
 }
 
 /// On a terminal (a pseudo-terminal made by `script`), progress is a bar that ends cleared, and the summary
@@ -884,4 +892,199 @@ async fn on_a_terminal_progress_is_a_bar() {
     assert!(tty.contains(" sources ") && (tty.contains('█') || tty.contains('░')), "a bar was drawn: {tty:?}");
     assert!(tty.contains("stored: 3000 created"), "{tty:?}");
     assert!(!tty.contains("importing"), "no progress log lines on a terminal: {tty:?}");
+}
+
+/// `run` with a relative `DATABASE_URL`, as a user in the database's directory has it.
+fn run_here(dir: &Path, args: &[&str]) -> std::process::Output {
+    run(dir, "sqlite://sitemapd.db", args)
+}
+
+/// No output path of a command may name the database or one of its files, by any path: `import --rejects`
+/// (which empties its file at the start), `export --output`, `backup`. Each is refused before anything is opened,
+/// and the database keeps every entry.
+#[test]
+fn no_output_names_the_database_or_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("a.txt"), format!("{PUBLIC_URL}/a\n{PUBLIC_URL}/b\n")).unwrap();
+    std::fs::write(d.join("more.txt"), format!("{PUBLIC_URL}/c\nnot a URL\n")).unwrap();
+    let out = run_here(d, &["import", "a.txt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::os::unix::fs::symlink(d, d.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink(d.join("sitemapd.db-journal"), d.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(d.join("sitemapd.db"), d.join("link.db")).unwrap();
+    std::fs::hard_link(d.join("sitemapd.db"), d.join("hard.db")).unwrap();
+    let paths = [
+        "sitemapd.db",
+        "./sitemapd.db",
+        "sitemapd.db-wal",
+        "sitemapd.db-shm",
+        "sitemapd.db-journal",
+        "sub/../sitemapd.db-wal",
+        "sub/up/sitemapd.db-shm",
+        "link.db",
+        "hard.db",
+        "dangling",
+    ];
+    for path in paths {
+        let out = run_here(d, &["import", "more.txt", "--rejects", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--rejects {path}: {stderr}");
+        assert!(stderr.contains("is the database's file"), "--rejects {path}: {stderr}");
+        let out = run_here(d, &["export", "--output", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "export --output {path}: {stderr}");
+        assert!(stderr.contains("is the database's file"), "export --output {path}: {stderr}");
+        let out = run_here(d, &["backup", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "backup {path}: {stderr}");
+        assert!(stderr.contains("is the database's file"), "backup {path}: {stderr}");
+    }
+    for gone in ["sitemapd.db-journal", "sitemapd.db-shm", "sitemapd.db-wal"] {
+        assert!(!d.join(gone).exists(), "{gone} was created");
+    }
+    let out = run_here(d, &["export"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2, "every entry is left");
+    // Another path is fine.
+    let out = run_here(d, &["import", "more.txt", "--rejects", "sub/rejects.ndjson"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A sitemap index read from a file is untrusted input: it may list files in its own directory or below it, never
+/// one outside it (by `..`, an absolute path or a symlink), a FIFO or the kernel's files. Those fail the index (exit
+/// 1) and are not read; the rest is. A file that is no sitemap (`/etc/passwd` named as a source) never has its
+/// lines copied into the rejects file, and a FIFO named as a source is refused, not waited on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_index_lists_only_regular_files_beside_it() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = dir.path().join("legacy");
+    std::fs::create_dir_all(legacy.join("sub")).unwrap();
+    std::fs::write(legacy.join("s1.xml"), urlset(&url("s1"))).unwrap();
+    std::fs::write(legacy.join("sub/s2.xml"), urlset(&url("s2"))).unwrap();
+    std::fs::write(dir.path().join("outside.xml"), urlset(&url("outside"))).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside.xml"), legacy.join("link.xml")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", legacy.join("passwd.txt")).unwrap();
+    let fifo = legacy.join("fifo.xml");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // A writer that looks for a reader waiting on the FIFO (its non-blocking open succeeds only then), and lets
+    // one go (it then reads an empty file): so an import that waits on it fails this test rather than hangs it.
+    let waited = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (fifo, waited, done) = (fifo.clone(), waited.clone(), done.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::OpenOptionsExt;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let writer = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+                if writer.is_ok() {
+                    waited.store(true, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let hostile = [
+        "s1.xml",
+        "sub/s2.xml",
+        "/etc/passwd",
+        "/proc/self/environ",
+        "../../../../../../etc/hostname",
+        "../outside.xml",
+        "link.xml",
+        "passwd.txt",
+        "fifo.xml",
+        "sub/../../outside.xml",
+    ];
+    std::fs::write(legacy.join("index.xml"), index(&hostile.map(str::to_owned))).unwrap();
+    let rejects = dir.path().join("rejects.ndjson");
+    let mut opts = options(&app, vec![Source::File(legacy.join("index.xml"))]);
+    opts.rejects = Some(rejects.clone());
+    let summary = tokio::time::timeout(Duration::from_secs(30), import(&app, opts)).await.expect("no FIFO blocks");
+    assert!(!summary.success(), "{summary}");
+    let index = &summary.sources[0];
+    assert!(index.error.as_deref().unwrap_or_default().contains("its own directory or below it"), "{summary}");
+    let mut locs = stored(&*app.store).await;
+    locs.sort();
+    assert_eq!(
+        locs,
+        [format!("{PUBLIC_URL}/s1"), format!("{PUBLIC_URL}/s2")],
+        "only the files beside the index are read: {summary}"
+    );
+    assert_eq!(summary.sources.len(), 3, "nothing else was opened: {summary}");
+
+    // Named as sources: a FIFO and the kernel's files are refused at once; a file that is no sitemap is read as a
+    // text sitemap whose lines are no URLs, and none of them is copied.
+    let mut opts = options(
+        &app,
+        vec![Source::File(fifo.clone()), Source::File("/proc/self/environ".into()), Source::File("/etc/passwd".into())],
+    );
+    opts.rejects = Some(rejects.clone());
+    let summary = tokio::time::timeout(Duration::from_secs(30), import(&app, opts)).await.expect("no FIFO blocks");
+    let error = |name: &str| {
+        let source = summary.sources.iter().find(|s| s.source.ends_with(name)).expect(name);
+        source.error.clone().unwrap_or_default()
+    };
+    assert!(error("fifo.xml").contains("a FIFO"), "{summary}");
+    assert!(error("/proc/self/environ").contains("lies in /proc"), "{summary}");
+    let written = std::fs::read_to_string(&rejects).unwrap();
+    assert!(summary.rejected > 0, "{summary}");
+    assert!(!written.contains("root:") && !written.contains("/bin/"), "no line of /etc/passwd is copied: {written}");
+    done.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    assert!(!waited.load(Ordering::Relaxed), "the import waited on the FIFO");
+    for line in written.lines() {
+        let reject: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(reject["loc"], Value::Null, "{line}");
+        assert_eq!(reject["reason"], "the line is not an http or https URL (not copied here)", "{line}");
+    }
+}
+
+/// A sitemap in another encoding than UTF-8, a gzip inside a gzip, an archive: each is one failed source saying what
+/// it is (exit 1), not thousands of rejected lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_files_fail_saying_what_they_are() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let xml = urlset(&(0..100).map(|i| url(&format!("u/{i}"))).collect::<String>()).replace("UTF-8", "UTF-16");
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(xml.encode_utf16().flat_map(u16::to_le_bytes));
+    std::fs::write(dir.path().join("utf16.xml"), &utf16).unwrap();
+    std::fs::write(dir.path().join("twice.xml.gz"), gzip(&gzip(xml.replace("UTF-16", "UTF-8").as_bytes()))).unwrap();
+    let sources = ["utf16.xml", "twice.xml.gz"].map(|f| Source::File(dir.path().join(f))).to_vec();
+    let summary = import(&app, options(&app, sources)).await;
+    assert!(!summary.success(), "{summary}");
+    assert_eq!((summary.entries, summary.rejected), (0, 0), "{summary}");
+    let text = summary.to_string();
+    assert!(text.contains("utf16.xml: it is UTF-16LE (by its byte order mark)"), "{text}");
+    assert!(text.contains("twice.xml.gz: it is gzip inside gzip"), "{text}");
+}
+
+/// An import that reads a running sitemapd's sitemaps sees what another process (another `sitemapd import`) has
+/// just written, whatever `state_ttl_ms` says: it asks for the current state (`Cache-Control: no-cache`), which
+/// the server answers after a check of the site's change counter. A crawler's plain request is still answered from
+/// the page table as last read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_from_a_running_sitemapd_sees_another_processs_writes() {
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_STATE_TTL_MS", "60000")]).await.unwrap();
+    app.put_paths(&["one"]).await;
+    assert_eq!(app.get("/sitemap-1.xml", &[]).await.status, StatusCode::OK);
+    let cli = app.another_process().await;
+    cli.put_paths(&["two"]).await;
+    let plain = app.get("/sitemap-1.xml", &[]).await;
+    assert!(!plain.text().contains("/two<"), "a plain read is of the table as last read: {}", plain.text());
+    let fresh = app.get("/sitemap-1.xml", &[("cache-control", "no-cache")]).await;
+    assert!(fresh.text().contains("/two<"), "{}", fresh.text());
+    let pragma = app.get("/sitemap.xml", &[("pragma", "no-cache")]).await;
+    assert_eq!(pragma.status, StatusCode::OK);
+
+    let more = app.another_process().await;
+    more.put_paths(&["three"]).await;
+    let router = app.router.clone();
+    let server = Peer::start(move |_| router).await;
+    let summary = import(&cli, options(&cli, vec![server.url("/sitemap-1.xml")])).await;
+    assert!(summary.success(), "{summary}");
+    assert_eq!((summary.entries, summary.unchanged), (3, 3), "the import saw the third write at once: {summary}");
 }
