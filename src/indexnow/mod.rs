@@ -156,7 +156,10 @@ pub fn classify(status: StatusCode, retry_after: Option<&HeaderValue>, now: Syst
         503 => Outcome::Retry { reason: "server_error", after: after() },
         _ if status.is_server_error() => Outcome::Retry { reason: "server_error", after: None },
         _ if status.is_client_error() => Outcome::Dropped("client_error"),
-        // 1xx or a 3xx that was not followed: the endpoint is misconfigured or confused; a retry is bounded.
+        // Redirects are never followed (see `client`): no endpoint got the URLs. The endpoint setting is wrong or
+        // the engine moved; the locs wait (bounded by `indexnow_max_attempts`) for the setting to be corrected.
+        _ if status.is_redirection() => Outcome::Retry { reason: "redirected", after: None },
+        // 1xx: the endpoint is confused; a retry is bounded.
         _ => Outcome::Retry { reason: "unexpected_status", after: None },
     }
 }
@@ -240,7 +243,10 @@ mod tests {
         for status in [500, 502, 503, 504] {
             assert_eq!(c(status), Outcome::Retry { reason: "server_error", after: None }, "{status}");
         }
-        assert_eq!(c(302), Outcome::Retry { reason: "unexpected_status", after: None });
+        for status in [300, 301, 302, 303, 307, 308] {
+            assert_eq!(c(status), Outcome::Retry { reason: "redirected", after: None }, "{status}");
+        }
+        assert_eq!(c(101), Outcome::Retry { reason: "unexpected_status", after: None });
 
         // Retry-After, in seconds or as a date, on 429 and 503; ignored elsewhere and when unreadable.
         let secs = HeaderValue::from_static("120");

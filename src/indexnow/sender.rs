@@ -56,8 +56,12 @@ impl SenderOptions {
 }
 
 /// The HTTP client ([`crate::http_client`]): every request bounded by `timeout` (connecting by at most 10 s of it).
+/// It follows no redirect: a 302 or 303 would turn the `POST` into a bodiless `GET` whose 200 is no delivery, and a
+/// 307 or 308 would send the key and the URL list to whatever host the endpoint names. A 3xx is an answer
+/// ([`classify`]).
 pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
     crate::http_client::builder()?
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .timeout(timeout)
         .build()
@@ -247,8 +251,16 @@ impl Sender {
                 if outcome == Outcome::Sent {
                     return (outcome, status.to_string());
                 }
+                // A redirect is shown with where it pointed (never followed): the endpoint to configure, perhaps.
+                let location = status
+                    .is_redirection()
+                    .then(|| response.headers().get(reqwest::header::LOCATION).map(|v| v.to_str().unwrap_or("?")))
+                    .flatten()
+                    .map(|to| format!(" to {to}"))
+                    .unwrap_or_default();
+                let status = format!("{status}{location}");
                 let body = body_start(response).await;
-                (outcome, if body.is_empty() { status.to_string() } else { format!("{status}: {body}") })
+                (outcome, if body.is_empty() { status } else { format!("{status}: {body}") })
             }
             Err(e) => (Outcome::Retry { reason: "network", after: None }, error_chain(&e)),
         }
