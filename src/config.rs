@@ -127,6 +127,9 @@ settings! {
     max_json_bytes: usize = "SITEMAPD_MAX_JSON_BYTES", in 1024..;
     max_line_bytes: usize = "SITEMAPD_MAX_LINE_BYTES", in 4096..;
     max_json_entries: usize = "SITEMAPD_MAX_JSON_ENTRIES", in 1..=1_000_000;
+    /// The memory all write request bodies being read, parsed and written may take at once (see
+    /// [`crate::api::budget`]).
+    body_memory_bytes: u64 = "SITEMAPD_BODY_MEMORY_BYTES", in 1_048_576..=MAX_CACHE_BYTES;
     api_timeout_secs: u64 = "SITEMAPD_API_TIMEOUT_SECS", in 1..=86_400;
     header_read_timeout_secs: u64 = "SITEMAPD_HEADER_READ_TIMEOUT_SECS", in 1..=300;
     /// The longest a connection may accept no bytes of a response before it is closed.
@@ -1048,7 +1051,8 @@ mod tests {
             "Config { database_url: \"sqlite://sitemapd.db\", database_read_url: \"\", public_url: \"http://localhost:8080/\", sites: [], \
              trusted_proxies: [], forwarded_header: XForwardedHost, bind: \
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
-             16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
+             16777216, max_line_bytes: 65536, max_json_entries: 50000, body_memory_bytes: 201326592, \
+             api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \

@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
+use super::budget::{BodyBudget, BodyMemory};
 use crate::error::ApiError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +67,27 @@ pub(crate) async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) 
             ApiError::bad_request("could not read the request body")
         }
     })
+}
+
+/// [`read_limited`] within the budget of bodies in flight: the body's share ([`BodyBudget::take`]: its
+/// `Content-Length`, or `limit` until it is read) is taken before a byte of it is read, and is held by the caller
+/// until its parse and write end. A body over `limit` is 413 before it waits.
+pub(crate) async fn read_within(
+    budget: &BodyBudget,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<(Bytes, BodyMemory), ApiError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::too_large(format!("the body exceeds {limit} bytes; send large loads as NDJSON")));
+    }
+    let mut memory = budget.take(declared.unwrap_or(limit as u64)).await?;
+    let bytes = read_limited(headers, body, limit).await?;
+    if declared.is_none() {
+        budget.shrink_to(&mut memory, bytes.len() as u64);
+    }
+    Ok((bytes, memory))
 }
 
 /// Streams a JSON array body: each element is deserialized as `T` and handed to `each` with its index as soon as

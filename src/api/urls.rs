@@ -17,6 +17,7 @@ use utoipa::IntoParams;
 
 use super::ApiQuery;
 use super::body::{self, Format};
+use super::budget::{BodyMemory, NDJSON_STEP};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
 use crate::config::Access;
@@ -96,7 +97,8 @@ fn authorize<'l>(state: &AppState, access: &Access, locs: impl IntoIterator<Item
 
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let bytes = body::read_limited(headers, body, state.config.max_json_bytes).await?;
+    // Held until the write ends: the body, then its entries, are in memory until then.
+    let (bytes, _memory) = body::read_within(&state.body_budget, headers, body, state.config.max_json_bytes).await?;
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
     let (max_entries, sites) = (state.config.max_json_entries, state.sites.clone());
     let parse = move || parse_json_entries(&bytes, max_entries, &*sites);
@@ -211,8 +213,15 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     // so it gets one byte more and the exact check follows.
     let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
-    let mut ingest =
-        Ingest { state, batch: Vec::new(), batch_bytes: 0, committing: None, totals: UpsertCounts::default() };
+    let mut ingest = Ingest {
+        state,
+        batch: Vec::new(),
+        batch_bytes: 0,
+        memory: BodyMemory::default(),
+        covered: 0,
+        committing: None,
+        totals: UpsertCounts::default(),
+    };
     let mut parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>> = Default::default();
     let mut chunk: Vec<(u64, String)> = Vec::new();
     let mut chunk_bytes = 0;
@@ -342,6 +351,10 @@ struct Ingest<'a> {
     batch: Vec<Entry>,
     /// The bytes of the lines in `batch`.
     batch_bytes: usize,
+    /// The batch's share of the budget of bodies in flight, and the bytes of lines it covers (a multiple of
+    /// [`NDJSON_STEP`]); it goes with the batch to its commit and is given back when that ends.
+    memory: BodyMemory,
+    covered: usize,
     committing: Option<AbortOnDropHandle<crate::store::Result<UpsertCounts>>>,
     totals: UpsertCounts,
 }
@@ -351,11 +364,27 @@ impl Ingest<'_> {
     /// stops and gives its error and number; what comes before it is in the batch.
     async fn take(&mut self, parsed: Vec<ParsedLine>) -> Result<Result<(), (ApiError, u64)>, ApiError> {
         for (line_no, len, entry) in parsed {
-            match entry {
-                Ok(Some(entry)) => self.batch.push(entry),
+            let entry = match entry {
+                Ok(Some(entry)) => entry,
                 Ok(None) => continue,
                 Err(error) => return Ok(Err((error, line_no))),
+            };
+            // The batch's share grows before the line joins it; a full budget stops the body at this line.
+            while self.batch_bytes + len > self.covered {
+                match self.state.body_budget.take(NDJSON_STEP as u64).await {
+                    Ok(more) => self.memory.merge(more),
+                    Err(mut busy) => {
+                        busy.message = format!(
+                            "the server is holding as many request bodies as body_memory_bytes allows; the lines \
+                             before line {line_no} were stored (committed), none from it on. Send the rest again \
+                             after Retry-After."
+                        );
+                        return Ok(Err((busy, line_no)));
+                    }
+                }
+                self.covered += NDJSON_STEP;
             }
+            self.batch.push(entry);
             self.batch_bytes += len;
             let config = &self.state.config;
             if self.batch.len() >= config.ndjson_batch || self.batch_bytes >= config.max_json_bytes {
@@ -385,9 +414,14 @@ impl Ingest<'_> {
     async fn commit_behind(&mut self) -> Result<(), ApiError> {
         self.settle().await?;
         let batch = std::mem::take(&mut self.batch);
-        self.batch_bytes = 0;
+        let memory = std::mem::take(&mut self.memory);
+        (self.batch_bytes, self.covered) = (0, 0);
         let state = self.state.clone();
-        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move { state.upsert(&batch).await })));
+        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move {
+            let written = state.upsert(&batch).await;
+            drop((batch, memory));
+            written
+        })));
         Ok(())
     }
 
@@ -421,6 +455,7 @@ impl Ingest<'_> {
                 count_upserted(&counts);
                 self.totals += counts;
                 self.batch.clear();
+                (self.batch_bytes, self.covered, self.memory) = (0, 0, BodyMemory::default());
                 Ok(())
             }
             Err(e) => Err(ApiError::from(e).with("committed", self.totals.received).with("stored", json!(self.totals))),
@@ -510,7 +545,7 @@ pub(crate) async fn delete_urls(
     body: Body,
 ) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
-    let bytes = body::read_limited(&headers, body, state.config.max_json_bytes).await?;
+    let (bytes, _memory) = body::read_within(&state.body_budget, &headers, body, state.config.max_json_bytes).await?;
     let locs = parse_json_locs(&bytes, state.config.max_json_entries, &*state.sites)?;
     drop(bytes);
     authorize(&state, &access, &locs).inspect_err(|_| count_deletes("rejected", locs.len() as u64))?;
