@@ -680,17 +680,32 @@ impl Config {
 
 /// Refuses a variable that looks like a setting's (`SITEMAPD_*`) but is none, naming the closest known one: a
 /// misspelled setting would otherwise be ignored silently.
+///
+/// The database's variables have no prefix (`DATABASE_URL`, as every tool names it): a name a typo or two away from
+/// one of them (`DATABSE_URL`, `DATABASE_ULR`, `database_url`) is refused too, since the server would otherwise
+/// start on the default database, a fresh `./sitemapd.db`.
 fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
     let known = || ENV.iter().map(|(_, var)| *var).chain(OTHER_VARIABLES.iter().copied());
-    let mut unknown: Vec<String> =
-        names.into_iter().filter(|n| n.starts_with("SITEMAPD_") && !known().any(|k| k == n)).collect();
+    let misspelled_database = |n: &str| {
+        let upper = n.to_ascii_uppercase();
+        !known().any(|k| k == n)
+            && ["DATABASE_URL", "DATABASE_READ_URL"].iter().any(|d| strsim::damerau_levenshtein(&upper, d) <= 2)
+    };
+    let mut unknown: Vec<String> = names
+        .into_iter()
+        .filter(|n| (n.starts_with("SITEMAPD_") && !known().any(|k| k == n)) || misspelled_database(n))
+        .collect();
     unknown.sort();
     let Some(name) = unknown.first() else { return Ok(()) };
+    let upper = name.to_ascii_uppercase();
     let closest = known()
-        .map(|k| (strsim::damerau_levenshtein(name, k), k))
+        .map(|k| (strsim::damerau_levenshtein(&upper, k), k))
         .min()
         // A misspelling, not just any name: a few edits, fewer for short names.
-        .filter(|(distance, _)| *distance <= (name.len() - "SITEMAPD_".len()).div_ceil(3).max(1))
+        .filter(|(distance, _)| {
+            let prefixed = name.starts_with("SITEMAPD_");
+            *distance <= name.len().saturating_sub("SITEMAPD_".len()).div_ceil(3).max(if prefixed { 1 } else { 2 })
+        })
         .map(|(_, k)| format!(" (did you mean {k}?)"))
         .unwrap_or_default();
     let others = match unknown.len() {
@@ -706,6 +721,9 @@ fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Resu
 /// A value of the wrong type (`SITEMAPD_PAGE_MAX_URLS=abc`), as one sentence naming the setting, where the value
 /// came from, the value, and what the setting accepts. Other errors as they are.
 fn type_error(e: &config::ConfigError, file: Option<&Path>, env: &impl Fn(&str) -> Option<String>) -> anyhow::Error {
+    if let Some(unknown) = unknown_setting(&e.to_string(), file) {
+        return unknown;
+    }
     let mut inner = e;
     let mut at_key = None;
     while let config::ConfigError::At { error, key, .. } = inner {
@@ -735,6 +753,23 @@ fn type_error(e: &config::ConfigError, file: Option<&Path>, env: &impl Fn(&str) 
             anyhow::anyhow!("{key} in {file} must be {accepts} (default: {default}), not {unexpected}")
         }
     }
+}
+
+/// A setting the file names that is none: serde's "unknown field `x`, expected one of …" lists every setting and
+/// not the file; this names the file and the closest setting.
+fn unknown_setting(message: &str, file: Option<&Path>) -> Option<anyhow::Error> {
+    let name = message.split("unknown field `").nth(1)?.split('`').next()?;
+    let file = file.map_or_else(|| DEFAULT_FILE.to_owned(), |f| f.display().to_string());
+    let closest = ENV
+        .iter()
+        .map(|(key, _)| (strsim::damerau_levenshtein(&name.to_ascii_lowercase(), key), *key))
+        .min()
+        .filter(|(distance, _)| *distance <= name.len().div_ceil(3).max(1))
+        .map(|(_, key)| format!(" (did you mean {key}?)"))
+        .unwrap_or_default();
+    Some(anyhow::anyhow!(
+        "unknown setting {name:?} in {file}{closest}. config/default.toml lists every setting with its default."
+    ))
 }
 
 /// A TOML parse error without the quoted source line, which may hold a secret (`database_url = "postgres://u:pw…`):
@@ -1196,7 +1231,17 @@ mod tests {
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "publik_url = \"https://x.test\"\n").unwrap();
         let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
-        assert!(e.contains("publik_url"), "{e}");
+        let file = path.display();
+        assert_eq!(
+            e,
+            format!(
+                "unknown setting \"publik_url\" in {file} (did you mean public_url?). config/default.toml lists every \
+                 setting with its default."
+            )
+        );
+        std::fs::write(&path, "colour = 1\n").unwrap();
+        let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("unknown setting \"colour\" in {file}. ")), "no suggestion: {e}");
         assert!(Config::load_from(Some(&dir.path().join("missing.toml")), |_| None).is_err());
     }
 
@@ -1234,6 +1279,20 @@ mod tests {
         assert!(e.contains("SITEMAPD_GZIP_LEVLE (did you mean SITEMAPD_GZIP_LEVEL?) and 1 more: SITEMAPD_X"), "{e}");
         let e = check(&["SITEMAPD_FOO"]).unwrap_err().to_string();
         assert!(!e.contains("did you mean"), "no suggestion for a name like no setting's: {e}");
+        // The database's variables have no prefix: their misspellings are refused all the same.
+        for (typo, meant) in [
+            ("DATABSE_URL", "DATABASE_URL"),
+            ("DATABASE_ULR", "DATABASE_URL"),
+            ("database_url", "DATABASE_URL"),
+            ("DATABASE_URLS", "DATABASE_URL"),
+            ("DATABASE_REED_URL", "DATABASE_READ_URL"),
+            ("DATABASE_READURL", "DATABASE_READ_URL"),
+            ("DATABSE_ULR", "DATABASE_URL"),
+        ] {
+            let e = check(&["PATH", typo, "DATABASE_URL"]).unwrap_err().to_string();
+            assert!(e.contains(&format!("unknown environment variable {typo} (did you mean {meant}?)")), "{e}");
+        }
+        check(&["DATABASE", "DB_URL", "REDIS_URL", "DATABASE_HOST", "PGDATABASE"]).unwrap();
         let mut every: Vec<&str> = ENV.iter().map(|(_, v)| *v).collect();
         every.extend(["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE", "DATABASE_URL", "RUST_LOG", "sitemapd_x"]);
         check(&every).unwrap();
