@@ -84,12 +84,18 @@ macro_rules! settings {
             }
         }
 
-        /// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`.
+        /// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`; one that
+        /// another replaces ([`Config::replaced`]) as such.
         impl fmt::Debug for Config {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct("Config")
-                    $(.field(stringify!($key), &settings!(@show self.$key $(, $show)?)))*
-                    .finish()
+                let mut shown = f.debug_struct("Config");
+                $(
+                    match self.replaced(stringify!($key)) {
+                        Some(by) => shown.field(stringify!($key), &format_args!("(replaced by {by})")),
+                        None => shown.field(stringify!($key), &settings!(@show self.$key $(, $show)?)),
+                    };
+                )*
+                shown.finish()
             }
         }
     };
@@ -451,7 +457,8 @@ pub enum AccessLog {
 }
 
 /// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
-/// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE:TOKEN` for that site only
+/// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE=TOKEN` (or `SITE:TOKEN`)
+/// for that site only
 /// (the same token given for several sites is good for each of them).
 #[derive(Clone, Default)]
 pub struct ApiTokens(Vec<([u8; 32], Access)>);
@@ -478,10 +485,12 @@ impl ApiTokens {
     fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
         let mut tokens: Vec<([u8; 32], Access)> = Vec::new();
         for item in raw.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (access, token) = match item.split_once(':') {
-                Some((site, token)) => {
+            let (access, token) = match scope_split(item) {
+                Some((site, separator, token)) => {
                     check_site_name(site.trim()).map_err(|e| {
-                        anyhow::anyhow!("{named}: a token with a ':' is SITE:TOKEN, and its SITE is wrong: {e}")
+                        anyhow::anyhow!(
+                            "{named}: a token with a '{separator}' is SITE{separator}TOKEN, and its SITE is wrong: {e}"
+                        )
                     })?;
                     (Access::Sites(vec![site.trim().to_owned()]), token.trim())
                 }
@@ -543,6 +552,18 @@ impl ApiTokens {
     pub fn matches(&self, token: &str) -> bool {
         self.access(token).is_some()
     }
+}
+
+/// A scoped token's site, separator and token: `SITE=TOKEN` (as sites and keys are given) or `SITE:TOKEN` (the
+/// older form), whichever separator comes first; `None` for a token of every site. A token that ends in `=` and
+/// holds no other separator (base64 padding: `dG9rZW4=`) is a token of every site.
+fn scope_split(item: &str) -> Option<(&str, char, &str)> {
+    let at = item.find([':', '='])?;
+    let (site, separator, token) = (&item[..at], char::from(item.as_bytes()[at]), &item[at + 1..]);
+    if separator == '=' && token.bytes().all(|b| b == b'=') {
+        return None;
+    }
+    Some((site, separator, token))
 }
 
 /// The peers whose forwarding headers are believed (`trusted_proxies`: comma-separated IP addresses or CIDR
@@ -648,6 +669,23 @@ impl Config {
             );
         }
         Ok(config)
+    }
+
+    /// The setting that replaces `key`, when one does: `sites` replaces `public_url`.
+    fn replaced(&self, key: &str) -> Option<&'static str> {
+        (key == "public_url" && !self.sites.is_empty()).then_some("sites")
+    }
+
+    /// `public_url` when it was set (it is not its default) but `sites` replaces it: start-up warns of it.
+    pub fn ignored_public_url(&self) -> Option<&PublicUrl> {
+        let default = config::Config::builder()
+            .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml))
+            .build()
+            .ok()
+            .and_then(|c| c.get_string("public_url").ok())
+            .and_then(|url| PublicUrl::parse(&url).ok());
+        (self.replaced("public_url").is_some() && default.as_ref() != Some(&self.public_url))
+            .then_some(&self.public_url)
     }
 
     /// The page limits (`page_max_urls`, `page_max_bytes`).
@@ -1365,6 +1403,43 @@ mod tests {
         let e = load(&[("SITEMAPD_API_TOKENS", "Shop Site:t")]).unwrap_err().to_string();
         assert!(e.contains("SITE:TOKEN"), "{e}");
         assert!(load(&[("SITEMAPD_API_TOKENS", "default:t")]).is_ok());
+    }
+
+    /// With `sites`, `public_url` is not used: the logged configuration says so, and a `public_url` set all the
+    /// same is reported (start-up warns).
+    #[test]
+    fn sites_replace_the_public_url_and_say_so() {
+        let sites = ("SITEMAPD_SITES", "www=https://www.example.com, shop=https://shop.example.com");
+        let c = load(&[sites]).unwrap();
+        let shown = format!("{c:?}");
+        assert!(shown.contains("public_url: (replaced by sites), sites: [\"www=https://www.example.com/\""), "{shown}");
+        assert_eq!(c.ignored_public_url(), None, "not set: nothing to warn of");
+        let c = load(&[sites, ("SITEMAPD_PUBLIC_URL", "https://old.example.com")]).unwrap();
+        assert_eq!(c.ignored_public_url().map(PublicUrl::as_str), Some("https://old.example.com/"));
+        assert!(format!("{c:?}").contains("public_url: (replaced by sites)"));
+        let c = load(&[("SITEMAPD_PUBLIC_URL", "https://old.example.com")]).unwrap();
+        assert_eq!(c.ignored_public_url(), None);
+        assert!(format!("{c:?}").contains("public_url: \"https://old.example.com/\""));
+    }
+
+    /// `SITE=TOKEN`, as sites and keys are given, is the same as `SITE:TOKEN`; a token that only ends in `=`
+    /// (base64 padding) is a token of every site.
+    #[test]
+    fn tokens_are_scoped_as_site_equals_token_too() {
+        let sites = ("SITEMAPD_SITES", "www=https://www.example.com, shop=https://shop.example.com");
+        let tokens = ("SITEMAPD_API_TOKENS", "shop=s, www = w:x, dG9rZW4=, ab==, de:f=g");
+        let e = load(&[sites, tokens]).unwrap_err().to_string();
+        assert!(e.contains("\"de\", which is not configured"), "{e}");
+        let c = load(&[sites, ("SITEMAPD_API_TOKENS", "shop=s, www = w:x, dG9rZW4=, ab==, shop:f=g")]).unwrap();
+        let t = &c.api_tokens;
+        assert_eq!(t.access("s"), Some(&Access::Sites(vec!["shop".into()])));
+        assert_eq!(t.access("w:x"), Some(&Access::Sites(vec!["www".into()])), "the first separator counts");
+        assert_eq!(t.access("f=g"), Some(&Access::Sites(vec!["shop".into()])));
+        assert_eq!(t.access("dG9rZW4="), Some(&Access::All));
+        assert_eq!(t.access("ab=="), Some(&Access::All));
+        assert_eq!(t.access("shop=s"), None, "the scope is not part of the token");
+        let e = load(&[("SITEMAPD_API_TOKENS", "Shop Site=t")]).unwrap_err().to_string();
+        assert!(e.contains("a token with a '=' is SITE=TOKEN"), "{e}");
     }
 
     #[test]
