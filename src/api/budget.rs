@@ -1,7 +1,8 @@
 //! The memory of request bodies in flight, bounded for the whole process (`body_memory_bytes`): every write
 //! request takes a share of one budget before it holds a body's bytes, and gives it back when its parse and write
-//! end. Past the budget a request waits briefly ([`WAIT`]), then is answered 503 with `Retry-After`, before any of
-//! its body is read: what many clients send at once never takes more memory than the budget allows.
+//! end. Past the budget a request waits briefly ([`WAIT`]), then is answered 503 with `Retry-After`, its body read
+//! and dropped as it arrives, never held: what many clients send at once never takes more memory than the budget
+//! allows.
 //!
 //! A JSON array is charged [`EXPANSION`] times its size (its `Content-Length`, or `max_json_bytes` until the body
 //! is read), since the body, its parsed entries and the write's plan are in memory together (24 parallel arrays
@@ -101,7 +102,7 @@ fn busy(total_kib: u32) -> ApiError {
         "busy",
         format!(
             "the server is holding as many request bodies as body_memory_bytes ({} bytes) allows; nothing of this \
-             request was read or stored. Send it again after Retry-After.",
+             request was kept or stored. Send it again after Retry-After.",
             u64::from(total_kib) * 1024
         ),
     )

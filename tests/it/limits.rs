@@ -205,3 +205,50 @@ async fn bodies_past_the_memory_budget_are_503_and_the_budget_comes_back() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
 }
+
+/// Over a socket: a body refused for the budget is read to its end (and dropped) before the 503, so a client that
+/// sends its whole body before it reads (most do) gets the answer rather than a connection closed under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_answer_reaches_a_client_that_sends_its_whole_body_first() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await else {
+        return;
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = AppState::new(app.store.clone(), &app.config);
+    let server = tokio::spawn(sitemapd::serve(state, listener, std::future::pending(), Duration::from_secs(5)));
+    let answers = tokio::task::spawn_blocking(move || {
+        let head = |length: usize| {
+            format!(
+                "PUT /api/v1/urls HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \
+                 {length}\r\nConnection: close\r\n\r\n"
+            )
+        };
+        // The holder: declares 100 kB, sends its head and a little, and waits (it holds 300 kB of the budget).
+        let mut holder = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        holder.write_all(format!("{}[", head(100_000)).as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // 8 MB sent whole, then the answer read.
+        let body = array_of("big", 120_000);
+        assert!(body.len() > 8_000_000, "{}", body.len());
+        let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        client.write_all(head(body.len()).as_bytes()).unwrap();
+        let sent = client.write_all(body.as_bytes());
+        let mut answer = Vec::new();
+        let read = client.read_to_end(&mut answer);
+        drop(holder);
+        (
+            sent.map_err(|e| e.to_string()),
+            read.map_err(|e| e.to_string()),
+            String::from_utf8_lossy(&answer).into_owned(),
+        )
+    })
+    .await
+    .unwrap();
+    let (sent, read, answer) = answers;
+    assert!(sent.is_ok() && read.is_ok(), "sent: {sent:?}, read: {read:?}, answer: {answer}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"busy\"") && answer.to_ascii_lowercase().contains("retry-after: 5"), "{answer}");
+    server.abort();
+}
