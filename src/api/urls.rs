@@ -690,7 +690,7 @@ pub(crate) async fn get_urls(
             let more = may_continue(items.len(), items.iter().map(Keyed::size).sum(), limit);
             (items, more)
         }
-        Listed::Some(ids) => {
+        Listed::Several(ids) => {
             // Each site's next records after the cursor, merged in id order: the same order and cursor as a listing
             // of every site, so paging works alike whatever the token reaches.
             let mut listings = Vec::with_capacity(ids.len());
@@ -711,7 +711,7 @@ enum Listed {
     /// One site, or every site (`None`): one keyset read.
     One(Option<i64>),
     /// Several sites, not all: each read, then merged ([`merge_listings`]).
-    Some(Vec<i64>),
+    Several(Vec<i64>),
 }
 
 /// Which sites a listing is of: the one named, which the token must reach; else every site the token reaches.
@@ -727,7 +727,7 @@ fn list_sites(state: &AppState, access: &Access, name: Option<&str>) -> Result<L
                 match ids.as_slice() {
                     [] => Err(ApiError::forbidden("this token reaches no configured site")),
                     [one] => Ok(Listed::One(Some(*one))),
-                    _ => Ok(Listed::Some(ids)),
+                    _ => Ok(Listed::Several(ids)),
                 }
             }
         };
