@@ -84,12 +84,18 @@ macro_rules! settings {
             }
         }
 
-        /// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`.
+        /// Secrets redacted: safe to log. Each setting appears under its name in `config/default.toml`; one that
+        /// another replaces ([`Config::replaced`]) as such.
         impl fmt::Debug for Config {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct("Config")
-                    $(.field(stringify!($key), &settings!(@show self.$key $(, $show)?)))*
-                    .finish()
+                let mut shown = f.debug_struct("Config");
+                $(
+                    match self.replaced(stringify!($key)) {
+                        Some(by) => shown.field(stringify!($key), &format_args!("(replaced by {by})")),
+                        None => shown.field(stringify!($key), &settings!(@show self.$key $(, $show)?)),
+                    };
+                )*
+                shown.finish()
             }
         }
     };
@@ -127,6 +133,9 @@ settings! {
     max_json_bytes: usize = "SITEMAPD_MAX_JSON_BYTES", in 1024..;
     max_line_bytes: usize = "SITEMAPD_MAX_LINE_BYTES", in 4096..;
     max_json_entries: usize = "SITEMAPD_MAX_JSON_ENTRIES", in 1..=1_000_000;
+    /// The memory all write request bodies being read, parsed and written may take at once (see
+    /// [`crate::api::budget`]).
+    body_memory_bytes: u64 = "SITEMAPD_BODY_MEMORY_BYTES", in 1_048_576..=MAX_CACHE_BYTES;
     api_timeout_secs: u64 = "SITEMAPD_API_TIMEOUT_SECS", in 1..=86_400;
     header_read_timeout_secs: u64 = "SITEMAPD_HEADER_READ_TIMEOUT_SECS", in 1..=300;
     /// The longest a connection may accept no bytes of a response before it is closed.
@@ -448,7 +457,8 @@ pub enum AccessLog {
 }
 
 /// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
-/// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE:TOKEN` for that site only
+/// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE=TOKEN` (or `SITE:TOKEN`)
+/// for that site only
 /// (the same token given for several sites is good for each of them).
 #[derive(Clone, Default)]
 pub struct ApiTokens(Vec<([u8; 32], Access)>);
@@ -475,10 +485,12 @@ impl ApiTokens {
     fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
         let mut tokens: Vec<([u8; 32], Access)> = Vec::new();
         for item in raw.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (access, token) = match item.split_once(':') {
-                Some((site, token)) => {
+            let (access, token) = match scope_split(item) {
+                Some((site, separator, token)) => {
                     check_site_name(site.trim()).map_err(|e| {
-                        anyhow::anyhow!("{named}: a token with a ':' is SITE:TOKEN, and its SITE is wrong: {e}")
+                        anyhow::anyhow!(
+                            "{named}: a token with a '{separator}' is SITE{separator}TOKEN, and its SITE is wrong: {e}"
+                        )
                     })?;
                     (Access::Sites(vec![site.trim().to_owned()]), token.trim())
                 }
@@ -540,6 +552,18 @@ impl ApiTokens {
     pub fn matches(&self, token: &str) -> bool {
         self.access(token).is_some()
     }
+}
+
+/// A scoped token's site, separator and token: `SITE=TOKEN` (as sites and keys are given) or `SITE:TOKEN` (the
+/// older form), whichever separator comes first; `None` for a token of every site. A token that ends in `=` and
+/// holds no other separator (base64 padding: `dG9rZW4=`) is a token of every site.
+fn scope_split(item: &str) -> Option<(&str, char, &str)> {
+    let at = item.find([':', '='])?;
+    let (site, separator, token) = (&item[..at], char::from(item.as_bytes()[at]), &item[at + 1..]);
+    if separator == '=' && token.bytes().all(|b| b == b'=') {
+        return None;
+    }
+    Some((site, separator, token))
 }
 
 /// The peers whose forwarding headers are believed (`trusted_proxies`: comma-separated IP addresses or CIDR
@@ -647,6 +671,23 @@ impl Config {
         Ok(config)
     }
 
+    /// The setting that replaces `key`, when one does: `sites` replaces `public_url`.
+    fn replaced(&self, key: &str) -> Option<&'static str> {
+        (key == "public_url" && !self.sites.is_empty()).then_some("sites")
+    }
+
+    /// `public_url` when it was set (it is not its default) but `sites` replaces it: start-up warns of it.
+    pub fn ignored_public_url(&self) -> Option<&PublicUrl> {
+        let default = config::Config::builder()
+            .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml))
+            .build()
+            .ok()
+            .and_then(|c| c.get_string("public_url").ok())
+            .and_then(|url| PublicUrl::parse(&url).ok());
+        (self.replaced("public_url").is_some() && default.as_ref() != Some(&self.public_url))
+            .then_some(&self.public_url)
+    }
+
     /// The page limits (`page_max_urls`, `page_max_bytes`).
     pub fn limits(&self) -> Limits {
         Limits { max_urls: self.page_max_urls, max_bytes: self.page_max_bytes }
@@ -678,17 +719,32 @@ impl Config {
 
 /// Refuses a variable that looks like a setting's (`SITEMAPD_*`) but is none, naming the closest known one: a
 /// misspelled setting would otherwise be ignored silently.
+///
+/// The database's variables have no prefix (`DATABASE_URL`, as every tool names it): a name a typo or two away from
+/// one of them (`DATABSE_URL`, `DATABASE_ULR`, `database_url`) is refused too, since the server would otherwise
+/// start on the default database, a fresh `./sitemapd.db`.
 fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
     let known = || ENV.iter().map(|(_, var)| *var).chain(OTHER_VARIABLES.iter().copied());
-    let mut unknown: Vec<String> =
-        names.into_iter().filter(|n| n.starts_with("SITEMAPD_") && !known().any(|k| k == n)).collect();
+    let misspelled_database = |n: &str| {
+        let upper = n.to_ascii_uppercase();
+        !known().any(|k| k == n)
+            && ["DATABASE_URL", "DATABASE_READ_URL"].iter().any(|d| strsim::damerau_levenshtein(&upper, d) <= 2)
+    };
+    let mut unknown: Vec<String> = names
+        .into_iter()
+        .filter(|n| (n.starts_with("SITEMAPD_") && !known().any(|k| k == n)) || misspelled_database(n))
+        .collect();
     unknown.sort();
     let Some(name) = unknown.first() else { return Ok(()) };
+    let upper = name.to_ascii_uppercase();
     let closest = known()
-        .map(|k| (strsim::damerau_levenshtein(name, k), k))
+        .map(|k| (strsim::damerau_levenshtein(&upper, k), k))
         .min()
         // A misspelling, not just any name: a few edits, fewer for short names.
-        .filter(|(distance, _)| *distance <= (name.len() - "SITEMAPD_".len()).div_ceil(3).max(1))
+        .filter(|(distance, _)| {
+            let prefixed = name.starts_with("SITEMAPD_");
+            *distance <= name.len().saturating_sub("SITEMAPD_".len()).div_ceil(3).max(if prefixed { 1 } else { 2 })
+        })
         .map(|(_, k)| format!(" (did you mean {k}?)"))
         .unwrap_or_default();
     let others = match unknown.len() {
@@ -704,6 +760,9 @@ fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Resu
 /// A value of the wrong type (`SITEMAPD_PAGE_MAX_URLS=abc`), as one sentence naming the setting, where the value
 /// came from, the value, and what the setting accepts. Other errors as they are.
 fn type_error(e: &config::ConfigError, file: Option<&Path>, env: &impl Fn(&str) -> Option<String>) -> anyhow::Error {
+    if let Some(unknown) = unknown_setting(&e.to_string(), file) {
+        return unknown;
+    }
     let mut inner = e;
     let mut at_key = None;
     while let config::ConfigError::At { error, key, .. } = inner {
@@ -733,6 +792,23 @@ fn type_error(e: &config::ConfigError, file: Option<&Path>, env: &impl Fn(&str) 
             anyhow::anyhow!("{key} in {file} must be {accepts} (default: {default}), not {unexpected}")
         }
     }
+}
+
+/// A setting the file names that is none: serde's "unknown field `x`, expected one of …" lists every setting and
+/// not the file; this names the file and the closest setting.
+fn unknown_setting(message: &str, file: Option<&Path>) -> Option<anyhow::Error> {
+    let name = message.split("unknown field `").nth(1)?.split('`').next()?;
+    let file = file.map_or_else(|| DEFAULT_FILE.to_owned(), |f| f.display().to_string());
+    let closest = ENV
+        .iter()
+        .map(|(key, _)| (strsim::damerau_levenshtein(&name.to_ascii_lowercase(), key), *key))
+        .min()
+        .filter(|(distance, _)| *distance <= name.len().div_ceil(3).max(1))
+        .map(|(_, key)| format!(" (did you mean {key}?)"))
+        .unwrap_or_default();
+    Some(anyhow::anyhow!(
+        "unknown setting {name:?} in {file}{closest}. config/default.toml lists every setting with its default."
+    ))
 }
 
 /// A TOML parse error without the quoted source line, which may hold a secret (`database_url = "postgres://u:pw…`):
@@ -1049,7 +1125,8 @@ mod tests {
             "Config { database_url: \"sqlite://sitemapd.db\", database_read_url: \"\", public_url: \"http://localhost:8080/\", sites: [], \
              trusted_proxies: [], forwarded_header: XForwardedHost, bind: \
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
-             16777216, max_line_bytes: 65536, max_json_entries: 50000, api_timeout_secs: 300, \
+             16777216, max_line_bytes: 65536, max_json_entries: 50000, body_memory_bytes: 201326592, \
+             api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
@@ -1193,7 +1270,17 @@ mod tests {
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "publik_url = \"https://x.test\"\n").unwrap();
         let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
-        assert!(e.contains("publik_url"), "{e}");
+        let file = path.display();
+        assert_eq!(
+            e,
+            format!(
+                "unknown setting \"publik_url\" in {file} (did you mean public_url?). config/default.toml lists every \
+                 setting with its default."
+            )
+        );
+        std::fs::write(&path, "colour = 1\n").unwrap();
+        let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("unknown setting \"colour\" in {file}. ")), "no suggestion: {e}");
         assert!(Config::load_from(Some(&dir.path().join("missing.toml")), |_| None).is_err());
     }
 
@@ -1231,6 +1318,20 @@ mod tests {
         assert!(e.contains("SITEMAPD_GZIP_LEVLE (did you mean SITEMAPD_GZIP_LEVEL?) and 1 more: SITEMAPD_X"), "{e}");
         let e = check(&["SITEMAPD_FOO"]).unwrap_err().to_string();
         assert!(!e.contains("did you mean"), "no suggestion for a name like no setting's: {e}");
+        // The database's variables have no prefix: their misspellings are refused all the same.
+        for (typo, meant) in [
+            ("DATABSE_URL", "DATABASE_URL"),
+            ("DATABASE_ULR", "DATABASE_URL"),
+            ("database_url", "DATABASE_URL"),
+            ("DATABASE_URLS", "DATABASE_URL"),
+            ("DATABASE_REED_URL", "DATABASE_READ_URL"),
+            ("DATABASE_READURL", "DATABASE_READ_URL"),
+            ("DATABSE_ULR", "DATABASE_URL"),
+        ] {
+            let e = check(&["PATH", typo, "DATABASE_URL"]).unwrap_err().to_string();
+            assert!(e.contains(&format!("unknown environment variable {typo} (did you mean {meant}?)")), "{e}");
+        }
+        check(&["DATABASE", "DB_URL", "REDIS_URL", "DATABASE_HOST", "PGDATABASE"]).unwrap();
         let mut every: Vec<&str> = ENV.iter().map(|(_, v)| *v).collect();
         every.extend(["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE", "DATABASE_URL", "RUST_LOG", "sitemapd_x"]);
         check(&every).unwrap();
@@ -1303,6 +1404,43 @@ mod tests {
         let e = load(&[("SITEMAPD_API_TOKENS", "Shop Site:t")]).unwrap_err().to_string();
         assert!(e.contains("SITE:TOKEN"), "{e}");
         assert!(load(&[("SITEMAPD_API_TOKENS", "default:t")]).is_ok());
+    }
+
+    /// With `sites`, `public_url` is not used: the logged configuration says so, and a `public_url` set all the
+    /// same is reported (start-up warns).
+    #[test]
+    fn sites_replace_the_public_url_and_say_so() {
+        let sites = ("SITEMAPD_SITES", "www=https://www.example.com, shop=https://shop.example.com");
+        let c = load(&[sites]).unwrap();
+        let shown = format!("{c:?}");
+        assert!(shown.contains("public_url: (replaced by sites), sites: [\"www=https://www.example.com/\""), "{shown}");
+        assert_eq!(c.ignored_public_url(), None, "not set: nothing to warn of");
+        let c = load(&[sites, ("SITEMAPD_PUBLIC_URL", "https://old.example.com")]).unwrap();
+        assert_eq!(c.ignored_public_url().map(PublicUrl::as_str), Some("https://old.example.com/"));
+        assert!(format!("{c:?}").contains("public_url: (replaced by sites)"));
+        let c = load(&[("SITEMAPD_PUBLIC_URL", "https://old.example.com")]).unwrap();
+        assert_eq!(c.ignored_public_url(), None);
+        assert!(format!("{c:?}").contains("public_url: \"https://old.example.com/\""));
+    }
+
+    /// `SITE=TOKEN`, as sites and keys are given, is the same as `SITE:TOKEN`; a token that only ends in `=`
+    /// (base64 padding) is a token of every site.
+    #[test]
+    fn tokens_are_scoped_as_site_equals_token_too() {
+        let sites = ("SITEMAPD_SITES", "www=https://www.example.com, shop=https://shop.example.com");
+        let tokens = ("SITEMAPD_API_TOKENS", "shop=s, www = w:x, dG9rZW4=, ab==, de:f=g");
+        let e = load(&[sites, tokens]).unwrap_err().to_string();
+        assert!(e.contains("\"de\", which is not configured"), "{e}");
+        let c = load(&[sites, ("SITEMAPD_API_TOKENS", "shop=s, www = w:x, dG9rZW4=, ab==, shop:f=g")]).unwrap();
+        let t = &c.api_tokens;
+        assert_eq!(t.access("s"), Some(&Access::Sites(vec!["shop".into()])));
+        assert_eq!(t.access("w:x"), Some(&Access::Sites(vec!["www".into()])), "the first separator counts");
+        assert_eq!(t.access("f=g"), Some(&Access::Sites(vec!["shop".into()])));
+        assert_eq!(t.access("dG9rZW4="), Some(&Access::All));
+        assert_eq!(t.access("ab=="), Some(&Access::All));
+        assert_eq!(t.access("shop=s"), None, "the scope is not part of the token");
+        let e = load(&[("SITEMAPD_API_TOKENS", "Shop Site=t")]).unwrap_err().to_string();
+        assert!(e.contains("a token with a '=' is SITE=TOKEN"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod host;
 pub mod http_client;
 pub mod import;
 pub mod indexnow;
+pub mod line_ends;
 pub mod page;
 pub mod placement;
 pub mod send_rate;
@@ -109,7 +110,8 @@ fn valid_host(value: &[u8]) -> bool {
 /// request head: here a connection that has not sent a complete head within `header_read_timeout` is closed, so
 /// idle or trickling clients cannot hold connections open. Likewise a connection whose client accepts no bytes of
 /// a response for `write_timeout` (a write pending that long) is closed, and the response it held is dropped; so
-/// is one that takes fewer than `min_send_rate` bytes a second while a response waits for it ([`send_rate`]).
+/// is one that takes fewer than `min_send_rate` bytes a second while a response waits for it ([`send_rate`]). A
+/// request head with a line that ends in a bare LF is refused with 400 ([`line_ends`]).
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
@@ -153,6 +155,8 @@ pub async fn serve(
         let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
         stream.set_write_timeout(Some(write_timeout));
         let stream = send_rate::MinSendRate::new(Box::pin(stream), min_send_rate, write_timeout);
+        // A request head whose lines end in a bare LF is refused (400), as a proxy in front may read it otherwise.
+        let stream = line_ends::StrictLineEnds::new(stream);
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {

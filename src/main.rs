@@ -178,6 +178,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         }
         Command::Serve => {
             tracing::info!(config = ?config, "starting");
+            if let Some(ignored) = config.ignored_public_url() {
+                tracing::warn!(
+                    public_url = %ignored,
+                    "public_url (SITEMAPD_PUBLIC_URL) is set but not used: sites (SITEMAPD_SITES) replaces it; name \
+                     each site's public URL there and unset public_url"
+                );
+            }
             let store = store::open(&options).await?;
             let listener =
                 TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;

@@ -35,6 +35,8 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
+    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::api::budget`]).
+    pub body_budget: crate::api::budget::BodyBudget,
     /// The sites whose changes the store queues for notification (IndexNow).
     notify_sites: BTreeSet<i64>,
     /// The pages to render ahead of crawlers (`None` when that is off: `prerender = false` or no cache).
@@ -67,6 +69,7 @@ impl AppState {
             directories,
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
+            body_budget: crate::api::budget::BodyBudget::new(config.body_memory_bytes),
             notify_sites,
             prerender: prerender.clone(),
         });

@@ -167,8 +167,8 @@ pub fn indexnow_dropped(reason: &'static str, n: u64) {
     }
 }
 
-/// An IndexNow request failed for `reason` (`rate_limited`, `server_error`, `network`, `unexpected_status`) and
-/// will be sent again.
+/// An IndexNow request failed for `reason` (`rate_limited`, `server_error`, `network`, `redirected`,
+/// `unexpected_status`) and will be sent again.
 pub fn indexnow_retry(reason: &'static str) {
     counter!(INDEXNOW_RETRIES, "reason" => reason).increment(1);
 }

@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
+use super::budget::{BodyBudget, BodyMemory};
 use crate::error::ApiError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +67,50 @@ pub(crate) async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) 
             ApiError::bad_request("could not read the request body")
         }
     })
+}
+
+/// [`read_limited`] within the budget of bodies in flight: the body's share ([`BodyBudget::take`]: its
+/// `Content-Length`, or `limit` until it is read) is taken before a byte of it is read, and is held by the caller
+/// until its parse and write end. A body over `limit` is 413 before it waits.
+pub(crate) async fn read_within(
+    budget: &BodyBudget,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<(Bytes, BodyMemory), ApiError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::too_large(format!("the body exceeds {limit} bytes; send large loads as NDJSON")));
+    }
+    let mut memory = match budget.take(declared.unwrap_or(limit as u64)).await {
+        Ok(memory) => memory,
+        Err(busy) => return Err(discard(headers, body, limit, busy).await),
+    };
+    let bytes = read_limited(headers, body, limit).await?;
+    if declared.is_none() {
+        budget.shrink_to(&mut memory, bytes.len() as u64);
+    }
+    Ok((bytes, memory))
+}
+
+/// Reads a refused body to its end (at most `limit` bytes), keeping none of it, then gives `error`: a client that
+/// sends its whole body before it reads the answer (most do) would otherwise find the connection closed under it
+/// and never see the answer (503 with `Retry-After`). A client that asked `Expect: 100-continue` has sent nothing
+/// yet, and is answered at once.
+async fn discard(headers: &HeaderMap, body: Body, limit: usize, error: ApiError) -> ApiError {
+    use futures_util::StreamExt;
+    let waits = headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !waits {
+        let mut stream = body.into_data_stream();
+        let mut read = 0;
+        while let Some(Ok(chunk)) = stream.next().await {
+            read += chunk.len();
+            if read > limit {
+                break;
+            }
+        }
+    }
+    error
 }
 
 /// Streams a JSON array body: each element is deserialized as `T` and handed to `each` with its index as soon as

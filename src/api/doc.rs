@@ -118,7 +118,9 @@ pub enum CommonErrors {
                                             them; nothing was changed"
     )]
     Forbidden(ErrorBody),
-    #[response(status = 503, description = "The store is unavailable; retry later",
+    #[response(status = 503, description = "The store is unavailable (`unavailable`), the request took too long \
+                                            (`timeout`), or the bodies in flight hold the memory body_memory_bytes \
+                                            allows (`busy`); retry later",
                headers(("Retry-After" = u32, description = "Seconds to wait")))]
     Unavailable(ErrorBody),
 }

@@ -2,6 +2,7 @@
 //! generated from their annotations.
 
 mod body;
+pub mod budget;
 pub mod doc;
 mod urls;
 

@@ -17,10 +17,11 @@ use utoipa::IntoParams;
 
 use super::ApiQuery;
 use super::body::{self, Format};
+use super::budget::{BodyMemory, NDJSON_STEP};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
 use crate::config::Access;
-use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, LocScope, Priority, ext};
+use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, LocScope, Priority, Site, Sites, ext};
 use crate::error::ApiError;
 use crate::page::{Limits, entry_fits};
 use crate::placement::UpsertCounts;
@@ -76,8 +77,20 @@ pub(crate) async fn upsert_urls(
     }
 }
 
+/// Whether a request would change the store (its 403 then says that nothing was changed) or only read it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Changes {
+    Write,
+    Read,
+}
+
 /// 403 unless `access` reaches the site of every loc (each lies under a configured site: validation saw to it).
-fn authorize<'l>(state: &AppState, access: &Access, locs: impl IntoIterator<Item = &'l Loc>) -> Result<(), ApiError> {
+fn authorize<'l>(
+    state: &AppState,
+    access: &Access,
+    locs: impl IntoIterator<Item = &'l Loc>,
+    changes: Changes,
+) -> Result<(), ApiError> {
     if *access == Access::All {
         return Ok(());
     }
@@ -85,8 +98,9 @@ fn authorize<'l>(state: &AppState, access: &Access, locs: impl IntoIterator<Item
         let site = state.sites.for_loc(loc.as_str());
         if !site.is_some_and(|s| access.may(&s.name)) {
             let name = site.map_or("(none)", |s| s.name.as_str());
+            let after = if changes == Changes::Write { "; nothing was changed" } else { "" };
             return Err(ApiError::forbidden(format!(
-                "this token may not reach the site {name}, which {} lies under; nothing was changed",
+                "this token may not reach the site {name}, which {} lies under{after}",
                 loc.as_str()
             )));
         }
@@ -94,12 +108,44 @@ fn authorize<'l>(state: &AppState, access: &Access, locs: impl IntoIterator<Item
     Ok(())
 }
 
+/// What a request's locs are checked against: every configured site (a loc goes to the one it lies under, and
+/// [`authorize`] refuses one the token may not reach), but a loc under none is told only of the sites the token
+/// reaches, so that a token scoped to one site learns nothing of the others.
+struct Scope<'a> {
+    sites: &'a Sites,
+    access: &'a Access,
+}
+
+impl LocScope for Scope<'_> {
+    fn admits(&self, loc: &str) -> Result<(), String> {
+        match self.access {
+            Access::All => self.sites.admits(loc),
+            Access::Sites(_) if self.sites.for_loc(loc).is_some() => Ok(()),
+            Access::Sites(_) => {
+                let reached: Vec<&Site> = self.sites.iter().filter(|s| self.access.may(&s.name)).collect();
+                Err(match reached.as_slice() {
+                    [site] => {
+                        format!("must lie under the public URL {} (the sitemaps.org location rule)", site.public_url)
+                    }
+                    _ => format!("must lie under the public URL of a site this token reaches: {}", shown(&reached)),
+                })
+            }
+        }
+    }
+}
+
+/// `www (https://www.example.com/), shop (https://shop.example.com/)`.
+fn shown(sites: &[&Site]) -> String {
+    sites.iter().map(|s| format!("{} ({})", s.name, s.public_url)).collect::<Vec<_>>().join(", ")
+}
+
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let bytes = body::read_limited(headers, body, state.config.max_json_bytes).await?;
+    // Held until the write ends: the body, then its entries, are in memory until then.
+    let (bytes, _memory) = body::read_within(&state.body_budget, headers, body, state.config.max_json_bytes).await?;
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
-    let (max_entries, sites) = (state.config.max_json_entries, state.sites.clone());
-    let parse = move || parse_json_entries(&bytes, max_entries, &*sites);
+    let (max_entries, sites, reach) = (state.config.max_json_entries, state.sites.clone(), access.clone());
+    let parse = move || parse_json_entries(&bytes, max_entries, &Scope { sites: &sites, access: &reach });
     // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the blocking pool,
     // so that it does not hold up the crawler requests that share a runtime worker with it.
     let entries = if large {
@@ -115,7 +161,8 @@ async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, bod
         parse()?
     };
     check_sizes(&entries, state.config.limits())?;
-    authorize(state, access, entries.iter().map(|e| &e.loc)).inspect_err(|_| count_upserts("rejected", 1))?;
+    authorize(state, access, entries.iter().map(|e| &e.loc), Changes::Write)
+        .inspect_err(|_| count_upserts("rejected", 1))?;
     let counts = state.upsert(&entries).await?;
     count_upserted(&counts);
     Ok(Json(counts).into_response())
@@ -211,8 +258,15 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     // so it gets one byte more and the exact check follows.
     let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
-    let mut ingest =
-        Ingest { state, batch: Vec::new(), batch_bytes: 0, committing: None, totals: UpsertCounts::default() };
+    let mut ingest = Ingest {
+        state,
+        batch: Vec::new(),
+        batch_bytes: 0,
+        memory: BodyMemory::default(),
+        covered: 0,
+        committing: None,
+        totals: UpsertCounts::default(),
+    };
     let mut parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>> = Default::default();
     let mut chunk: Vec<(u64, String)> = Vec::new();
     let mut chunk_bytes = 0;
@@ -299,9 +353,10 @@ type ParsedLine = (u64, usize, Result<Option<Entry>, ApiError>);
 
 /// One NDJSON line as an entry `access` may write that fits in a page.
 fn parse_line(state: &AppState, access: &Access, line_no: u64, line: &str) -> ParsedLine {
-    let parsed = parse_ndjson_line(line, line_no, &*state.sites).and_then(|entry| match entry {
+    let scope = Scope { sites: &state.sites, access };
+    let parsed = parse_ndjson_line(line, line_no, &scope).and_then(|entry| match entry {
         Some(entry) => match entry_fits(&entry, state.config.limits()) {
-            Ok(()) => authorize(state, access, [&entry.loc]).map(|()| Some(entry)).map_err(|e| {
+            Ok(()) => authorize(state, access, [&entry.loc], Changes::Write).map(|()| Some(entry)).map_err(|e| {
                 e.with(
                     "details",
                     [json!({"line": line_no, "field": "loc", "message": "not in a site this token may reach"})],
@@ -342,6 +397,10 @@ struct Ingest<'a> {
     batch: Vec<Entry>,
     /// The bytes of the lines in `batch`.
     batch_bytes: usize,
+    /// The batch's share of the budget of bodies in flight, and the bytes of lines it covers (a multiple of
+    /// [`NDJSON_STEP`]); it goes with the batch to its commit and is given back when that ends.
+    memory: BodyMemory,
+    covered: usize,
     committing: Option<AbortOnDropHandle<crate::store::Result<UpsertCounts>>>,
     totals: UpsertCounts,
 }
@@ -351,11 +410,27 @@ impl Ingest<'_> {
     /// stops and gives its error and number; what comes before it is in the batch.
     async fn take(&mut self, parsed: Vec<ParsedLine>) -> Result<Result<(), (ApiError, u64)>, ApiError> {
         for (line_no, len, entry) in parsed {
-            match entry {
-                Ok(Some(entry)) => self.batch.push(entry),
+            let entry = match entry {
+                Ok(Some(entry)) => entry,
                 Ok(None) => continue,
                 Err(error) => return Ok(Err((error, line_no))),
+            };
+            // The batch's share grows before the line joins it; a full budget stops the body at this line.
+            while self.batch_bytes + len > self.covered {
+                match self.state.body_budget.take(NDJSON_STEP as u64).await {
+                    Ok(more) => self.memory.merge(more),
+                    Err(mut busy) => {
+                        busy.message = format!(
+                            "the server is holding as many request bodies as body_memory_bytes allows; the lines \
+                             before line {line_no} were stored (committed), none from it on. Send the rest again \
+                             after Retry-After."
+                        );
+                        return Ok(Err((busy, line_no)));
+                    }
+                }
+                self.covered += NDJSON_STEP;
             }
+            self.batch.push(entry);
             self.batch_bytes += len;
             let config = &self.state.config;
             if self.batch.len() >= config.ndjson_batch || self.batch_bytes >= config.max_json_bytes {
@@ -385,9 +460,14 @@ impl Ingest<'_> {
     async fn commit_behind(&mut self) -> Result<(), ApiError> {
         self.settle().await?;
         let batch = std::mem::take(&mut self.batch);
-        self.batch_bytes = 0;
+        let memory = std::mem::take(&mut self.memory);
+        (self.batch_bytes, self.covered) = (0, 0);
         let state = self.state.clone();
-        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move { state.upsert(&batch).await })));
+        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move {
+            let written = state.upsert(&batch).await;
+            drop((batch, memory));
+            written
+        })));
         Ok(())
     }
 
@@ -421,6 +501,7 @@ impl Ingest<'_> {
                 count_upserted(&counts);
                 self.totals += counts;
                 self.batch.clear();
+                (self.batch_bytes, self.covered, self.memory) = (0, 0, BodyMemory::default());
                 Ok(())
             }
             Err(e) => Err(ApiError::from(e).with("committed", self.totals.received).with("stored", json!(self.totals))),
@@ -473,8 +554,9 @@ pub(crate) async fn delete_url(
     Extension(access): Extension<Access>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<Response, ApiError> {
-    let loc = query_loc(&query.loc, &*state.sites).inspect_err(|_| count_deletes("rejected", 1))?;
-    authorize(&state, &access, [&loc]).inspect_err(|_| count_deletes("rejected", 1))?;
+    let loc = query_loc(&query.loc, &Scope { sites: &state.sites, access: &access })
+        .inspect_err(|_| count_deletes("rejected", 1))?;
+    authorize(&state, &access, [&loc], Changes::Write).inspect_err(|_| count_deletes("rejected", 1))?;
     let counts = state.delete(&[loc]).await?;
     count_deleted(&counts);
     if counts.deleted == 0 {
@@ -510,10 +592,11 @@ pub(crate) async fn delete_urls(
     body: Body,
 ) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
-    let bytes = body::read_limited(&headers, body, state.config.max_json_bytes).await?;
-    let locs = parse_json_locs(&bytes, state.config.max_json_entries, &*state.sites)?;
+    let (bytes, _memory) = body::read_within(&state.body_budget, &headers, body, state.config.max_json_bytes).await?;
+    let scope = Scope { sites: &state.sites, access: &access };
+    let locs = parse_json_locs(&bytes, state.config.max_json_entries, &scope)?;
     drop(bytes);
-    authorize(&state, &access, &locs).inspect_err(|_| count_deletes("rejected", locs.len() as u64))?;
+    authorize(&state, &access, &locs, Changes::Write).inspect_err(|_| count_deletes("rejected", locs.len() as u64))?;
     let counts = state.delete(&locs).await?;
     count_deleted(&counts);
     Ok(Json(counts).into_response())
@@ -574,17 +657,17 @@ pub(crate) async fn get_urls(
     ApiQuery(query): ApiQuery<UrlsQuery>,
 ) -> Result<Response, ApiError> {
     if let Some(raw) = &query.loc {
-        let loc = query_loc(raw, &*state.sites)?;
+        let loc = query_loc(raw, &Scope { sites: &state.sites, access: &access })?;
         if query.limit.is_some() || query.after.is_some() || query.site.is_some() {
             return Err(ApiError::bad_request("loc cannot be combined with limit, after or site"));
         }
         // One rule for every route: a loc belongs to the site it lies under now (a record still stored under
         // another site, after the sites' URLs changed, moves there when it is next written).
-        authorize(&state, &access, [&loc])?;
+        authorize(&state, &access, [&loc], Changes::Read)?;
         let found = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
         return Ok(Json(UrlRecord::new(&state, found)).into_response());
     }
-    let site = list_site(&state, &access, query.site.as_deref())?;
+    let sites = list_sites(&state, &access, query.site.as_deref())?;
     let limit = match query.limit.as_deref() {
         None => DEFAULT_LIMIT,
         Some(raw) => raw
@@ -601,38 +684,112 @@ pub(crate) async fn get_urls(
             .filter(|n| *n >= 0)
             .ok_or_else(|| ApiError::bad_request("after must be a cursor returned as next by this API"))?,
     };
-    let items = state.reads().list_after(site, after, limit).await?;
-    // More may follow when the page is full, or when the listing was cut by size (see `LIST_MAX_BYTES`).
-    let cut = items.iter().map(|u| u.url.size).sum::<i64>() > crate::store::LIST_MAX_BYTES;
-    let next = (items.len() == limit as usize || cut).then(|| items.last().map(|u| u.url.id.to_string())).flatten();
+    let (items, more) = match sites {
+        Listed::One(site) => {
+            let items = state.reads().list_after(site, after, limit).await?;
+            let more = may_continue(items.len(), items.iter().map(Keyed::size).sum(), limit);
+            (items, more)
+        }
+        Listed::Several(ids) => {
+            // Each site's next records after the cursor, merged in id order: the same order and cursor as a listing
+            // of every site, so paging works alike whatever the token reaches.
+            let mut listings = Vec::with_capacity(ids.len());
+            for site in ids {
+                listings.push(state.reads().list_after(Some(site), after, limit).await?);
+            }
+            merge_listings(listings, limit)
+        }
+    };
+    let next = more.then(|| items.last().map(|u| u.url.id.to_string())).flatten();
     let items = items.into_iter().map(|u| UrlRecord::new(&state, u)).collect();
     Ok(Json(UrlList { items, next }).into_response())
 }
 
-/// Which site a listing is of (`None`: all): the one named, which the token must reach; else every site for a
-/// token that reaches every site, or the one site a scoped token reaches.
-fn list_site(state: &AppState, access: &Access, name: Option<&str>) -> Result<Option<i64>, ApiError> {
+/// Which sites a listing is of.
+#[derive(Debug, PartialEq, Eq)]
+enum Listed {
+    /// One site, or every site (`None`): one keyset read.
+    One(Option<i64>),
+    /// Several sites, not all: each read, then merged ([`merge_listings`]).
+    Several(Vec<i64>),
+}
+
+/// Which sites a listing is of: the one named, which the token must reach; else every site the token reaches.
+fn list_sites(state: &AppState, access: &Access, name: Option<&str>) -> Result<Listed, ApiError> {
     let Some(name) = name else {
         return match access {
-            Access::All => Ok(None),
-            // Never `None` (every site) for a scoped token, even for a name no site has.
-            Access::Sites(names) if names.len() == 1 => match state.sites.by_name(&names[0]) {
-                Some(site) => Ok(Some(site.id)),
-                None => Err(ApiError::forbidden("this token reaches no configured site")),
-            },
-            Access::Sites(_) => {
-                Err(ApiError::bad_request("this token reaches several sites: name the one to list with site=NAME"))
+            Access::All => Ok(Listed::One(None)),
+            // Never every site for a scoped token, even for names no site has.
+            Access::Sites(names) => {
+                let mut ids: Vec<i64> = names.iter().filter_map(|n| state.sites.by_name(n)).map(|s| s.id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                match ids.as_slice() {
+                    [] => Err(ApiError::forbidden("this token reaches no configured site")),
+                    [one] => Ok(Listed::One(Some(*one))),
+                    _ => Ok(Listed::Several(ids)),
+                }
             }
         };
     };
-    let site = state
-        .sites
-        .by_name(name)
-        .ok_or_else(|| ApiError::bad_request(format!("site must name a configured site: {}", state.sites)))?;
+    let site = state.sites.by_name(name).ok_or_else(|| {
+        ApiError::bad_request(format!("site must name a configured site: {}", reachable(state, access)))
+    })?;
     if !access.may(&site.name) {
         return Err(ApiError::forbidden(format!("this token may not reach the site {name}")));
     }
-    Ok(Some(site.id))
+    Ok(Listed::One(Some(site.id)))
+}
+
+/// Whether records may follow a store listing's last one: it ended at `limit`, or was cut by size (past
+/// [`crate::store::LIST_MAX_BYTES`]).
+fn may_continue(len: usize, bytes: i64, limit: u32) -> bool {
+    len >= limit as usize || bytes > crate::store::LIST_MAX_BYTES
+}
+
+/// A record's id and rendered size, what paging goes by.
+trait Keyed {
+    fn id(&self) -> i64;
+    fn size(&self) -> i64;
+}
+
+impl Keyed for SiteUrl {
+    fn id(&self) -> i64 {
+        self.url.id
+    }
+    fn size(&self) -> i64 {
+        self.url.size
+    }
+}
+
+/// Merges listings of different sites (each in id order after the same cursor) into one listing in id order, and
+/// whether more may follow. A listing that may have more is known only up to its last id, so the merge stops at
+/// the lowest such id; then at `limit` records, and after the record whose size passes
+/// [`crate::store::LIST_MAX_BYTES`], as a store listing is cut.
+fn merge_listings<T: Keyed>(listings: Vec<Vec<T>>, limit: u32) -> (Vec<T>, bool) {
+    let horizon = listings
+        .iter()
+        .filter(|l| may_continue(l.len(), l.iter().map(Keyed::size).sum(), limit))
+        .filter_map(|l| l.last().map(Keyed::id))
+        .min();
+    let mut merged: Vec<T> = listings.into_iter().flatten().filter(|u| horizon.is_none_or(|h| u.id() <= h)).collect();
+    merged.sort_unstable_by_key(Keyed::id);
+    merged.truncate(limit as usize);
+    let mut bytes = 0;
+    if let Some(cut) = merged.iter().position(|u| {
+        bytes += u.size();
+        bytes > crate::store::LIST_MAX_BYTES
+    }) {
+        merged.truncate(cut + 1);
+    }
+    let more = horizon.is_some() || may_continue(merged.len(), merged.iter().map(Keyed::size).sum(), limit);
+    (merged, more)
+}
+
+/// The sites `access` reaches, as error messages list them: `www (https://www.example.com/), …`. Only those: a
+/// token scoped to one site learns nothing of the others.
+fn reachable(state: &AppState, access: &Access) -> String {
+    shown(&state.sites.iter().filter(|s| access.may(&s.name)).collect::<Vec<_>>())
 }
 
 /// `GET /api/v1/urls`: one record, or a page of them.
@@ -727,8 +884,7 @@ pub(crate) struct UrlsQuery {
     limit: Option<String>,
     /// A cursor returned as `next`
     after: Option<String>,
-    /// List this site only (its name). Default: every site the token reaches, which for a token scoped to
-    /// several sites must be named
+    /// List this site only (its name). Default: every site the token reaches
     #[param(example = "default")]
     site: Option<String>,
 }
@@ -808,6 +964,40 @@ mod tests {
             "1001 of 1001 locs are invalid; nothing was deleted (details lists the first 1000 problems)"
         );
         assert_eq!(e.extra["details"].as_array().unwrap().len(), MAX_DETAILS);
+    }
+
+    /// (id, size) as a listed record.
+    impl Keyed for (i64, i64) {
+        fn id(&self) -> i64 {
+            self.0
+        }
+        fn size(&self) -> i64 {
+            self.1
+        }
+    }
+
+    #[test]
+    fn listings_of_several_sites_merge_in_id_order_up_to_what_is_known() {
+        let ids = |(merged, more): (Vec<(i64, i64)>, bool)| (merged.iter().map(|u| u.0).collect::<Vec<_>>(), more);
+        let l = |ids: &[i64]| ids.iter().map(|id| (*id, 100)).collect::<Vec<_>>();
+        // Both listings complete: all of them, in order, and nothing more.
+        assert_eq!(ids(merge_listings(vec![l(&[2, 5]), l(&[1, 3, 4])], 10)), (vec![1, 2, 3, 4, 5], false));
+        // Exactly `limit` in all, from two complete listings: the last page, as one listing would say, more.
+        assert_eq!(ids(merge_listings(vec![l(&[2]), l(&[1])], 2)), (vec![1, 2], true));
+        // A full listing is known only up to its last id: the other's later records wait for the next page.
+        assert_eq!(ids(merge_listings(vec![l(&[1, 2, 3]), l(&[4, 9])], 3)), (vec![1, 2, 3], true));
+        assert_eq!(ids(merge_listings(vec![l(&[1, 5, 6]), l(&[2, 3])], 3)), (vec![1, 2, 3], true));
+        assert_eq!(ids(merge_listings(vec![l(&[2, 7, 8]), l(&[1, 3, 4])], 3)), (vec![1, 2, 3], true));
+        // Empty listings.
+        assert_eq!(ids(merge_listings(vec![l(&[]), l(&[])], 3)), (vec![], false));
+        assert_eq!(ids(merge_listings(vec![l(&[]), l(&[4])], 3)), (vec![4], false));
+        // Cut by size: a record that passes the byte bound is the last one, and more may follow.
+        let big = crate::store::LIST_MAX_BYTES;
+        let (merged, more) = merge_listings(vec![vec![(1, big / 2), (4, big / 2)], vec![(2, big / 2), (3, 1)]], 10);
+        assert_eq!((merged.iter().map(|u| u.0).collect::<Vec<_>>(), more), (vec![1, 2, 3], true));
+        // A store listing cut by size is known only up to its last id.
+        let (merged, more) = merge_listings(vec![vec![(1, big + 1)], vec![(2, 1)]], 10);
+        assert_eq!((merged.iter().map(|u| u.0).collect::<Vec<_>>(), more), (vec![1], true));
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(3600);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
     pub site_id: i64,
+    /// The site's name, as logs name it.
+    pub site: String,
     pub public_url: PublicUrl,
     pub key: String,
     /// The public URL's host, with its port when it has one: what every loc of the site lies under.
@@ -46,14 +48,14 @@ pub struct Target {
 
 impl Target {
     /// `key` must be a valid key ([`crate::config::check_indexnow_key`]): it becomes a route.
-    pub fn new(site_id: i64, public_url: PublicUrl, key: &str) -> Self {
+    pub fn new(site_id: i64, site: &str, public_url: PublicUrl, key: &str) -> Self {
         let url = url::Url::parse(public_url.as_str()).expect("a public URL is an absolute URL");
         let host = match (url.host_str(), url.port()) {
             (Some(host), Some(port)) => format!("{host}:{port}"),
             (host, None) => host.unwrap_or_default().to_owned(),
             (None, Some(_)) => String::new(),
         };
-        Self { site_id, public_url, key: key.to_owned(), host }
+        Self { site_id, site: site.to_owned(), public_url, key: key.to_owned(), host }
     }
 
     pub fn host(&self) -> &str {
@@ -93,7 +95,9 @@ pub fn targets(config: &Config, sites: &Sites) -> Vec<Target> {
     config
         .indexnow_keys
         .iter()
-        .filter_map(|(name, key)| sites.by_name(name).map(|site| Target::new(site.id, site.public_url.clone(), key)))
+        .filter_map(|(name, key)| {
+            sites.by_name(name).map(|site| Target::new(site.id, &site.name, site.public_url.clone(), key))
+        })
         .collect()
 }
 
@@ -156,7 +160,10 @@ pub fn classify(status: StatusCode, retry_after: Option<&HeaderValue>, now: Syst
         503 => Outcome::Retry { reason: "server_error", after: after() },
         _ if status.is_server_error() => Outcome::Retry { reason: "server_error", after: None },
         _ if status.is_client_error() => Outcome::Dropped("client_error"),
-        // 1xx or a 3xx that was not followed: the endpoint is misconfigured or confused; a retry is bounded.
+        // Redirects are never followed (see `client`): no endpoint got the URLs. The endpoint setting is wrong or
+        // the engine moved; the locs wait (bounded by `indexnow_max_attempts`) for the setting to be corrected.
+        _ if status.is_redirection() => Outcome::Retry { reason: "redirected", after: None },
+        // 1xx: the endpoint is confused; a retry is bounded.
         _ => Outcome::Retry { reason: "unexpected_status", after: None },
     }
 }
@@ -198,7 +205,7 @@ mod tests {
     use super::*;
 
     fn target(public: &str) -> Target {
-        Target::new(1, PublicUrl::parse(public).unwrap(), "0123456789abcdef")
+        Target::new(1, "default", PublicUrl::parse(public).unwrap(), "0123456789abcdef")
     }
 
     #[test]
@@ -240,7 +247,10 @@ mod tests {
         for status in [500, 502, 503, 504] {
             assert_eq!(c(status), Outcome::Retry { reason: "server_error", after: None }, "{status}");
         }
-        assert_eq!(c(302), Outcome::Retry { reason: "unexpected_status", after: None });
+        for status in [300, 301, 302, 303, 307, 308] {
+            assert_eq!(c(status), Outcome::Retry { reason: "redirected", after: None }, "{status}");
+        }
+        assert_eq!(c(101), Outcome::Retry { reason: "unexpected_status", after: None });
 
         // Retry-After, in seconds or as a date, on 429 and 503; ignored elsewhere and when unreadable.
         let secs = HeaderValue::from_static("120");
@@ -285,6 +295,27 @@ mod tests {
         assert_eq!(retry_delay(1, base, Some(Duration::from_secs(120)), 0.0), Duration::from_secs(120));
         assert_eq!(retry_delay(9, base, Some(Duration::ZERO), 0.5), base);
         assert_eq!(retry_delay(1, base, Some(Duration::from_secs(86_400)), 0.5), MAX_RETRY_DELAY);
+    }
+
+    #[test]
+    fn targets_carry_their_site_name() {
+        let vars = [
+            ("SITEMAPD_SITES", "www=https://www.example.com/, shop=https://shop.example.com/"),
+            ("SITEMAPD_INDEXNOW_KEYS", "shop=0123456789abcdef"),
+        ];
+        let config =
+            Config::load_from(None, |k| vars.iter().find(|(v, _)| *v == k).map(|(_, x)| (*x).to_owned())).unwrap();
+        let sites = Sites::new(
+            config
+                .site_specs()
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| crate::domain::Site::new(i as i64 + 7, s))
+                .collect(),
+        );
+        let targets = targets(&config, &sites);
+        assert_eq!(targets.len(), 1);
+        assert_eq!((targets[0].site_id, targets[0].site.as_str(), targets[0].host()), (8, "shop", "shop.example.com"));
     }
 
     #[test]

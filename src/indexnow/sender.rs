@@ -56,8 +56,12 @@ impl SenderOptions {
 }
 
 /// The HTTP client ([`crate::http_client`]): every request bounded by `timeout` (connecting by at most 10 s of it).
+/// It follows no redirect: a 302 or 303 would turn the `POST` into a bodiless `GET` whose 200 is no delivery, and a
+/// 307 or 308 would send the key and the URL list to whatever host the endpoint names. A 3xx is an answer
+/// ([`classify`]).
 pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
     crate::http_client::builder()?
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .timeout(timeout)
         .build()
@@ -73,7 +77,7 @@ pub fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<Option<Ru
     let options = SenderOptions::from_config(config);
     for t in &targets {
         tracing::info!(
-            site = t.site_id,
+            site = %t.site,
             key_location = %t.key_location(),
             endpoint = %options.endpoint,
             "IndexNow: changes are sent"
@@ -153,7 +157,7 @@ impl Sender {
             Ok(Some(claim)) => claim,
             Ok(None) => return Next::Idle,
             Err(e) => {
-                tracing::warn!(site = target.site_id, error = %e, "IndexNow: cannot read the outbox; trying again later");
+                tracing::warn!(site = %target.site, error = %e, "IndexNow: cannot read the outbox; trying again later");
                 return Next::Idle;
             }
         };
@@ -161,7 +165,7 @@ impl Sender {
         let (urls, foreign) = split_foreign(&target.public_url, claim.locs.clone());
         if !foreign.is_empty() {
             tracing::warn!(
-                site = target.site_id,
+                site = %target.site,
                 urls = foreign.len(),
                 first = %foreign[0],
                 public_url = %target.public_url,
@@ -174,14 +178,14 @@ impl Sender {
             None => (Settle::Done, Next::More),
             Some((Outcome::Sent, status)) => {
                 *streak = 0;
-                tracing::info!(site = target.site_id, urls = urls.len(), %status, "IndexNow: sent");
+                tracing::info!(site = %target.site, urls = urls.len(), %status, "IndexNow: sent");
                 telemetry::indexnow_sent(urls.len());
                 (Settle::Done, Next::More)
             }
             Some((Outcome::Dropped(reason), answer)) => {
                 *streak = 0;
                 tracing::warn!(
-                    site = target.site_id,
+                    site = %target.site,
                     urls = urls.len(),
                     reason,
                     answer = %answer,
@@ -195,7 +199,7 @@ impl Sender {
                 let attempt = (claim.attempts + 1).max(*streak);
                 let delay = retry_delay(attempt, self.options.retry_base, after, unit_random());
                 tracing::warn!(
-                    site = target.site_id,
+                    site = %target.site,
                     urls = urls.len(),
                     reason,
                     answer = %answer,
@@ -207,7 +211,7 @@ impl Sender {
                 (Settle::Retry { delay, max_attempts: self.options.max_attempts }, Next::Pause(delay))
             }
         };
-        self.settle(&claim, settle).await;
+        self.settle(target, &claim, settle).await;
         match next {
             Next::More if !full => Next::Idle,
             next => next,
@@ -215,12 +219,12 @@ impl Sender {
     }
 
     /// Settles `claim`; a failure leaves its locs claimed until the lease ends, when they are sent again.
-    async fn settle(&self, claim: &Claim, settle: Settle) {
+    async fn settle(&self, target: &Target, claim: &Claim, settle: Settle) {
         match self.store.settle_notifications(claim, settle).await {
             Ok(settled) => {
                 if matches!(settle, Settle::Retry { .. }) && settled.deleted > 0 {
                     tracing::warn!(
-                        site = claim.site,
+                        site = %target.site,
                         urls = settled.deleted,
                         attempts = self.options.max_attempts,
                         "IndexNow: gave up on URLs after as many failed sends; dropped"
@@ -229,7 +233,7 @@ impl Sender {
                 }
             }
             Err(e) => tracing::warn!(
-                site = claim.site,
+                site = %target.site,
                 error = %e,
                 "IndexNow: cannot record the outcome of a send; its URLs are sent again once their claim expires"
             ),
@@ -247,8 +251,16 @@ impl Sender {
                 if outcome == Outcome::Sent {
                     return (outcome, status.to_string());
                 }
+                // A redirect is shown with where it pointed (never followed): the endpoint to configure, perhaps.
+                let location = status
+                    .is_redirection()
+                    .then(|| response.headers().get(reqwest::header::LOCATION).map(|v| v.to_str().unwrap_or("?")))
+                    .flatten()
+                    .map(|to| format!(" to {to}"))
+                    .unwrap_or_default();
+                let status = format!("{status}{location}");
                 let body = body_start(response).await;
-                (outcome, if body.is_empty() { status.to_string() } else { format!("{status}: {body}") })
+                (outcome, if body.is_empty() { status } else { format!("{status}: {body}") })
             }
             Err(e) => (Outcome::Retry { reason: "network", after: None }, error_chain(&e)),
         }

@@ -2,7 +2,8 @@
 //! loopback interface that records every request and answers as scripted: the key file, what is sent (host, key,
 //! key location, the changed locs, deletes included), batches of at most 10,000, one send for many changes,
 //! nothing for an identical re-send, a change while its send is in flight, retries (429, 5xx) and drops (403,
-//! given up). Two senders on one Postgres are in this file too; `kill -9` with a pending outbox is in `process`.
+//! given up), redirects (never followed). Two senders on one Postgres are in this file too; `kill -9` with a
+//! pending outbox is in `process`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -463,7 +464,91 @@ async fn each_site_sends_its_own_batches(b: Backend) {
     sender.stop(Duration::from_secs(5)).await;
 }
 
+/// A request as a [`Recorder`] got it: method, path, body.
+type Got = (String, String, Vec<u8>);
+
+/// A listener that records every request it gets (method, path, body) and answers each with the next scripted
+/// status and `Location` (then 200): an endpoint that redirects, or the host a redirect names.
+struct Recorder {
+    url: String,
+    seen: Arc<Mutex<Vec<Got>>>,
+}
+
+impl Recorder {
+    fn start(listener: std::net::TcpListener, script: Vec<(u16, String)>) -> Self {
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (recorded, script) = (seen.clone(), Arc::new(Mutex::new(VecDeque::from(script))));
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+                    let (recorded, script) = (recorded.clone(), script.clone());
+                    async move {
+                        let (parts, body) = request.into_parts();
+                        let body = axum::body::to_bytes(body, 1 << 24).await.unwrap().to_vec();
+                        recorded.lock().unwrap().push((parts.method.to_string(), parts.uri.path().to_owned(), body));
+                        match script.lock().unwrap().pop_front() {
+                            Some((status, to)) => {
+                                (StatusCode::from_u16(status).unwrap(), [("location", to)], "moved").into_response()
+                            }
+                            None => StatusCode::OK.into_response(),
+                        }
+                    }
+                });
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        Self { url, seen }
+    }
+
+    fn seen(&self) -> Vec<Got> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Redirects are answers, never followed: 301, 302, 303, 307 and 308 (to another host, or to another path of
+/// the endpoint's) reach neither target, not even as a `GET`; each is retried to the configured endpoint, counted
+/// as `redirected`, and the locs are sent once the endpoint answers 200.
+async fn redirects_are_not_followed(b: Backend) {
+    let other = Recorder::start(std::net::TcpListener::bind("127.0.0.2:0").unwrap(), Vec::new());
+    let elsewhere = format!("{}/indexnow", other.url);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let same_host = format!("http://{}/moved", listener.local_addr().unwrap());
+    let script = vec![
+        (301, elsewhere.clone()),
+        (302, same_host.clone()),
+        (303, elsewhere.clone()),
+        (307, elsewhere.clone()),
+        (308, same_host.clone()),
+        (302, elsewhere),
+    ];
+    let endpoint = Recorder::start(listener, script);
+    let endpoint_url = format!("{}/indexnow", endpoint.url);
+    let mut all = vars(&endpoint_url);
+    all.push(("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "10".to_owned()));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let Some(app) = TestApp::spawn(b, &all).await else { return };
+    let redirected = metric(&app, "sitemapd_indexnow_retries_total", &[("reason", "redirected")]).await;
+    app.put_paths(&["a", "b"]).await;
+    let sender = start(&app);
+    eventually("the outbox is empty", || async { queued(&app).await == 0 }).await;
+    sender.stop(Duration::from_secs(5)).await;
+    assert!(other.seen().is_empty(), "the host a redirect named got {:?}", other.seen());
+    let seen = endpoint.seen();
+    assert_eq!(seen.len(), 7, "six redirects, each sent again, then 200: {seen:?}");
+    for (method, path, body) in &seen {
+        assert_eq!((method.as_str(), path.as_str()), ("POST", "/indexnow"), "only the endpoint, only POST");
+        let body: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(body["urlList"], json!([loc("a"), loc("b")]));
+    }
+    assert!(metric(&app, "sitemapd_indexnow_retries_total", &[("reason", "redirected")]).await >= redirected + 6.0);
+}
+
 both_backends!(
+    redirects_are_not_followed,
     each_site_sends_its_own_batches,
     changes_are_sent_with_the_host_the_key_and_its_file,
     an_identical_resend_queues_nothing,

@@ -1,5 +1,5 @@
-//! Request limits: the time limit of an API request, the time to send a request head, entries per JSON array, and
-//! body size without a declared length.
+//! Request limits: the time limit of an API request, the time to send a request head, entries per JSON array,
+//! body size without a declared length, and the memory budget of bodies in flight.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -131,4 +131,124 @@ async fn a_streamed_json_body_is_limited_as_it_arrives() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     assert_eq!(r.json()["message"], "could not read the request body");
     assert_eq!(app.find(&loc("streamed")).await.status, StatusCode::NOT_FOUND);
+}
+
+/// A JSON array of `n` entries under `prefix`, as text.
+fn array_of(prefix: &str, n: usize) -> String {
+    let entries: Vec<Value> =
+        (0..n).map(|i| json!({"loc": loc(&format!("{prefix}/{i:05}")), "lastmod": "2024-05-01"})).collect();
+    Value::Array(entries).to_string()
+}
+
+/// The bodies in flight share one memory budget (`body_memory_bytes`): while one body holds most of it, others
+/// that do not fit wait briefly, then get 503 `busy` with `Retry-After`, before their body is read and with
+/// nothing stored (an NDJSON body at its first line). When the holder ends, the budget is whole again: a body
+/// charged the whole budget goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_past_the_memory_budget_are_503_and_the_budget_comes_back() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await else {
+        return;
+    };
+    // The holder: 200 kB declared (charged 600 kB of the 1 MiB), sent half, then held until the test says.
+    let held = array_of("held", 3_000);
+    assert!((190_000..250_000).contains(&held.len()), "{}", held.len());
+    let (send, receive) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let rest = Bytes::from(held.clone()).split_off(held.len() / 2);
+    let first = Bytes::from(held.clone()).split_to(held.len() / 2);
+    send.send(first).await.unwrap();
+    let body = Body::from_stream(futures_util::stream::unfold(receive, |mut receive| async move {
+        receive.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), receive))
+    }));
+    let length = held.len().to_string();
+    let headers = [("content-type", "application/json"), ("content-length", length.as_str())];
+    let holder = app.request(Method::PUT, "/api/v1/urls", &headers, body);
+    tokio::pin!(holder);
+    // The holder runs until it waits for the rest of its body.
+    assert!(tokio::time::timeout(Duration::from_millis(300), &mut holder).await.is_err(), "it waits for its body");
+
+    // Eight more of 200 kB each, at once: none fits beside the holder.
+    let others: Vec<String> = (0..8).map(|i| array_of(&format!("other{i}"), 3_000)).collect();
+    let answers = futures_util::future::join_all(others.iter().map(|text| {
+        let app = &app;
+        async move {
+            let length = text.len().to_string();
+            let headers = [("content-type", "application/json"), ("content-length", length.as_str())];
+            app.request(Method::PUT, "/api/v1/urls", &headers, Body::from(text.clone())).await
+        }
+    }))
+    .await;
+    for r in &answers {
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
+        assert_eq!(r.json()["error"], "busy");
+        assert!(r.json()["message"].as_str().unwrap().contains("body_memory_bytes (1048576 bytes)"), "{}", r.text());
+        assert_eq!(r.header("retry-after"), Some("5"));
+    }
+    for i in 0..8 {
+        assert_eq!(app.find(&loc(&format!("other{i}/00000"))).await.status, StatusCode::NOT_FOUND);
+    }
+    // NDJSON takes its batch's share by the line: refused at line 1, nothing committed.
+    let ndjson = format!("{}\n{}\n", json!({"loc": loc("nd/1")}), json!({"loc": loc("nd/2")}));
+    let r = app.put_ndjson(&ndjson).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
+    assert_eq!((r.json()["error"].clone(), r.json()["line"].clone()), (json!("busy"), json!(1)));
+    assert_eq!(r.json()["committed"], 0);
+    assert_eq!(app.find(&loc("nd/1")).await.status, StatusCode::NOT_FOUND);
+
+    // The holder finishes and is stored; then the whole budget is free again.
+    send.send(rest).await.unwrap();
+    drop(send);
+    let r = holder.await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["created"], 3_000);
+    let whole = array_of("whole", 6_000); // charged more than the budget: all of it
+    let r = app.put_json(&serde_json::from_str(&whole).unwrap()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
+}
+
+/// Over a socket: a body refused for the budget is read to its end (and dropped) before the 503, so a client that
+/// sends its whole body before it reads (most do) gets the answer rather than a connection closed under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_answer_reaches_a_client_that_sends_its_whole_body_first() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await else {
+        return;
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = AppState::new(app.store.clone(), &app.config);
+    let server = tokio::spawn(sitemapd::serve(state, listener, std::future::pending(), Duration::from_secs(5)));
+    let answers = tokio::task::spawn_blocking(move || {
+        let head = |length: usize| {
+            format!(
+                "PUT /api/v1/urls HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \
+                 {length}\r\nConnection: close\r\n\r\n"
+            )
+        };
+        // The holder: declares 100 kB, sends its head and a little, and waits (it holds 300 kB of the budget).
+        let mut holder = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        holder.write_all(format!("{}[", head(100_000)).as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // 8 MB sent whole, then the answer read.
+        let body = array_of("big", 120_000);
+        assert!(body.len() > 8_000_000, "{}", body.len());
+        let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        client.write_all(head(body.len()).as_bytes()).unwrap();
+        let sent = client.write_all(body.as_bytes());
+        let mut answer = Vec::new();
+        let read = client.read_to_end(&mut answer);
+        drop(holder);
+        (
+            sent.map_err(|e| e.to_string()),
+            read.map_err(|e| e.to_string()),
+            String::from_utf8_lossy(&answer).into_owned(),
+        )
+    })
+    .await
+    .unwrap();
+    let (sent, read, answer) = answers;
+    assert!(sent.is_ok() && read.is_ok(), "sent: {sent:?}, read: {read:?}, answer: {answer}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"busy\"") && answer.to_ascii_lowercase().contains("retry-after: 5"), "{answer}");
+    server.abort();
 }

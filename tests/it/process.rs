@@ -232,6 +232,34 @@ fn start_up_logs_the_configuration_without_the_password_or_the_tokens() {
     assert!(!stdout.contains("Secret") && !stderr.contains("Secret"), "stdout: {stdout}\nstderr: {stderr}");
 }
 
+/// With several sites, the start-up lines name them: the configuration shows `public_url` as replaced by `sites`
+/// (a `public_url` set all the same is warned of), and IndexNow's lines name a site by its name, not its id.
+#[test]
+fn start_up_names_the_sites_and_warns_of_an_unused_public_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let endpoint = format!("http://127.0.0.1:{}/indexnow", free_port());
+    let vars = [
+        ("SITEMAPD_BIND", bind.as_str()),
+        ("SITEMAPD_PUBLIC_URL", "https://old.example.com"),
+        ("SITEMAPD_SITES", "www=https://www.example.com/, shop=https://shop.example.com/"),
+        ("SITEMAPD_INDEXNOW_KEYS", "shop=0123456789abcdef"),
+        ("SITEMAPD_INDEXNOW_ENDPOINT", endpoint.as_str()),
+    ];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let stdout = stop(child);
+    let line = |what: &str| stdout.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {stdout}"));
+    let starting = line("starting");
+    assert!(starting.contains("public_url: (replaced by sites)"), "{starting}");
+    assert!(!starting.contains("old.example.com"), "{starting}");
+    let warned = line("public_url (SITEMAPD_PUBLIC_URL) is set but not used");
+    assert!(warned.contains("WARN") && warned.contains("https://old.example.com/"), "{warned}");
+    let indexnow = line("IndexNow: changes are sent");
+    assert!(indexnow.contains("site=shop"), "{indexnow}");
+}
+
 #[test]
 fn healthcheck_answers_for_the_configured_address() {
     let dir = tempfile::tempdir().unwrap();

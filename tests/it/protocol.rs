@@ -1,5 +1,5 @@
 //! Request heads that RFC 9112 refuses: no `Host` in HTTP/1.1, two `Host` lines, an invalid `Host`, and two
-//! `Authorization` lines. Over a real socket through `serve()` (what hyper lets through to the router) and through
+//! `Authorization` lines; and a line ending in a bare LF, which RFC 9112 allows but sitemapd refuses. Over a real socket through `serve()` (what hyper lets through to the router) and through
 //! the router itself.
 
 use std::time::Duration;
@@ -130,7 +130,54 @@ async fn host_and_authorization_through_the_router(b: Backend) {
     assert_eq!(list(&["Bearer wrong", &auth]).await.status, StatusCode::BAD_REQUEST);
 }
 
+/// Writes `bytes` on a fresh connection and reads until the server closes it (or 10 s pass): the statuses of the
+/// responses it sent, in order.
+async fn statuses(port: u16, bytes: &[u8]) -> Vec<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&response);
+    text.match_indices("HTTP/1.1 ").filter_map(|(at, _)| text[at + 9..at + 12].parse().ok()).collect()
+}
+
+/// A request line or header line that ends in a bare LF is refused (400) and the connection closed, on the first
+/// request of a connection or a later one, after a body of known length or a chunked one; a proxy in front that
+/// does not take a bare LF as a line end would read other requests in those bytes. Body bytes are not heads: an
+/// NDJSON body's LFs pass.
+async fn a_head_line_ending_in_a_bare_lf_is_refused(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let (port, _stop) = serve(&app).await;
+    let ok = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    let close = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_eq!(statuses(port, format!("{ok}{close}").as_bytes()).await, [200, 200]);
+    for bare in [
+        "GET /healthz HTTP/1.1\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\nConnection: close\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\n",
+        "GET /healthz HTTP/1.1\nHost: x\nConnection: close\n\n",
+        // What a proxy that splits on CRLF only may take for one header, "X: a\nGET /metrics ...".
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX: a\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    ] {
+        assert_eq!(statuses(port, bare.as_bytes()).await, [400], "{bare:?}");
+        assert_eq!(statuses(port, format!("{ok}{bare}{ok}").as_bytes()).await, [200, 400], "second: {bare:?}");
+    }
+    let ndjson = format!("{{\"loc\": \"{PUBLIC_URL}/lf1\"}}\n\n{{\"loc\": \"{PUBLIC_URL}/lf2\"}}\n");
+    let put = |framing: &str| {
+        format!("PUT /api/v1/urls HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n{framing}\r\n")
+    };
+    let sized = format!("{}{ndjson}", put(&format!("Content-Length: {}\r\n", ndjson.len())));
+    let chunked = format!("{}{:x}\r\n{ndjson}\r\n0\r\n\r\n", put("Transfer-Encoding: chunked\r\n"), ndjson.len());
+    for body in [&sized, &chunked] {
+        assert_eq!(statuses(port, format!("{body}{close}").as_bytes()).await, [200, 200], "{body:?}");
+        let bare = "GET /healthz HTTP/1.1\nHost: x\r\n\r\n";
+        assert_eq!(statuses(port, format!("{body}{bare}").as_bytes()).await, [200, 400], "{body:?}");
+    }
+    assert_eq!(app.find(&format!("{PUBLIC_URL}/lf2")).await.status, StatusCode::OK);
+}
+
 crate::both_backends!(
+    a_head_line_ending_in_a_bare_lf_is_refused,
     host_is_required_once_over_a_socket,
     two_authorization_lines_are_refused_over_a_socket,
     two_content_type_lines_are_refused_over_a_socket,
