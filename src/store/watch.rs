@@ -297,15 +297,21 @@ mod tests {
         h
     }
 
+    /// A database file with token 7 and a log, watched as a server does.
+    fn serving_watch(db: &Path) -> FileWatch {
+        std::fs::write(db, header_with(7)).unwrap();
+        std::fs::write(wal_path(db), b"").unwrap();
+        let mut w = FileWatch::new(db.to_owned()).unwrap();
+        w.serving(7).unwrap();
+        w
+    }
+
     /// Each way the files change is found, and kept once found.
     #[test]
     fn finds_each_change_and_keeps_the_first() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
-        std::fs::write(&db, header_with(7)).unwrap();
-        std::fs::write(wal_path(&db), b"").unwrap();
-        let mut w = FileWatch::new(db.clone()).unwrap();
-        w.serving(7).unwrap();
+        let w = serving_watch(&db);
         assert_eq!(w.check(), (None, false));
 
         // A copy over the file keeps the inode: found by the token.
@@ -319,18 +325,11 @@ mod tests {
     fn finds_a_deleted_log_and_a_replaced_or_deleted_file() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
-        let setup = || {
-            std::fs::write(&db, header_with(7)).unwrap();
-            std::fs::write(wal_path(&db), b"").unwrap();
-            let mut w = FileWatch::new(db.clone()).unwrap();
-            w.serving(7).unwrap();
-            w
-        };
-        let w = setup();
+        let w = serving_watch(&db);
         std::fs::remove_file(wal_path(&db)).unwrap();
         assert_eq!(w.check().0, Some(Trouble::WalGone));
 
-        let w = setup();
+        let w = serving_watch(&db);
         let moved = dir.path().join("moved.db");
         std::fs::rename(&db, &moved).unwrap();
         std::fs::copy(&moved, &db).unwrap(); // a new inode with the same bytes
@@ -347,10 +346,7 @@ mod tests {
     fn a_truncated_header_counts_as_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
-        std::fs::write(&db, header_with(7)).unwrap();
-        std::fs::write(wal_path(&db), b"").unwrap();
-        let mut w = FileWatch::new(db.clone()).unwrap();
-        w.serving(7).unwrap();
+        let w = serving_watch(&db);
         std::fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(10).unwrap();
         assert_eq!(w.check().0, Some(Trouble::DbOverwritten));
     }

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
@@ -39,6 +38,20 @@ async fn try_locs_in_file_alone(path: &Path) -> Result<Vec<String>, sqlx::Error>
     let locs = sqlx::query_scalar("SELECT loc FROM urls ORDER BY loc").fetch_all(&mut conn).await?;
     conn.close().await.ok();
     Ok(locs)
+}
+
+/// The service on the SQLite database `url` names, configured like production.
+async fn app_on(url: &str) -> TestApp {
+    let config = Config::load_from(None, |k| match k {
+        "DATABASE_URL" => Some(url.to_owned()),
+        "SITEMAPD_PUBLIC_URL" => Some(PUBLIC_URL.into()),
+        "SITEMAPD_API_TOKENS" => Some(String::new()),
+        _ => None,
+    })
+    .unwrap();
+    let store = sitemapd::store::open(&options(&config)).await.unwrap();
+    let router = sitemapd::app(AppState::new(store.clone(), &config));
+    TestApp::from_parts(store, config, router)
 }
 
 async fn assert_refused(app: &TestApp, why: &str) {
@@ -136,16 +149,7 @@ async fn a_deleted_log_is_found_through_a_symbolic_link() {
     std::fs::write(real.path().join("sitemapd.db"), b"").unwrap();
     std::os::unix::fs::symlink(real.path().join("sitemapd.db"), &link).unwrap();
     let url = format!("sqlite://{}", link.display());
-    let config = Config::load_from(None, |k| match k {
-        "DATABASE_URL" => Some(url.clone()),
-        "SITEMAPD_PUBLIC_URL" => Some(PUBLIC_URL.into()),
-        "SITEMAPD_API_TOKENS" => Some(String::new()),
-        _ => None,
-    })
-    .unwrap();
-    let store = sitemapd::store::open(&options(&config)).await.unwrap();
-    let router = sitemapd::app(AppState::new(store.clone(), &config));
-    let app = TestApp::from_parts(Arc::clone(&store), config, router);
+    let app = app_on(&url).await;
     app.put_paths(&["a"]).await;
     assert!(!links.path().join("sitemapd.db-wal").exists(), "the log is beside the real file");
     std::fs::remove_file(real.path().join("sitemapd.db-wal")).unwrap();
@@ -211,16 +215,7 @@ impl Drop for SmallDisk {
 async fn a_full_disk_answers_503_and_writes_resume_when_there_is_room() {
     let Some(disk) = SmallDisk::mount() else { return };
     let url = format!("sqlite://{}", disk.dir.path().join("sitemapd.db").display());
-    let config = Config::load_from(None, |k| match k {
-        "DATABASE_URL" => Some(url.clone()),
-        "SITEMAPD_PUBLIC_URL" => Some(PUBLIC_URL.into()),
-        "SITEMAPD_API_TOKENS" => Some(String::new()),
-        _ => None,
-    })
-    .unwrap();
-    let store = sitemapd::store::open(&options(&config)).await.unwrap();
-    let router = sitemapd::app(AppState::new(store.clone(), &config));
-    let app = TestApp::from_parts(Arc::clone(&store), config, router);
+    let app = app_on(&url).await;
 
     let mut acknowledged: Vec<String> = Vec::new();
     let batch = |n: usize| -> Vec<String> { (0..200).map(|i| loc(&format!("{n}/{i}/{}", "x".repeat(200)))).collect() };
@@ -274,5 +269,5 @@ async fn a_full_disk_answers_503_and_writes_resume_when_there_is_room() {
         sqlx::query_scalar("SELECT count(*) FROM urls").fetch_one(&mut conn).await.unwrap()
     };
     assert_eq!(stored, i64::try_from(acknowledged.len()).unwrap(), "every acknowledged write is stored");
-    store.close().await;
+    app.store.close().await;
 }
