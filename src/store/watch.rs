@@ -157,10 +157,16 @@ impl FileWatch {
         *self.full.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = why;
     }
 
-    /// Why the disk counts as full: the last write failed for space and the probe finds no room yet. The probe
-    /// runs only while a failure is kept.
+    /// Why the disk counts as full: the last write failed for space and the probe finds no room yet, or (with no
+    /// failure kept) the file system has less than [`PROBE_BYTES`] free, as a process started on a full disk would
+    /// find only at its first write. The probe runs only while a failure is kept; otherwise one `statvfs`.
     pub(super) fn disk_full(&self) -> Option<String> {
-        let why = self.full.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()?;
+        let Some(why) = self.full.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() else {
+            return match free_bytes(&self.db) {
+                Some(free) if free < PROBE_BYTES as u64 => Some(format!("{free} bytes free")),
+                _ => None,
+            };
+        };
         match probe_space(&self.db) {
             Ok(()) => {
                 self.set_full(None);
@@ -169,6 +175,18 @@ impl FileWatch {
             Err(e) => Some(format!("{why}; {e}")),
         }
     }
+}
+
+/// The bytes an unprivileged process may still write on the file system of `path` (`None` if it cannot be told).
+#[cfg(unix)]
+fn free_bytes(path: &Path) -> Option<u64> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    rustix::fs::statvfs(dir).ok().map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+#[cfg(not(unix))]
+fn free_bytes(_: &Path) -> Option<u64> {
+    None
 }
 
 /// `path-wal`.

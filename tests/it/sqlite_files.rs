@@ -237,6 +237,9 @@ async fn a_full_disk_answers_503_and_writes_resume_when_there_is_room() {
         while f.write_all(&chunk).is_ok() {}
         let _ = f.sync_all();
     }
+    // Before any write fails: a process started on a full disk is not ready either.
+    let r = app.get("/readyz", &[]).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "/readyz on a full disk, no write yet: {}", r.text());
     let mut refused = 0;
     for n in 1..=12 {
         let r = put(batch(n)).await;
