@@ -7,7 +7,8 @@
 pub mod api;
 pub mod config;
 pub mod db_files;
-pub mod domain;
+// The bottom layer, a crate of its own (crates/sitemapd-core): `crate::domain` and the rest keep their paths.
+pub use sitemapd_core::{domain, page, placement};
 pub mod error;
 pub mod export;
 pub mod host;
@@ -15,8 +16,6 @@ pub mod http_client;
 pub mod import;
 pub mod indexnow;
 pub mod line_ends;
-pub mod page;
-pub mod placement;
 pub mod send_rate;
 pub mod sitemap;
 pub mod state;
