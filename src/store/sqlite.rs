@@ -315,7 +315,12 @@ impl Store for SqliteStore {
         if let Some(watcher) = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
             watcher.abort();
         }
-        let _ = self.check_file();
+        // A change found first here is saved before the connections close, not by a task that would race them.
+        if let Some(w) = &self.watch
+            && let (Some(trouble), true) = w.check()
+        {
+            rescue(w.clone(), self.pool.clone(), trouble).await;
+        }
         if let Some(w) = self.watch.as_ref().filter(|w| w.found() == Some(Trouble::DbOverwritten)) {
             return self.close_overwritten(w).await;
         }

@@ -156,6 +156,19 @@ async fn a_deleted_log_is_found_through_a_symbolic_link() {
     assert_refused(&app, "the log was deleted (through a link)").await;
 }
 
+/// A file deleted just before shutdown (found first by the shutdown itself, before the watcher's next look): the
+/// copy is still written, before the connections close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_deleted_just_before_shutdown_is_still_copied() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    app.put_paths(&["a", "b"]).await;
+    let path = db_path(&app);
+    std::fs::remove_file(&path).unwrap();
+    app.store.close().await;
+    let copy = file_appears(path.parent().unwrap(), "test.db.rescued-").await;
+    assert_eq!(locs_in_file_alone(&copy).await, [loc("a"), loc("b")]);
+}
+
 /// `rm sitemapd.db` (its directory kept): the data lives on in the unlinked file only; the server writes a whole
 /// copy beside the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
