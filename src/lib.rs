@@ -19,7 +19,7 @@ pub mod line_ends;
 pub mod send_rate;
 pub mod sitemap;
 pub mod state;
-pub mod store;
+pub use sitemapd_store as store;
 pub mod telemetry;
 pub mod view;
 

@@ -1,6 +1,6 @@
 //! Storage: the [`Store`] trait both backends implement, its errors, and the choice of backend by URL.
 //!
-//! The stores are thin: page assignment is decided by [`crate::placement`], and the stores load the state it
+//! The stores are thin: page assignment is decided by [`sitemapd_core::placement`], and the stores load the state it
 //! needs and write its plan back inside one transaction, with writers serialized so page limits hold. That
 //! sequence is written once (`write.rs`), and so are the queries both backends run as they are (`shared.rs`); each
 //! backend keeps what differs: its lock and clock, how it binds a batch, how it reads a page's snapshot.
@@ -25,12 +25,12 @@ pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
 pub use self::sqlite::SqliteStore;
 pub use self::write::{DEFAULT_SITE_ID, Upsert};
-use crate::domain::Extensions;
-use crate::domain::ext::News;
-use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
-use crate::page::EntryTooLarge;
-use crate::page::{Fields, Gzip, Limits, NsCounts, PageState, StoredUrl, page_bytes};
-use crate::placement::{Changes, IndexFull, PlanError, UpsertCounts};
+use sitemapd_core::domain::Extensions;
+use sitemapd_core::domain::ext::News;
+use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
+use sitemapd_core::page::EntryTooLarge;
+use sitemapd_core::page::{Fields, Gzip, Limits, NsCounts, PageState, StoredUrl, page_bytes};
+use sitemapd_core::placement::{Changes, IndexFull, PlanError, UpsertCounts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -101,9 +101,9 @@ pub struct PageEntry {
     pub loc: String,
     pub lastmod: Option<String>,
     pub changefreq: Option<String>,
-    /// Millionths (see [`crate::domain::Priority`]).
+    /// Millionths (see [`sitemapd_core::domain::Priority`]).
     pub priority: Option<i64>,
-    /// The extensions as stored: JSON (see [`crate::page::Fields::ext_json`]).
+    /// The extensions as stored: JSON (see [`sitemapd_core::page::Fields::ext_json`]).
     pub ext: Option<String>,
 }
 
@@ -354,7 +354,9 @@ fn check_site_limits(site: &str, pages: &[PageState], limits: Limits) -> anyhow:
 /// configuration order, the first as the default site. Such a store can only fail (its schema is not known to be
 /// there); this lets it do so with the store's own errors.
 fn unregistered(specs: &[SiteSpec]) -> Arc<Sites> {
-    Arc::new(Sites::new(specs.iter().zip(1..).map(|(spec, id)| crate::domain::Site::new(id, spec.clone())).collect()))
+    Arc::new(Sites::new(
+        specs.iter().zip(1..).map(|(spec, id)| sitemapd_core::domain::Site::new(id, spec.clone())).collect(),
+    ))
 }
 
 /// The ids of the sites named in `names`.

@@ -20,9 +20,9 @@ use sqlx::Transaction;
 
 use super::shared::Sql;
 use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
-use crate::domain::{ChangeFreq, Entry, LastMod, Sites};
-use crate::page::{Fields, Limits, PageState, StoredUrl};
-use crate::placement::{self, Changes, NewUrl, UpsertCounts};
+use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Sites};
+use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl};
+use sitemapd_core::placement::{self, Changes, NewUrl, UpsertCounts};
 
 /// The id of the site that everything stored before sites existed belongs to (migration 0004).
 pub const DEFAULT_SITE_ID: i64 = 1;
@@ -136,7 +136,7 @@ pub(crate) async fn upsert<DB: Writes>(
     }
     let merged;
     // Without news on either side, the import's merge is the API's replace: no copy.
-    let has_news = |f: Option<&crate::domain::Extensions>| f.is_some_and(|x| x.news.is_some());
+    let has_news = |f: Option<&sitemapd_core::domain::Extensions>| f.is_some_and(|x| x.news.is_some());
     let no_news = entries.iter().all(|e| !has_news(e.ext.as_deref()))
         && existing.values().flatten().all(|u| !has_news(u.fields.ext.as_deref()));
     let entries = match mode {
@@ -215,12 +215,12 @@ where
     if large && guess.all_new.load(Ordering::Relaxed) {
         match upsert(begin().await?, sites, entries, mode, limits, notify, Lookup::Skip).await {
             Err(e) if stored_after_all(&e) => {
-                crate::telemetry::write_guess("stored");
+                sitemapd_metrics::write_guess("stored");
                 guess.all_new.store(false, Ordering::Relaxed);
             }
             written => {
                 if written.is_ok() {
-                    crate::telemetry::write_guess("new");
+                    sitemapd_metrics::write_guess("new");
                 }
                 return written;
             }
@@ -451,7 +451,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::domain::PublicUrl;
+    use sitemapd_core::domain::PublicUrl;
 
     fn entry(value: serde_json::Value) -> Entry {
         Entry::from_json(value, &PublicUrl::parse("https://www.example.com").unwrap()).unwrap()

@@ -15,9 +15,9 @@ use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Upsert, Writes};
 use super::{DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
-use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
-use crate::page::{Limits, PageState, StoredUrl};
-use crate::placement::{NewUrl, UpsertCounts};
+use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
+use sitemapd_core::page::{Limits, PageState, StoredUrl};
+use sitemapd_core::placement::{NewUrl, UpsertCounts};
 
 /// A page's entries in page order: an ordered scan of `urls_site_page_id` from the page's first row to its last,
 /// O(page) at any depth, no sort (with [`PAGE_PLANNER_SETTINGS`]; a test pins the plan, even on a table without
@@ -220,11 +220,11 @@ impl Writes for sqlx::Postgres {
         let mut found = found?;
         match helped {
             Ok(rows) => {
-                crate::telemetry::write_lookup_shared("shared");
+                sitemapd_metrics::write_lookup_shared("shared");
                 found.extend(rows);
             }
             Err(e) => {
-                crate::telemetry::write_lookup_shared("retried");
+                sitemapd_metrics::write_lookup_shared("retried");
                 tracing::debug!(error = %e, "half a lookup failed on a second connection: looked up in the write");
                 found.extend(Self::lookup(conn, theirs).await?);
             }
@@ -324,7 +324,7 @@ impl Writes for sqlx::Postgres {
 #[async_trait]
 impl Store for PgStore {
     async fn migrate(&self) -> anyhow::Result<()> {
-        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        sqlx::migrate!("../../migrations/postgres").run(&self.pool).await?;
         // Under the write lock, so that replicas starting together repair once.
         write::repair(self.begin_write().await?, self.limits).await?;
         let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
@@ -406,7 +406,7 @@ impl Backend for PgStore {
                 error = %error,
                 "a read on the replica (DATABASE_READ_URL) failed: reading from the primary until it answers again"
             );
-            crate::telemetry::replica_rested();
+            sitemapd_metrics::replica_rested();
         }
     }
 

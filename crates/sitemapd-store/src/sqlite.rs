@@ -26,9 +26,9 @@ use super::write::{self, Upsert, Writes};
 use super::{
     DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
 };
-use crate::domain::{Entry, Loc, Priority, SiteSpec, Sites};
-use crate::page::{Fields, Limits, PageState, StoredUrl};
-use crate::placement::{NewUrl, UpsertCounts};
+use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
+use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl};
+use sitemapd_core::placement::{NewUrl, UpsertCounts};
 
 /// A page's entries in page order: a search of `urls_site_page_id`, already in order (a test pins the plan).
 pub const PAGE_ENTRIES_SQL: &str =
@@ -300,7 +300,7 @@ fn bind_placed<'q>(query: SqliteQuery<'q>, page_id: i64, fields: &'q Fields, siz
 #[async_trait]
 impl Store for SqliteStore {
     async fn migrate(&self) -> anyhow::Result<()> {
-        sqlx::migrate!("./migrations/sqlite").run(&self.pool).await?;
+        sqlx::migrate!("../../migrations/sqlite").run(&self.pool).await?;
         let _writer = self.lock_writer().await?;
         let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         write::repair(tx, self.limits).await?;
@@ -571,7 +571,7 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use sitemapd_core::domain::{DEFAULT_SITE, PublicUrl};
 
     /// Writes go through one connection of their own with the larger cache and checkpoint interval; reads keep
     /// SQLite's defaults, so that many readers do not each hold a writer's cache.
@@ -579,10 +579,20 @@ mod tests {
     async fn writes_have_a_connection_of_their_own_with_its_cache() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        let config = Config::load_from(None, |k| (k == "DATABASE_URL").then(|| url.clone())).unwrap();
-        let store = SqliteStore::connect(&config.store_options()).await.unwrap();
+        let public_url = PublicUrl::parse("http://localhost:8080").unwrap();
+        let options = StoreOptions {
+            url,
+            read_url: None,
+            sites: vec![SiteSpec { name: DEFAULT_SITE.to_owned(), public_url: public_url.clone() }],
+            limits: Limits { max_urls: 50_000, max_bytes: 52_428_800 },
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+            notify_sites: Default::default(),
+            serving: true,
+        };
+        let store = SqliteStore::connect(&options).await.unwrap();
         store.migrate().await.unwrap();
-        let entry = Entry::from_json(serde_json::json!({"loc": "http://localhost:8080/a"}), &config.public_url);
+        let entry = Entry::from_json(serde_json::json!({"loc": "http://localhost:8080/a"}), &public_url);
         store.upsert_with(&[entry.unwrap()], Upsert::Replace).await.unwrap();
         let pragma = |pool: &SqlitePool, name: &str| {
             let sql = format!("PRAGMA {name}");

@@ -14,9 +14,9 @@ use super::{
     EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, Result, SiteUrl, StoreReads, UrlRow, page_columns,
     url_columns,
 };
-use crate::domain::{Loc, Site, SiteSpec, Sites};
-use crate::page::{PageState, StoredUrl};
-use crate::placement;
+use sitemapd_core::domain::{Loc, Site, SiteSpec, Sites};
+use sitemapd_core::page::{PageState, StoredUrl};
+use sitemapd_core::placement;
 
 const FIND_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1");
 const LIST_AFTER_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2");

@@ -1,0 +1,181 @@
+//! The names of every `sitemapd_*` metric, their descriptions, the process's Prometheus recorder, and one
+//! recording function per event. A leaf: every layer (store, ingest, server) may call it, and it calls none of
+//! them. The HTTP middleware that records request metrics, and `GET /metrics`, live in the server (`telemetry`).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const HTTP_REQUESTS: &str = "sitemapd_http_requests_total";
+pub const HTTP_DURATION: &str = "sitemapd_http_request_duration_seconds";
+pub const HTTP_BODY_BYTES: &str = "sitemapd_http_response_body_bytes_total";
+pub const HTTP_NOT_MODIFIED: &str = "sitemapd_http_not_modified_total";
+pub const PAGES_RENDERED: &str = "sitemapd_sitemap_pages_rendered_total";
+pub const PRERENDERS: &str = "sitemapd_sitemap_prerenders_total";
+pub const REPLICA_FALLBACKS: &str = "sitemapd_read_replica_fallbacks_total";
+pub const URL_UPSERTS: &str = "sitemapd_url_upserts_total";
+pub const WRITE_GUESSES: &str = "sitemapd_write_guesses_total";
+pub const WRITE_LOOKUPS_SHARED: &str = "sitemapd_write_lookups_shared_total";
+pub const URL_DELETES: &str = "sitemapd_url_deletes_total";
+pub const INDEXNOW_QUEUED: &str = "sitemapd_indexnow_queued_total";
+pub const INDEXNOW_SENT: &str = "sitemapd_indexnow_sent_total";
+pub const INDEXNOW_DROPPED: &str = "sitemapd_indexnow_dropped_total";
+pub const INDEXNOW_RETRIES: &str = "sitemapd_indexnow_retries_total";
+/// A gauge computed at each scrape (when IndexNow is on), not through the recorder.
+pub const INDEXNOW_OUTBOX: &str = "sitemapd_indexnow_outbox_urls";
+pub const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
+pub const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
+
+/// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
+const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// The process's Prometheus handle. The recorder is global and can be installed once per process, while a process
+/// (the tests) may build many apps: the first call installs it, later calls share it. When another recorder is
+/// already installed, `/metrics` still answers, with the state gauges only.
+pub fn prometheus() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.to_owned()), DURATION_BUCKETS)
+            .expect("the bucket list is not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("another metrics recorder is installed; /metrics shows the state gauges only");
+            return handle;
+        }
+        describe();
+        // Histogram samples wait in a buffer until a scrape or an upkeep folds them into buckets: without a scraper,
+        // this bounds the buffer.
+        let upkeep = handle.clone();
+        let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_secs(5));
+                upkeep.run_upkeep();
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the metrics upkeep thread");
+        }
+        handle
+    })
+}
+
+fn describe() {
+    describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route, method and status");
+    describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
+    describe_counter!(
+        HTTP_BODY_BYTES,
+        Unit::Bytes,
+        "Response body bytes sent, by matched route, counted as they stream"
+    );
+    describe_counter!(HTTP_NOT_MODIFIED, "304 Not Modified answers, by matched route");
+    describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
+    describe_counter!(
+        REPLICA_FALLBACKS,
+        "Times a read on the read replica (DATABASE_READ_URL) failed and reads went to the primary until it answered again"
+    );
+    describe_counter!(
+        PRERENDERS,
+        "Changed sitemap pages taken up for rendering ahead of crawlers, by outcome (rendered, cached, failed, dropped)"
+    );
+    describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
+    describe_counter!(
+        WRITE_GUESSES,
+        "Large write batches planned as new records without a lookup, by outcome (new; stored: planned again)"
+    );
+    describe_counter!(
+        WRITE_LOOKUPS_SHARED,
+        "Large write batches looked up in two halves at once, the second on an idle connection (Postgres), by \
+         outcome (shared; retried: that half failed there and was looked up in the write)"
+    );
+    describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
+    describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
+    describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
+    describe_counter!(
+        INDEXNOW_QUEUED,
+        "Changed locs queued for IndexNow by writes (a loc already queued counts again)"
+    );
+    describe_counter!(INDEXNOW_SENT, "Locs sent to the IndexNow endpoint in requests it accepted (200, 202)");
+    describe_counter!(INDEXNOW_DROPPED, "Queued locs dropped without a successful send, by reason");
+    describe_counter!(INDEXNOW_RETRIES, "IndexNow requests that failed and will be sent again, by reason");
+}
+
+/// A connection was closed for reading more slowly than `min_send_rate`.
+pub fn slow_client_closed() {
+    counter!(SLOW_CLIENTS_CLOSED).increment(1);
+}
+
+/// Counts the times reads left the read replica for the primary after a failure.
+pub fn replica_rested() {
+    counter!(REPLICA_FALLBACKS).increment(1);
+}
+
+/// Counts pages rendered ahead of crawlers, by outcome: `rendered`, `cached` (already), `failed`, `dropped` (the
+/// queue was full).
+pub fn prerender(outcome: &'static str, n: u64) {
+    counter!(PRERENDERS, "outcome" => outcome).increment(n);
+}
+
+/// A large write batch was planned as new records without a lookup: `new` (it was), or `stored` (one of its locs
+/// was stored: planned again after a lookup).
+pub fn write_guess(outcome: &'static str) {
+    counter!(WRITE_GUESSES, "outcome" => outcome).increment(1);
+}
+
+/// A write batch's lookup was shared with a second connection (`outcome`: `shared`, or `retried` in the write).
+pub fn write_lookup_shared(outcome: &'static str) {
+    counter!(WRITE_LOOKUPS_SHARED, "outcome" => outcome).increment(1);
+}
+
+/// One sitemap page body was read from the database to be sent (streamed, or compressed for the cache).
+pub fn page_rendered() {
+    counter!(PAGES_RENDERED).increment(1);
+}
+
+/// `n` changed locs were queued for IndexNow.
+pub fn indexnow_queued(n: usize) {
+    if n > 0 {
+        counter!(INDEXNOW_QUEUED).increment(n as u64);
+    }
+}
+
+/// `n` locs were sent in a request the IndexNow endpoint accepted.
+pub fn indexnow_sent(n: usize) {
+    counter!(INDEXNOW_SENT).increment(n as u64);
+}
+
+/// `n` queued locs were dropped for `reason` (`bad_request`, `key_not_valid`, `unprocessable`, `client_error`,
+/// `not_under_public_url`, `gave_up`).
+pub fn indexnow_dropped(reason: &'static str, n: u64) {
+    if n > 0 {
+        counter!(INDEXNOW_DROPPED, "reason" => reason).increment(n);
+    }
+}
+
+/// An IndexNow request failed for `reason` (`rate_limited`, `server_error`, `network`, `redirected`,
+/// `unexpected_status`) and will be sent again.
+pub fn indexnow_retry(reason: &'static str) {
+    counter!(INDEXNOW_RETRIES, "reason" => reason).increment(1);
+}
+
+/// Adds `n` to the upsert counter for `outcome` (`created`, `updated`, `unchanged`, `rejected`).
+pub fn count_upserts(outcome: &'static str, n: u64) {
+    if n > 0 {
+        counter!(URL_UPSERTS, "outcome" => outcome).increment(n);
+    }
+}
+
+/// Adds `n` to the delete counter for `outcome` (`deleted`, `missing`, `rejected`).
+pub fn count_deletes(outcome: &'static str, n: u64) {
+    if n > 0 {
+        counter!(URL_DELETES, "outcome" => outcome).increment(n);
+    }
+}
+
+/// A log line could not be written (standard output closed or failing).
+pub fn log_write_lost() {
+    counter!(LOG_WRITES_LOST).increment(1);
+}
