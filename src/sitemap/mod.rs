@@ -2,7 +2,7 @@
 //! strong ETags and Last-Modified derived from stored page state, and conditional GET/HEAD.
 
 pub mod cache;
-pub mod conditional;
+pub use sitemapd_core::conditional;
 pub mod directory;
 pub mod news;
 pub mod prerender;

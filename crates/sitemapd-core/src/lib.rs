@@ -1,7 +1,9 @@
 //! sitemapd's core, the bottom layer: validated values ([`domain`]), the page model with the exact size of an
-//! entry and the deterministic renderer ([`page`]), and which page each URL lives on ([`placement`]). Pure: no
-//! I/O, no runtime, no database or HTTP types; the crate's dependencies keep it so (see ARCHITECTURE.md).
+//! entry and the deterministic renderer ([`page`]), which page each URL lives on ([`placement`]), and the rules of
+//! conditional requests and content coding ([`conditional`], on the `http` crate's header types). Pure: no I/O, no
+//! runtime, no database or server; the crate's dependencies keep it so (see ARCHITECTURE.md).
 
+pub mod conditional;
 pub mod domain;
 pub mod page;
 pub mod placement;

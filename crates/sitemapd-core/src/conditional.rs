@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::http::{HeaderMap, header};
+use http::{HeaderMap, header};
 
 /// What a GET or HEAD with these headers gets, per RFC 9110 §13.2.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +134,7 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
     use proptest::prelude::*;
 
     use super::*;
