@@ -23,7 +23,8 @@ use crate::AppState;
 use crate::config::Access;
 use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, LocScope, Priority, Site, Sites, ext};
 use crate::error::ApiError;
-use crate::page::{Limits, entry_fits};
+pub use crate::ingest::MAX_DETAILS;
+use crate::ingest::{self, BatchLimits, Caller, Failed, Forbidden, Pipeline, Refused, Rejections, Sink};
 use crate::placement::UpsertCounts;
 use crate::store::{DeleteCounts, SiteUrl};
 use crate::telemetry::{count_deletes, count_upserts};
@@ -94,18 +95,14 @@ fn authorize<'l>(
     if *access == Access::All {
         return Ok(());
     }
-    for loc in locs {
-        let site = state.sites.for_loc(loc.as_str());
-        if !site.is_some_and(|s| access.may(&s.name)) {
-            let name = site.map_or("(none)", |s| s.name.as_str());
-            let after = if changes == Changes::Write { "; nothing was changed" } else { "" };
-            return Err(ApiError::forbidden(format!(
-                "this token may not reach the site {name}, which {} lies under{after}",
-                loc.as_str()
-            )));
-        }
-    }
-    Ok(())
+    ingest::admit::authorize_all(locs, &Scope { sites: &state.sites, access }).map_err(|f| forbidden(&f, changes))
+}
+
+/// The 403 of a loc the token may not reach.
+fn forbidden(f: &Forbidden, changes: Changes) -> ApiError {
+    let name = f.site.as_deref().unwrap_or("(none)");
+    let after = if changes == Changes::Write { "; nothing was changed" } else { "" };
+    ApiError::forbidden(format!("this token may not reach the site {name}, which {} lies under{after}", f.loc.as_str()))
 }
 
 /// What a request's locs are checked against: every configured site (a loc goes to the one it lies under, and
@@ -131,6 +128,31 @@ impl LocScope for Scope<'_> {
                 })
             }
         }
+    }
+}
+
+/// A token writes to the sites its `Access` names (every site: `Access::All`).
+impl Caller for Scope<'_> {
+    fn may_write(&self, loc: &Loc) -> Result<(), Forbidden> {
+        if *self.access == Access::All {
+            return Ok(());
+        }
+        match self.sites.for_loc(loc.as_str()) {
+            Some(site) if self.access.may(&site.name) => Ok(()),
+            site => Err(Forbidden { site: site.map(|s| s.name.clone()), loc: loc.clone() }),
+        }
+    }
+}
+
+/// The store as the API writes to it: through [`AppState::upsert`], each batch counted in the metrics.
+#[derive(Clone)]
+struct Api(AppState);
+
+impl Sink for Api {
+    async fn commit(&self, batch: &[Entry]) -> crate::store::Result<UpsertCounts> {
+        let counts = self.0.upsert(batch).await?;
+        count_upserted(&counts);
+        Ok(counts)
     }
 }
 
@@ -160,29 +182,16 @@ async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, bod
     } else {
         parse()?
     };
-    check_sizes(&entries, state.config.limits())?;
+    // 422, nothing stored, when an entry renders larger than any page can hold.
+    ingest::admit::fit_all(&entries, state.config.limits()).map_err(|r| {
+        count_upserts("rejected", r.count);
+        let total = entries.len();
+        refused(r, |n| format!("{n} of {total} entries are too large; nothing was stored"))
+    })?;
     authorize(state, access, entries.iter().map(|e| &e.loc), Changes::Write)
         .inspect_err(|_| count_upserts("rejected", 1))?;
-    let counts = state.upsert(&entries).await?;
-    count_upserted(&counts);
+    let counts = Api(state.clone()).commit(&entries).await?;
     Ok(Json(counts).into_response())
-}
-
-/// Refuses a JSON array (422, nothing stored) when an entry renders larger than any page can hold. Only entries
-/// with extensions can: configuration makes every page large enough for any entry without.
-fn check_sizes(entries: &[Entry], limits: Limits) -> Result<(), ApiError> {
-    let mut problems = Problems::default();
-    for (index, entry) in entries.iter().enumerate() {
-        if let Err(e) = entry_fits(entry, limits) {
-            problems.add(index, &[e]);
-        }
-    }
-    if problems.invalid > 0 {
-        count_upserts("rejected", problems.invalid);
-        let total = entries.len();
-        return Err(problems.into_error(|n| format!("{n} of {total} entries are too large; nothing was stored")));
-    }
-    Ok(())
 }
 
 /// Bodies from this size on are parsed on the blocking pool.
@@ -196,53 +205,23 @@ pub fn parse_json_entries(
     max_entries: usize,
     public: &(impl LocScope + ?Sized),
 ) -> Result<Vec<Entry>, ApiError> {
-    let mut entries = Vec::new();
-    let mut problems = Problems::default();
-    let total = body::json_array(bytes, max_entries, |index, input: EntryInput| {
-        match Entry::from_input(input, public) {
-            Ok(entry) if problems.invalid == 0 => entries.push(entry),
-            Ok(_) => {}
-            Err(errors) => {
-                // Nothing will be stored: stop keeping the valid entries.
-                entries = Vec::new();
-                problems.add(index, &errors);
-            }
-        }
-    })?;
-    if problems.invalid > 0 {
-        count_upserts("rejected", problems.invalid);
-        return Err(problems.into_error(|n| format!("{n} of {total} entries are invalid; nothing was stored")));
-    }
-    Ok(entries)
+    let mut all = ingest::admit::AllOrNothing::new(public);
+    let total = body::json_array(bytes, max_entries, |index, input: EntryInput| all.offer(index, input))?;
+    all.finish().map_err(|r| {
+        count_upserts("rejected", r.count);
+        refused(r, |n| format!("{n} of {total} entries are invalid; nothing was stored"))
+    })
 }
 
-/// Most `details` in one 422 answer to a JSON array: enough to fix a batch, and bounded whatever the body.
-pub const MAX_DETAILS: usize = 1000;
-
-/// The invalid elements of a JSON array: how many, and the first [`MAX_DETAILS`] problems.
-#[derive(Default)]
-struct Problems {
-    invalid: u64,
-    details: Vec<Value>,
-    left_out: bool,
-}
-
-impl Problems {
-    fn add(&mut self, index: usize, errors: &[FieldError]) {
-        self.invalid += 1;
-        let room = MAX_DETAILS - self.details.len();
-        self.left_out |= errors.len() > room;
-        self.details.extend(errors.iter().take(room).map(|e| detail("index", index as u64, e)));
+/// The 422 of a JSON array's refused elements (`details`: at most [`MAX_DETAILS`] problems), whose message
+/// `message` makes from their number.
+fn refused(r: Rejections, message: impl FnOnce(u64) -> String) -> ApiError {
+    let mut message = message(r.count);
+    if r.left_out {
+        message.push_str(&format!(" (details lists the first {MAX_DETAILS} problems)"));
     }
-
-    /// A 422 whose message `message` makes from the number of invalid elements.
-    fn into_error(self, message: impl FnOnce(u64) -> String) -> ApiError {
-        let mut message = message(self.invalid);
-        if self.left_out {
-            message.push_str(&format!(" (details lists the first {MAX_DETAILS} problems)"));
-        }
-        ApiError::invalid(message).with("details", self.details)
-    }
+    let details: Vec<Value> = r.details.into_iter().map(|(index, e)| detail("index", index as u64, &e)).collect();
+    ApiError::invalid(message).with("details", details)
 }
 
 /// NDJSON is streamed and committed in batches of at most `ndjson_batch` entries and `max_json_bytes` of lines (a
@@ -258,15 +237,8 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     // so it gets one byte more and the exact check follows.
     let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
-    let mut ingest = Ingest {
-        state,
-        batch: Vec::new(),
-        batch_bytes: 0,
-        memory: BodyMemory::default(),
-        covered: 0,
-        committing: None,
-        totals: UpsertCounts::default(),
-    };
+    let limits = BatchLimits { entries: state.config.ndjson_batch, bytes: state.config.max_json_bytes };
+    let mut ingest = Ingest { state, pipeline: Pipeline::new(Api(state.clone()), limits) };
     let mut parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>> = Default::default();
     let mut chunk: Vec<(u64, String)> = Vec::new();
     let mut chunk_bytes = 0;
@@ -330,7 +302,7 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
         return Err(ingest.stop(error, at).await);
     }
     ingest.commit().await?;
-    Ok(Json(ingest.totals).into_response())
+    Ok(Json(ingest.pipeline.totals()).into_response())
 }
 
 /// Lines parsed in one task: a request's lines are parsed this many at a time (or fewer, up to the line that
@@ -353,20 +325,12 @@ type ParsedLine = (u64, usize, Result<Option<Entry>, ApiError>);
 
 /// One NDJSON line as an entry `access` may write that fits in a page.
 fn parse_line(state: &AppState, access: &Access, line_no: u64, line: &str) -> ParsedLine {
-    let scope = Scope { sites: &state.sites, access };
-    let parsed = parse_ndjson_line(line, line_no, &scope).and_then(|entry| match entry {
-        Some(entry) => match entry_fits(&entry, state.config.limits()) {
-            Ok(()) => authorize(state, access, [&entry.loc], Changes::Write).map(|()| Some(entry)).map_err(|e| {
-                e.with(
-                    "details",
-                    [json!({"line": line_no, "field": "loc", "message": "not in a site this token may reach"})],
-                )
-            }),
-            Err(e) => Err(ApiError::invalid(format!("line {line_no} is too large for a page"))
-                .with("details", [detail("line", line_no, &e)])),
-        },
-        None => Ok(None),
-    });
+    let parsed = match line.trim().is_empty() {
+        true => Ok(None),
+        false => ingest::admit::admit_json(line, &Scope { sites: &state.sites, access }, state.config.limits())
+            .map(Some)
+            .map_err(|refused| line_refused(refused, line_no)),
+    };
     (line_no, line.len(), parsed)
 }
 
@@ -380,29 +344,40 @@ pub fn parse_ndjson_line(
     if line.trim().is_empty() {
         return Ok(None);
     }
-    let input: EntryInput = serde_json::from_str(line)
-        .map_err(|e| ApiError::bad_request(format!("line {line_no} is not valid JSON: {e}")))?;
-    Entry::from_input(input, public).map(Some).map_err(|errors| {
-        let details: Vec<Value> = errors.iter().map(|e| detail("line", line_no, e)).collect();
-        ApiError::invalid(format!("line {line_no} is not a valid entry")).with("details", details)
-    })
+    ingest::admit::validate_json(line, public).map(Some).map_err(|refused| line_refused(refused, line_no))
 }
 
-/// An NDJSON body being stored: batches commit one at a time and in order, each in a task of its own, so that
-/// the next batch is parsed while the database writes the last one. A batch is counted as committed only once its
-/// task has said so. If the request is dropped (the client left, or the API time limit), the batch in flight is
-/// aborted with it and its transaction rolls back, unless it had already committed.
-struct Ingest<'a> {
-    state: &'a AppState,
-    batch: Vec<Entry>,
-    /// The bytes of the lines in `batch`.
-    batch_bytes: usize,
-    /// The batch's share of the budget of bodies in flight, and the bytes of lines it covers (a multiple of
-    /// [`NDJSON_STEP`]); it goes with the batch to its commit and is given back when that ends.
+/// The answer to an NDJSON line refused: 400 not JSON, 422 invalid or too large for a page, 403 out of reach.
+fn line_refused(refused: Refused, line_no: u64) -> ApiError {
+    match refused {
+        Refused::NotJson(e) => ApiError::bad_request(format!("line {line_no} is not valid JSON: {e}")),
+        Refused::Invalid(errors) => {
+            let details: Vec<Value> = errors.iter().map(|e| detail("line", line_no, e)).collect();
+            ApiError::invalid(format!("line {line_no} is not a valid entry")).with("details", details)
+        }
+        Refused::TooLarge(e) => ApiError::invalid(format!("line {line_no} is too large for a page"))
+            .with("details", [detail("line", line_no, &e)]),
+        Refused::Forbidden(f) => forbidden(&f, Changes::Write).with(
+            "details",
+            [json!({"line": line_no, "field": "loc", "message": "not in a site this token may reach"})],
+        ),
+    }
+}
+
+/// What an NDJSON batch holds until its commit ends: its share of the budget of bodies in flight, and the bytes of
+/// lines that share covers (a multiple of [`NDJSON_STEP`]).
+#[derive(Default)]
+struct Share {
     memory: BodyMemory,
     covered: usize,
-    committing: Option<AbortOnDropHandle<crate::store::Result<UpsertCounts>>>,
-    totals: UpsertCounts,
+}
+
+/// An NDJSON body being stored through a [`Pipeline`]: the next batch is parsed while the database writes the last
+/// one. If the request is dropped (the client left, or the API time limit), the batch in flight is aborted with it
+/// and its transaction rolls back, unless it had already committed.
+struct Ingest<'a> {
+    state: &'a AppState,
+    pipeline: Pipeline<Api, Share>,
 }
 
 impl Ingest<'_> {
@@ -416,9 +391,9 @@ impl Ingest<'_> {
                 Err(error) => return Ok(Err((error, line_no))),
             };
             // The batch's share grows before the line joins it; a full budget stops the body at this line.
-            while self.batch_bytes + len > self.covered {
+            while self.pipeline.bytes() + len > self.pipeline.hold().covered {
                 match self.state.body_budget.take(NDJSON_STEP as u64).await {
-                    Ok(more) => self.memory.merge(more),
+                    Ok(more) => self.pipeline.hold().memory.merge(more),
                     Err(mut busy) => {
                         busy.message = format!(
                             "the server is holding as many request bodies as body_memory_bytes allows; the lines \
@@ -428,14 +403,9 @@ impl Ingest<'_> {
                         return Ok(Err((busy, line_no)));
                     }
                 }
-                self.covered += NDJSON_STEP;
+                self.pipeline.hold().covered += NDJSON_STEP;
             }
-            self.batch.push(entry);
-            self.batch_bytes += len;
-            let config = &self.state.config;
-            if self.batch.len() >= config.ndjson_batch || self.batch_bytes >= config.max_json_bytes {
-                self.commit_behind().await?;
-            }
+            self.pipeline.push(entry, len).await.map_err(|e| self.failed(e))?;
         }
         Ok(Ok(()))
     }
@@ -456,56 +426,23 @@ impl Ingest<'_> {
         self.take(rest).await
     }
 
-    /// Hands the full batch to a task that commits it, once the batch before it has committed.
-    async fn commit_behind(&mut self) -> Result<(), ApiError> {
-        self.settle().await?;
-        let batch = std::mem::take(&mut self.batch);
-        let memory = std::mem::take(&mut self.memory);
-        (self.batch_bytes, self.covered) = (0, 0);
-        let state = self.state.clone();
-        self.committing = Some(AbortOnDropHandle::new(tokio::spawn(async move {
-            let written = state.upsert(&batch).await;
-            drop((batch, memory));
-            written
-        })));
-        Ok(())
-    }
-
-    /// Waits for the batch being committed, if any, and counts it.
-    async fn settle(&mut self) -> Result<(), ApiError> {
-        let Some(task) = self.committing.take() else {
-            return Ok(());
-        };
-        let written = task.await.map_err(|e| {
-            tracing::error!(error = %e, "an NDJSON batch's commit task failed");
-            ApiError::internal()
-        })?;
-        match written {
-            Ok(counts) => {
-                count_upserted(&counts);
-                self.totals += counts;
-                Ok(())
+    /// The answer to a batch that failed: a store error says how much was committed before it.
+    fn failed(&self, e: Failed) -> ApiError {
+        match e {
+            Failed::Task(e) => {
+                tracing::error!(error = %e, "an NDJSON batch's commit task failed");
+                ApiError::internal()
             }
-            Err(e) => Err(ApiError::from(e).with("committed", self.totals.received).with("stored", json!(self.totals))),
+            Failed::Store(e) => {
+                let totals = self.pipeline.totals();
+                ApiError::from(e).with("committed", totals.received).with("stored", json!(totals))
+            }
         }
     }
 
     /// Commits what is left, after the batch in flight.
     async fn commit(&mut self) -> Result<(), ApiError> {
-        self.settle().await?;
-        if self.batch.is_empty() {
-            return Ok(());
-        }
-        match self.state.upsert(&self.batch).await {
-            Ok(counts) => {
-                count_upserted(&counts);
-                self.totals += counts;
-                self.batch.clear();
-                (self.batch_bytes, self.covered, self.memory) = (0, 0, BodyMemory::default());
-                Ok(())
-            }
-            Err(e) => Err(ApiError::from(e).with("committed", self.totals.received).with("stored", json!(self.totals))),
-        }
+        self.pipeline.finish().await.map_err(|e| self.failed(e))
     }
 
     /// Commits what came before the bad line, then returns `error` annotated with the line and what was stored.
@@ -514,7 +451,8 @@ impl Ingest<'_> {
         if let Err(e) = self.commit().await {
             return e;
         }
-        error.with("line", line).with("committed", self.totals.received).with("stored", json!(self.totals))
+        let totals = self.pipeline.totals();
+        error.with("line", line).with("committed", totals.received).with("stored", json!(totals))
     }
 }
 
@@ -610,14 +548,14 @@ pub fn parse_json_locs(
     public: &(impl LocScope + ?Sized),
 ) -> Result<Vec<Loc>, ApiError> {
     let mut locs = Vec::new();
-    let mut problems = Problems::default();
+    let mut problems = Rejections::default();
     let total = body::json_array(bytes, max_entries, |index, value: JsonScalar| {
         let parsed = match value {
             JsonScalar::String(s) => Loc::parse(&s, public),
             other => Err(format!("must be a string, not {}", other.kind())),
         };
         match parsed {
-            Ok(loc) if problems.invalid == 0 => locs.push(loc),
+            Ok(loc) if problems.count == 0 => locs.push(loc),
             Ok(_) => {}
             Err(message) => {
                 locs = Vec::new();
@@ -625,9 +563,9 @@ pub fn parse_json_locs(
             }
         }
     })?;
-    if problems.invalid > 0 {
-        count_deletes("rejected", problems.invalid);
-        return Err(problems.into_error(|n| format!("{n} of {total} locs are invalid; nothing was deleted")));
+    if problems.count > 0 {
+        count_deletes("rejected", problems.count);
+        return Err(refused(problems, |n| format!("{n} of {total} locs are invalid; nothing was deleted")));
     }
     Ok(locs)
 }

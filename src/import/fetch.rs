@@ -12,6 +12,8 @@ use reqwest::StatusCode;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 use url::Url;
 
+use crate::ingest::retry::{Backoff, GaveUp, Next, retry};
+
 /// One source of an import.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -268,33 +270,42 @@ pub async fn open(
     }
 }
 
-/// GET `url`: the answer when 2xx; retried (after `Retry-After`, or a doubling wait) on 429, 5xx, a timeout or a
-/// failure to connect, at most `options.retries` times.
+/// GET `url`: the answer when 2xx; retried (after `Retry-After`, or a doubling wait, at most [`MAX_RETRY_AFTER`])
+/// on 429, 5xx, a timeout or a failure to connect, at most `options.retries` times.
 async fn get(client: &reqwest::Client, url: &Url, options: &HttpOptions) -> Result<reqwest::Response, String> {
-    let mut wait = options.retry_base;
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        // `no-cache`: the sitemap as it is now, not as a cache (or a sitemapd's page table of up to `state_ttl_ms`
-        // ago) last saw it.
-        let request = client.get(url.clone()).header(reqwest::header::CACHE_CONTROL, "no-cache");
-        let (why, asked) = match request.send().await {
-            Ok(r) if r.status().is_success() => return Ok(r),
-            Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS || r.status().is_server_error() => {
-                (format!("it answered {}", r.status()), retry_after(r.headers()))
+    let backoff = Backoff { retries: options.retries, first: options.retry_base, max: Some(MAX_RETRY_AFTER) };
+    let got = retry(
+        backoff,
+        || async move {
+            // `no-cache`: the sitemap as it is now, not as a cache (or a sitemapd's page table of up to
+            // `state_ttl_ms` ago) last saw it.
+            let request = client.get(url.clone()).header(reqwest::header::CACHE_CONTROL, "no-cache");
+            match request.send().await {
+                Ok(r) if r.status().is_success() => Ok(r),
+                Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS || r.status().is_server_error() => {
+                    Err(Failure { why: format!("it answered {}", r.status()), retry: Some(retry_after(r.headers())) })
+                }
+                Ok(r) => Err(Failure { why: format!("it answered {}", r.status()), retry: None }),
+                Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
+                    Err(Failure { why: describe(&e), retry: Some(None) })
+                }
+                Err(e) => Err(Failure { why: describe(&e), retry: None }),
             }
-            Ok(r) => return Err(format!("it answered {}", r.status())),
-            Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => (describe(&e), None),
-            Err(e) => return Err(describe(&e)),
-        };
-        if tries > options.retries {
-            return Err(format!("{why} ({tries} tries)"));
-        }
-        let pause = asked.unwrap_or(wait).min(MAX_RETRY_AFTER);
-        tracing::info!(url = %url, tries, "{why}: trying again in {pause:?}");
-        tokio::time::sleep(pause).await;
-        wait = wait.saturating_mul(2);
-    }
+        },
+        |failure| failure.retry.map_or(Next::Stop, Next::Retry),
+        |failure, tries, pause| tracing::info!(url = %url, tries, "{}: trying again in {pause:?}", failure.why),
+    )
+    .await;
+    got.map_err(|GaveUp { error, tries }| match error.retry {
+        Some(_) => format!("{} ({tries} tries)", error.why),
+        None => error.why,
+    })
+}
+
+/// A GET that failed: why, and whether it may be tried again (after the wait the answer asks for, if it does).
+struct Failure {
+    why: String,
+    retry: Option<Option<Duration>>,
 }
 
 /// A `Retry-After` in seconds or as an HTTP date.

@@ -6,11 +6,11 @@
 //!
 //! The flow, in bounded memory whatever the input: a source's bytes (an HTTP body or a file) are read on the
 //! blocking pool by [`read`] (gzip by magic, a streaming XML reader) into entries in the write API's JSON form;
-//! each is validated there by the API's own code ([`Entry::from_input`], [`entry_fits`]) and sent over a bounded
-//! channel, holding a share of a byte budget, to the one writer, which stores batches with [`Store::upsert_with`]
-//! and [`Upsert::Import`] (placement, byte accounting, no churn; with several sites each entry goes to its own;
-//! a news sitemap's entry and the same URL's other entry make one record). An invalid entry goes to the rejects
-//! file and the import goes on. At most `concurrency` sources are fetched and read at once.
+//! each is admitted there as the API admits it ([`crate::ingest::admit`]) and sent over a bounded channel, holding
+//! a share of a byte budget, to the one writer, which stores batches ([`crate::ingest::batch`]) with
+//! [`Store::upsert_with`] and `Upsert::Import` (placement, byte accounting, no churn; with several sites each entry
+//! goes to its own; a news sitemap's entry and the same URL's other entry make one record). An invalid entry goes
+//! to the rejects file and the import goes on. At most `concurrency` sources are fetched and read at once.
 
 pub mod fetch;
 mod progress;
@@ -33,10 +33,12 @@ use tokio::task::JoinSet;
 pub use self::fetch::{HttpOptions, Source};
 pub use self::progress::Progress;
 use self::read::{Found, ReadOptions, Report};
-use crate::domain::{Entry, EntryInput, FieldError, Sites};
-use crate::page::{Limits, entry_fits};
+use crate::domain::{Entry, FieldError, Sites};
+use crate::ingest::batch::{Batch, BatchLimits, store_or_reject};
+use crate::ingest::retry::Backoff;
+use crate::page::Limits;
 use crate::placement::UpsertCounts;
-use crate::store::{Store, StoreError, Upsert};
+use crate::store::{Store, StoreError};
 
 /// The deepest chain of indexes followed: a source is level 1, a sitemap it lists level 2, …
 pub const MAX_LEVELS: usize = 10;
@@ -341,7 +343,7 @@ pub async fn import(
             batch: options.batch.max(1),
             counters: counters.clone(),
             keep_listed: options.delete_missing,
-            retry: (options.store_tries.max(1), options.store_retry_base),
+            retry: Backoff { retries: options.store_tries.max(1) - 1, first: options.store_retry_base, max: None },
         },
         rejects,
     ));
@@ -639,18 +641,14 @@ fn handle(ctx: &Ctx, source: &Arc<str>, found: Found, listed: &mut Vec<(u64, Str
         Found::Entry { line, loc, json } => (line, loc, json),
     };
     ctx.counters.entries.fetch_add(1, Ordering::Relaxed);
-    let validated = match serde_json::from_str::<EntryInput>(&json) {
-        Ok(input) => Entry::from_input(input, &*ctx.sites)
-            .and_then(|entry| entry_fits(&entry, ctx.limits).map(|()| entry).map_err(|e| vec![e])),
-        Err(e) => Err(vec![FieldError { field: String::new(), message: format!("not valid JSON: {e}") }]),
-    };
-    match validated {
+    match crate::ingest::admit::admit_json(&json, &*ctx.sites, ctx.limits) {
         Ok(entry) => {
             // Its share of the budget: what its JSON took.
             let Some(permit) = share(ctx, json.len()) else { return ControlFlow::Break(()) };
             send(ctx, Msg::Entry(entry, (source.clone(), line), permit))
         }
-        Err(errors) => {
+        Err(refused) => {
+            let errors = refused.into_errors();
             let reason = errors
                 .iter()
                 .map(|e| if e.field.is_empty() { e.message.clone() } else { format!("{}: {}", e.field, e.message) })
@@ -714,8 +712,8 @@ struct Writer {
     counters: Arc<Counters>,
     /// Keep the listed URLs' digests (`--delete-missing`).
     keep_listed: bool,
-    /// Tries of a batch while the store is unavailable, and the first wait.
-    retry: (u32, Duration),
+    /// Retries of a batch while the store is unavailable, and the waits.
+    retry: Backoff,
 }
 
 async fn write(
@@ -733,37 +731,35 @@ async fn write(
         unknown_locs: 0,
         rejects_error: None,
     };
-    let mut entries: Vec<Entry> = Vec::with_capacity(batch);
-    let mut origins: Vec<Origin> = Vec::with_capacity(batch);
-    let mut permits: Vec<tokio::sync::OwnedSemaphorePermit> = Vec::with_capacity(batch);
-    let mut bytes = 0usize;
+    // Each entry with where it was read and its share of the byte budget, held until its batch is stored.
+    let mut batch: Batch<(Origin, tokio::sync::OwnedSemaphorePermit)> =
+        Batch::with_capacity(BatchLimits { entries: batch, bytes: BATCH_BYTES });
     let mut reject_lines: Vec<Reject> = Vec::new();
     loop {
         let msg = rx.recv().await;
         let end = msg.is_none();
         match msg {
             Some(Msg::Entry(entry, origin, permit)) => {
-                bytes += permit.num_permits();
-                permits.push(permit);
                 if let (Some(listed), Some(site)) = (&mut written.listed, sites.for_loc(entry.loc.as_str())) {
                     listed.entry(site.id).or_default().insert(digest(entry.loc.as_str()));
                 }
-                entries.push(entry);
-                origins.push(origin);
+                let bytes = permit.num_permits();
+                batch.push(entry, (origin, permit), bytes);
             }
             Some(Msg::Reject(reject)) => reject_lines.push(reject),
             None => {}
         }
-        if entries.len() >= batch || bytes >= BATCH_BYTES || (end && !entries.is_empty()) {
+        if batch.is_full() || (end && !batch.is_empty()) {
             let before = reject_lines.len();
             let mut counts = UpsertCounts::default();
             let stored = match &store {
                 Some(store) => {
-                    store_batch(&**store, &sites, &entries, &origins, &mut reject_lines, retry, &mut counts).await
+                    let mut reject = |index, e| reject_lines.push(store_reject(&sites, &batch, index, &e));
+                    store_or_reject(&**store, batch.entries(), retry, &mut reject, &mut counts).await
                 }
                 None => Ok(()),
             };
-            let done = counts.received.max(if stored.is_ok() { entries.len() as u64 } else { 0 });
+            let done = counts.received.max(if stored.is_ok() { batch.entries().len() as u64 } else { 0 });
             written.counts += counts;
             let valid = done.saturating_sub((reject_lines.len() - before) as u64);
             written.valid += valid;
@@ -775,7 +771,7 @@ async fn write(
                 ));
                 // The sources whose entries were not stored: this batch's, and those read but not yet written.
                 rx.close();
-                written.unstored.extend(origins.iter().map(|(s, _)| s.to_string()));
+                written.unstored.extend(batch.tags().iter().map(|((s, _), _)| s.to_string()));
                 while let Some(msg) = rx.recv().await {
                     match msg {
                         Msg::Entry(_, (source, _), _) => {
@@ -787,10 +783,7 @@ async fn write(
                 write_rejects(&mut written, &mut reject_lines, &mut rejects, &counters);
                 break;
             }
-            entries.clear();
-            origins.clear();
-            permits.clear();
-            bytes = 0;
+            batch.clear();
         }
         write_rejects(&mut written, &mut reject_lines, &mut rejects, &counters);
         if end {
@@ -833,61 +826,19 @@ fn write_rejects(
     }
 }
 
-/// Stores one batch, retrying while the store is unavailable (`retry`: tries, and the first wait, doubling; the
-/// command's are five tries, waiting 1, 2, 4, 8 s between). An entry
-/// the store refuses on its own (too large for a page, under no site: the validation's rules, checked again)
-/// moves to the rejects, and the rest of its batch is stored one by one.
-async fn store_batch(
-    store: &dyn Store,
-    sites: &Sites,
-    entries: &[Entry],
-    origins: &[Origin],
-    rejects: &mut Vec<Reject>,
-    (tries, base): (u32, Duration),
-    counts: &mut UpsertCounts,
-) -> Result<(), StoreError> {
-    let mut wait = base;
-    let mut attempt = 1;
-    loop {
-        match store.upsert_with(entries, Upsert::Import).await {
-            Ok(written) => {
-                *counts += written.counts;
-                return Ok(());
-            }
-            Err(StoreError::Unavailable(e)) if attempt < tries => {
-                tracing::warn!(error = %e, attempt, "the store is unavailable: the batch is tried again in {wait:?}");
-                tokio::time::sleep(wait).await;
-                wait *= 2;
-                attempt += 1;
-            }
-            Err(StoreError::TooLarge(..) | StoreError::NoSite(..)) if entries.len() > 1 => {
-                // One at a time: each stored entry is counted as it commits, whatever happens to the next.
-                for (entry, origin) in entries.iter().zip(origins) {
-                    let (one, from) = (std::slice::from_ref(entry), std::slice::from_ref(origin));
-                    Box::pin(store_batch(store, sites, one, from, rejects, (tries, base), counts)).await?;
-                }
-                return Ok(());
-            }
-            Err(e @ (StoreError::TooLarge(..) | StoreError::NoSite(..))) => {
-                let (source, line) = origins.first().map(|(s, l)| (s.to_string(), *l)).unwrap_or_default();
-                let loc = entries.first().map(|e| e.loc.as_str().to_owned());
-                let listed =
-                    entries.first().and_then(|e| Some((sites.for_loc(e.loc.as_str())?.id, digest(e.loc.as_str()))));
-                let reason = e.to_string();
-                rejects.push(Reject {
-                    source,
-                    line,
-                    loc,
-                    reason,
-                    errors: Vec::new(),
-                    listed,
-                    no_loc: false,
-                    permit: None,
-                });
-                counts.received += 1;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        }
+/// The reject of the entry at `index` of `batch` that the store refused on its own (too large for a page, under no
+/// site: admission's rules, checked again).
+fn store_reject<T>(sites: &Sites, batch: &Batch<(Origin, T)>, index: usize, e: &StoreError) -> Reject {
+    let ((source, line), _) = &batch.tags()[index];
+    let loc = batch.entries()[index].loc.as_str();
+    Reject {
+        source: source.to_string(),
+        line: *line,
+        loc: Some(loc.to_owned()),
+        reason: e.to_string(),
+        errors: Vec::new(),
+        listed: sites.for_loc(loc).map(|site| (site.id, digest(loc))),
+        no_loc: false,
+        permit: None,
     }
 }
