@@ -15,7 +15,7 @@ pub mod host;
 pub mod http_client;
 pub mod import;
 pub mod indexnow;
-pub mod ingest;
+pub use sitemapd_ingest as ingest;
 pub mod line_ends;
 pub mod send_rate;
 pub mod sitemap;

@@ -13,6 +13,11 @@ const LAYERS: &[(&str, &[&str], &[&str])] = &[
     ("sitemapd-core", &[], &["tokio", "sqlx", "axum", "hyper", "reqwest", "tower", "metrics"]),
     ("sitemapd-metrics", &[], &["sqlx", "axum", "hyper", "reqwest", "tower"]),
     ("sitemapd-store", &["sitemapd-core", "sitemapd-metrics"], &["axum", "hyper", "reqwest", "tower"]),
+    (
+        "sitemapd-ingest",
+        &["sitemapd-core", "sitemapd-metrics", "sitemapd-store"],
+        &["axum", "hyper", "reqwest", "tower"],
+    ),
 ];
 
 /// The names of the packages `cargo tree` lists for `package`'s normal dependencies, itself included.

@@ -8,9 +8,9 @@ use std::future::Future;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::retry::{self, Backoff, Next};
-use crate::domain::Entry;
-use crate::placement::UpsertCounts;
-use crate::store::{Store, StoreError, Upsert};
+use sitemapd_core::domain::Entry;
+use sitemapd_core::placement::UpsertCounts;
+use sitemapd_store::{Store, StoreError, Upsert};
 
 /// Where batches are committed: each call one transaction.
 pub trait Sink: Clone + Send + Sync + 'static {
@@ -226,7 +226,7 @@ async fn upsert_retried(store: &dyn Store, entries: &[Entry], backoff: Backoff) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::PublicUrl;
+    use sitemapd_core::domain::PublicUrl;
 
     fn entry(path: &str) -> Entry {
         let scope = PublicUrl::parse("https://www.example.com").unwrap();

@@ -1,4 +1,4 @@
-//! One way in for entries: admission ([`admit`]: an input becomes a validated [`crate::domain::Entry`] that fits
+//! One way in for entries: admission ([`admit`]: an input becomes a validated [`sitemapd_core::domain::Entry`] that fits
 //! in a page and that its caller may write) and batching ([`batch`]: by count and bytes, pipelined commits), with
 //! each way's failure policy: all or nothing for a JSON array ([`admit::AllOrNothing`]), stop at the first bad line
 //! for NDJSON ([`batch::Pipeline`]), reject and go on for `sitemapd import` ([`batch::store_or_reject`]); and the

@@ -2,8 +2,8 @@
 //! and that its caller may write, or is refused, saying why. Every way in (a JSON array, NDJSON, `sitemapd import`)
 //! admits through here; what a refusal does to the rest (nothing stored, stop, go on) is the adapter's policy.
 
-use crate::domain::{Entry, EntryInput, FieldError, Loc, LocScope, Sites};
-use crate::page::{Limits, entry_fits};
+use sitemapd_core::domain::{Entry, EntryInput, FieldError, Loc, LocScope, Sites};
+use sitemapd_core::page::{Limits, entry_fits};
 
 /// Who entries are admitted for: where their locs must lie (the [`LocScope`], whose message for a loc under no site
 /// names only what the caller may see) and which sites it may write to.
@@ -161,7 +161,7 @@ pub fn authorize_all<'l>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::PublicUrl;
+    use sitemapd_core::domain::PublicUrl;
 
     /// A caller that may write everything but the locs containing `/private`.
     struct NotPrivate(PublicUrl);
