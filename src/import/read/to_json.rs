@@ -1,80 +1,40 @@
 //! A `<url>` as read ([`Node`]s) into the JSON text of the write API's entry, which the caller validates with the
 //! API's own code: every field and extension mapped (`yes`/`no` as booleans, numbers as numbers, a restriction's
-//! list as an array), a field given twice kept twice, rewrites applied to the entry's URLs.
+//! list as an array), a field given twice kept twice, rewrites applied to the entry's URLs. The entry is built as
+//! the core's [`JsonTree`] (the type the API reads extensions into) and written by its `Serialize`.
 
 use super::xml::{Node, Ns, skip};
 use super::{ReadOptions, Report};
-
-/// A JSON value being built for an entry: objects keep their keys in order and twice when given twice.
-#[derive(Clone, Debug, PartialEq)]
-enum J {
-    Str(String),
-    /// A number as valid JSON text.
-    Num(String),
-    Bool(bool),
-    Arr(Vec<J>),
-    Obj(Vec<(String, J)>),
-}
-
-impl J {
-    fn write(&self, out: &mut String) {
-        match self {
-            Self::Str(s) => out.push_str(&serde_json::Value::from(s.as_str()).to_string()),
-            Self::Num(n) => out.push_str(n),
-            Self::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Self::Arr(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.write(out);
-                }
-                out.push(']');
-            }
-            Self::Obj(pairs) => {
-                out.push('{');
-                for (i, (key, value)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&serde_json::Value::from(key.as_str()).to_string());
-                    out.push(':');
-                    value.write(out);
-                }
-                out.push('}');
-            }
-        }
-    }
-}
+use crate::domain::JsonTree;
 
 /// A number as the API would receive it: an integer or a finite decimal as JSON, anything else as the string it
 /// is (which validation then refuses as "must be a number").
-fn number(text: &str) -> J {
+fn number(text: &str) -> JsonTree {
     if let Ok(n) = text.parse::<u64>() {
-        return J::Num(n.to_string());
+        return JsonTree::UInt(n);
     }
     if let Ok(n) = text.parse::<i64>() {
-        return J::Num(n.to_string());
+        // A negative integer, or `-0`: a tree's integers are `UInt` unless negative.
+        return u64::try_from(n).map_or(JsonTree::Int(n), JsonTree::UInt);
     }
     match text.parse::<f64>() {
-        Ok(f) if f.is_finite() => J::Num(serde_json::Value::from(f).to_string()),
-        _ => J::Str(text.to_owned()),
+        Ok(f) if f.is_finite() => JsonTree::Float(f),
+        _ => JsonTree::String(text.to_owned()),
     }
 }
 
 /// `yes`/`no` (as the video extension writes them; also `true`/`false`) as a boolean, anything else as given.
-fn yes_no(text: &str) -> J {
+fn yes_no(text: &str) -> JsonTree {
     match text.to_ascii_lowercase().as_str() {
-        "yes" | "true" => J::Bool(true),
-        "no" | "false" => J::Bool(false),
-        _ => J::Str(text.to_owned()),
+        "yes" | "true" => JsonTree::Bool(true),
+        "no" | "false" => JsonTree::Bool(false),
+        _ => JsonTree::String(text.to_owned()),
     }
 }
 
 /// A `<url>` as the JSON text of the write API's entry, and its `<loc>` as read.
 pub(super) fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report) -> (Option<String>, String) {
-    let mut entry: Vec<(String, J)> = Vec::new();
+    let mut entry: Vec<(String, JsonTree)> = Vec::new();
     let mut images = Vec::new();
     let mut videos = Vec::new();
     let mut alternates = Vec::new();
@@ -84,9 +44,11 @@ pub(super) fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report)
         match (ns, child.name.as_str()) {
             (Ns::Sitemap, "loc") => {
                 loc.get_or_insert_with(|| child.text().to_owned());
-                entry.push(("loc".into(), J::Str(options.rewrite(child.text()))));
+                entry.push(("loc".into(), JsonTree::String(options.rewrite(child.text()))));
             }
-            (Ns::Sitemap, "lastmod" | "changefreq") => entry.push((child.name.clone(), J::Str(child.text().into()))),
+            (Ns::Sitemap, "lastmod" | "changefreq") => {
+                entry.push((child.name.clone(), JsonTree::String(child.text().into())))
+            }
             (Ns::Sitemap, "priority") => entry.push(("priority".into(), number(child.text()))),
             (Ns::Image, "image") => images.push(image(child, options, report)),
             (Ns::Video, "video") => videos.push(video(child, options, report)),
@@ -106,12 +68,12 @@ pub(super) fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report)
                 Some(rel) if rel.eq_ignore_ascii_case("alternate") => {
                     let mut link = Vec::new();
                     if let Some(hreflang) = child.attr("hreflang") {
-                        link.push(("hreflang".into(), J::Str(hreflang.into())));
+                        link.push(("hreflang".into(), JsonTree::String(hreflang.into())));
                     }
                     if let Some(href) = child.attr("href") {
-                        link.push(("href".into(), J::Str(options.rewrite(href))));
+                        link.push(("href".into(), JsonTree::String(options.rewrite(href))));
                     }
-                    alternates.push(J::Obj(link));
+                    alternates.push(JsonTree::Object(link));
                 }
                 _ => report.notice("<xhtml:link> without rel=\"alternate\" is not kept: skipped"),
             },
@@ -120,17 +82,16 @@ pub(super) fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report)
     }
     for (key, list) in [("images", images), ("videos", videos), ("alternates", alternates)] {
         if !list.is_empty() {
-            entry.push((key.into(), J::Arr(list)));
+            entry.push((key.into(), JsonTree::Array(list)));
         }
     }
-    let mut json = String::with_capacity(256);
-    J::Obj(entry).write(&mut json);
+    let json = serde_json::to_string(&JsonTree::Object(entry)).expect("a JSON tree serializes");
     (loc, json)
 }
 
 /// The children of `parent` in its namespace named in `names` as string fields; the deprecated ones and the
 /// unknown ones are skipped and counted.
-fn fields(parent: &Node, names: &[&str], report: &mut Report) -> Vec<(String, J)> {
+fn fields(parent: &Node, names: &[&str], report: &mut Report) -> Vec<(String, JsonTree)> {
     let mut out = Vec::new();
     for child in &parent.children {
         if child.ns == parent.ns && names.contains(&child.name.as_str()) {
@@ -142,17 +103,17 @@ fn fields(parent: &Node, names: &[&str], report: &mut Report) -> Vec<(String, J)
     out
 }
 
-fn string(text: &str) -> J {
-    J::Str(text.to_owned())
+fn string(text: &str) -> JsonTree {
+    JsonTree::String(text.to_owned())
 }
 
-fn image(node: &Node, options: &ReadOptions, report: &mut Report) -> J {
+fn image(node: &Node, options: &ReadOptions, report: &mut Report) -> JsonTree {
     let mut pairs = fields(node, &["loc"], report);
     rewrite_pairs(&mut pairs, &["loc"], options);
-    J::Obj(pairs)
+    JsonTree::Object(pairs)
 }
 
-fn video(node: &Node, options: &ReadOptions, report: &mut Report) -> J {
+fn video(node: &Node, options: &ReadOptions, report: &mut Report) -> JsonTree {
     let ns = Some(Ns::Video);
     let mut pairs = Vec::new();
     let mut tags = Vec::new();
@@ -176,9 +137,9 @@ fn video(node: &Node, options: &ReadOptions, report: &mut Report) -> J {
             (true, "uploader") => {
                 let mut uploader = vec![("name".to_owned(), string(text))];
                 if let Some(info) = child.attr("info") {
-                    uploader.push(("info".into(), J::Str(options.rewrite(info))));
+                    uploader.push(("info".into(), JsonTree::String(options.rewrite(info))));
                 }
-                J::Obj(uploader)
+                JsonTree::Object(uploader)
             }
             (true, "tag") => {
                 tags.push(string(text));
@@ -192,39 +153,39 @@ fn video(node: &Node, options: &ReadOptions, report: &mut Report) -> J {
         pairs.push((child.name.clone(), value));
     }
     if !tags.is_empty() {
-        pairs.push(("tags".into(), J::Arr(tags)));
+        pairs.push(("tags".into(), JsonTree::Array(tags)));
     }
     rewrite_pairs(&mut pairs, &["thumbnail_loc", "content_loc", "player_loc"], options);
-    J::Obj(pairs)
+    JsonTree::Object(pairs)
 }
 
 /// `<video:restriction relationship="allow">DE AT</video:restriction>` as `{"relationship", key: [...]}`.
-fn relationship(node: &Node, key: &str, text: &str) -> J {
+fn relationship(node: &Node, key: &str, text: &str) -> JsonTree {
     let mut pairs = Vec::new();
     if let Some(relationship) = node.attr("relationship") {
-        pairs.push(("relationship".to_owned(), J::Str(relationship.to_owned())));
+        pairs.push(("relationship".to_owned(), JsonTree::String(relationship.to_owned())));
     }
-    pairs.push((key.to_owned(), J::Arr(text.split_ascii_whitespace().map(string).collect())));
-    J::Obj(pairs)
+    pairs.push((key.to_owned(), JsonTree::Array(text.split_ascii_whitespace().map(string).collect())));
+    JsonTree::Object(pairs)
 }
 
-fn news(node: &Node, report: &mut Report) -> J {
+fn news(node: &Node, report: &mut Report) -> JsonTree {
     let mut pairs = Vec::new();
     for child in &node.children {
         match (child.ns == Some(Ns::News), child.name.as_str()) {
             (true, "publication") => {
-                pairs.push(("publication".into(), J::Obj(fields(child, &["name", "language"], report))))
+                pairs.push(("publication".into(), JsonTree::Object(fields(child, &["name", "language"], report))))
             }
             (true, "publication_date" | "title") => pairs.push((child.name.clone(), string(child.text()))),
             _ => skip(report, child),
         }
     }
-    J::Obj(pairs)
+    JsonTree::Object(pairs)
 }
 
-fn rewrite_pairs(pairs: &mut [(String, J)], keys: &[&str], options: &ReadOptions) {
+fn rewrite_pairs(pairs: &mut [(String, JsonTree)], keys: &[&str], options: &ReadOptions) {
     for (key, value) in pairs {
-        if let (true, J::Str(s)) = (keys.contains(&key.as_str()), &mut *value) {
+        if let (true, JsonTree::String(s)) = (keys.contains(&key.as_str()), &mut *value) {
             *s = options.rewrite(s);
         }
     }

@@ -1,12 +1,15 @@
 //! The bounded JSON tree: one JSON value read as a [`JsonTree`] within a [`Budget`] of values, the rest skipped
-//! unread once the budget is spent, so that a hostile value costs about its size whatever it holds.
+//! unread once the budget is spent, so that a hostile value costs about its size whatever it holds. A tree is
+//! written back as JSON as it was read (its [`Serialize`]): the import builds the write API's entries as trees and
+//! sends them as that text.
 
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Serialize, Serializer};
 
-/// A JSON value as the extension fields receive it. An object keeps its pairs in order, repeated keys included, so
-/// that a key given twice is seen (and refused) rather than silently overwritten.
+/// A JSON value as the extension fields receive it (and as the import builds an entry). An object keeps its pairs in
+/// order, repeated keys included, so that a key given twice is seen (and refused) rather than silently overwritten.
 #[derive(Clone, Debug, PartialEq)]
 pub enum JsonTree {
     Null,
@@ -41,6 +44,23 @@ impl JsonTree {
             Self::Array(items) => items.iter().map(Self::nodes).sum(),
             Self::Object(pairs) => pairs.iter().map(|(_, v)| v.nodes()).sum(),
             _ => 0,
+        }
+    }
+}
+
+/// The JSON text of the tree: an object's pairs in order, a repeated key repeated; numbers as serde_json writes
+/// them (`600`, `-3`, `600.5`, `1000.0`). `Float` is finite in every tree read or built here (JSON has no NaN).
+impl Serialize for JsonTree {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Null => serializer.serialize_unit(),
+            Self::Bool(b) => serializer.serialize_bool(*b),
+            Self::UInt(n) => serializer.serialize_u64(*n),
+            Self::Int(n) => serializer.serialize_i64(*n),
+            Self::Float(n) => serializer.serialize_f64(*n),
+            Self::String(s) => serializer.serialize_str(s),
+            Self::Array(items) => serializer.collect_seq(items),
+            Self::Object(pairs) => serializer.collect_map(pairs.iter().map(|(key, value)| (key, value))),
         }
     }
 }
@@ -256,6 +276,25 @@ mod tests {
             tree,
             JsonTree::Object(vec![("a".into(), JsonTree::Array(items)), ("a".into(), JsonTree::Object(vec![]))])
         );
+    }
+
+    #[test]
+    fn a_tree_is_written_as_the_json_it_was_read_from() {
+        let text = r#"{"a":[600,600.5,1000.0,-3,null,true,"s\"\\\u0001é"],"a":{},"b":[{"c":false}]}"#;
+        let mut budget = Budget::new(100);
+        let tree = read_tree(&mut serde_json::Deserializer::from_str(text), &mut budget).unwrap();
+        assert_eq!(serde_json::to_string(&tree).unwrap(), text, "pairs in order, the repeated key kept");
+        // Numbers in serde_json's form, as a serde_json::Value of them is written.
+        for (number, written) in
+            [("1e3", "1000.0"), ("0.80", "0.8"), ("-0.0", "-0.0"), ("18446744073709551616", "1.8446744073709552e+19")]
+        {
+            let tree = read_tree(&mut serde_json::Deserializer::from_str(number), &mut Budget::new(1)).unwrap();
+            let value: serde_json::Value = serde_json::from_str(number).unwrap();
+            assert_eq!(
+                (serde_json::to_string(&tree).unwrap(), value.to_string()),
+                (written.to_owned(), written.to_owned())
+            );
+        }
     }
 
     #[test]
