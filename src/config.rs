@@ -989,7 +989,7 @@ mod tests {
 
     /// Every setting declared in `settings!` is in `config/default.toml` and every key of the file is declared
     /// (deserializing the file alone into `Raw` needs every field and refuses unknown keys; its keys are `ENV`'s), has
-    /// its variable named in the file and in the README's table, and is logged.
+    /// its variable named in the file and in the table of docs/configuration.md, and is logged.
     #[test]
     fn default_toml_documents_every_setting_with_its_variable() {
         use config::{File, FileFormat};
@@ -1002,11 +1002,11 @@ mod tests {
         env_keys.sort();
         assert_eq!(keys, env_keys, "config/default.toml and ENV list the same settings");
 
-        let readme = include_str!("../README.md");
+        let table = include_str!("../docs/configuration.md");
         let shown = format!("{:?}", load(&[]).unwrap());
         for (key, var) in ENV {
             assert!(DEFAULTS.contains(var), "config/default.toml does not name {var}");
-            assert!(readme.contains(&format!("| `{var}` |")), "README's table lacks {var}");
+            assert!(table.contains(&format!("| `{var}` |")), "the table of docs/configuration.md lacks {var}");
             assert!(shown.contains(&format!("{key}: ")), "the logged configuration lacks {key}: {shown}");
         }
     }

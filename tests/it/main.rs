@@ -1,7 +1,8 @@
 //! Integration tests: one binary. `contract` drives the `Store` trait; `api` and `sitemaps` drive the real router;
 //! `observability` checks `/metrics`, request logs and the OpenAPI document; `indexnow` runs change notification
-//! against a fake endpoint; `process` runs the built binary; `readme` runs the README's "Using it" commands against
-//! it; `sites` serves several sites; `import` reads sitemaps from a local web server and files; `view` checks the HTML view through the router and in headless Chromium
+//! against a fake endpoint; `process` runs the built binary; `readme` runs the ```sh blocks of the README and docs/
+//! against it and checks their links; `recipes` runs docs/recipes.md's push functions (python3, node) against it;
+//! `sites` serves several sites; `import` reads sitemaps from a local web server and files; `view` checks the HTML view through the router and in headless Chromium
 //! (screenshots in `target/artifacts/view/`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
 //! and fails if Postgres is unreachable).
@@ -20,6 +21,7 @@ mod prerender;
 mod process;
 mod protocol;
 mod readme;
+mod recipes;
 mod replica;
 mod roundtrip;
 mod sitemaps;

@@ -1,7 +1,13 @@
-//! The README's "Using it" block, then its "Moving to sitemapd" block (`target/release/sitemapd` there is the binary
-//! under test), run as written: every command, in order, against the built binary on a fresh SQLite database with
-//! the README's settings (the defaults), each output compared with the one shown after `# →`.
-//! So the examples cannot drift from what sitemapd does. `…` in a shown output matches anything within one line.
+//! The documentation's commands, run as written. Every ```sh block of the Markdown files at the repository's root
+//! and under `docs/` is run, in the order of [`RUN_BLOCKS`], against one built binary on a fresh SQLite database
+//! with the documented settings (the defaults), each command's output compared with the one shown after `# →`; a
+//! block there is not, or one missing, fails the test by name. Blocks in other fences (```console for commands
+//! shown only, ```text, ```json, ```nginx, …) are not run; ```bash and ```shell are refused, so that no shell block
+//! is left unrun by mistake. `target/release/sitemapd` in a block is the binary under test. So the examples cannot
+//! drift from what sitemapd does. `…` in a shown output matches anything within one line.
+//!
+//! Also: every relative link of those files (`](path)`, `](path#anchor)`) names a file that exists and a heading
+//! that it has.
 //!
 //! Needs `bash`, `curl` and `gunzip` (`.ci/run` installs them); without curl the test is skipped with a note,
 //! except under CI, where that fails.
@@ -16,7 +22,7 @@ use axum::http::StatusCode;
 use crate::both_backends;
 use crate::support::{Backend, TestApp};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
 /// The address the README's commands use; replaced by the test's own port.
 const README_ADDRESS: &str = "localhost:8080";
 
@@ -27,18 +33,99 @@ struct Step {
     expected: Option<String>,
 }
 
-/// The first ```sh block of the section `## Using it`.
-fn using_it_block(readme: &str) -> &str {
-    block(readme, "## Using it")
+/// The ```sh blocks, in the order they run (one server, one working directory: a block sees what the ones before it
+/// stored): the file, the heading the block is under, and the fewest steps and shown outputs it must have.
+const RUN_BLOCKS: &[(&str, &str, usize, usize)] = &[
+    ("README.md", "Using it", 10, 10),
+    ("docs/import.md", "Moving to sitemapd: import and export", 5, 5),
+    ("docs/operations.md", "The SQLite file, backup and restore", 3, 3),
+    ("docs/sites.md", "Several sites", 1, 0),
+];
+
+/// The Markdown files whose blocks run and whose links are checked: those at the root and under `docs/`, by path.
+fn doc_files() -> Vec<String> {
+    fn walk(root: &Path, dir: &str, out: &mut Vec<String>, deep: bool) {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            let rel = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
+            if e.file_type().unwrap().is_dir() {
+                if deep {
+                    walk(root, &rel, out, true);
+                }
+            } else if name.ends_with(".md") {
+                out.push(rel);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    walk(root, "", &mut files, false);
+    walk(root, "docs", &mut files, true);
+    files.sort();
+    files
 }
 
-/// The first ```sh block of the section `heading`.
-fn block<'r>(readme: &'r str, heading: &str) -> &'r str {
-    let at = readme.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("README has a {heading:?} section"));
-    let section = &readme[at..];
-    let start = section.find("```sh\n").unwrap_or_else(|| panic!("a sh block in {heading:?}")) + "```sh\n".len();
-    let len = section[start..].find("\n```").expect("the sh block ends");
-    &section[start..start + len + 1]
+pub(crate) fn read_doc(file: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap()
+}
+
+/// A fenced block: its language (what follows the opening fence), the heading it is under, and its text.
+#[derive(Debug)]
+pub(crate) struct Fenced {
+    pub(crate) lang: String,
+    pub(crate) heading: String,
+    pub(crate) text: String,
+}
+
+/// The fenced blocks of a Markdown text and its headings (outside blocks), in order. A fence may be indented (in a
+/// list item); the block's lines are taken as they are.
+pub(crate) fn fenced_blocks(markdown: &str) -> (Vec<Fenced>, Vec<String>) {
+    let (mut blocks, mut headings) = (Vec::new(), Vec::new());
+    let mut heading = String::new();
+    let mut open: Option<Fenced> = None;
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        match open.as_mut() {
+            Some(_) if trimmed.starts_with("```") => blocks.push(open.take().unwrap()),
+            Some(block) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+            }
+            None if trimmed.starts_with("```") => {
+                let lang = trimmed.trim_start_matches('`').trim().to_owned();
+                open = Some(Fenced { lang, heading: heading.clone(), text: String::new() });
+            }
+            None if line.starts_with('#') => {
+                heading = line.trim_start_matches('#').trim().to_owned();
+                headings.push(heading.clone());
+            }
+            None => {}
+        }
+    }
+    assert!(open.is_none(), "a fenced block is not closed");
+    (blocks, headings)
+}
+
+/// Every ```sh block of the documentation, as (file, heading, text), in file order; panics on a ```bash or
+/// ```shell block.
+fn run_blocks() -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    for file in doc_files() {
+        for block in fenced_blocks(&read_doc(&file)).0 {
+            assert!(
+                !matches!(block.lang.as_str(), "bash" | "shell" | "zsh"),
+                "{file}, under {:?}: a ```{} block; use ```sh for a block the README test runs, ```console for \
+                 commands shown only",
+                block.heading,
+                block.lang
+            );
+            if block.lang == "sh" {
+                found.push((file.clone(), block.heading, block.text));
+            }
+        }
+    }
+    found
 }
 
 /// Splits a block into steps. A step is a run of command lines, then the lines of output shown (`# → line`, where
@@ -97,7 +184,7 @@ fn matches(expected: &str, actual: &str) -> bool {
     actual.strip_prefix(parts[0]).is_some_and(|after| rest(&parts[1..], after))
 }
 
-fn wait_until_healthy(port: u16, child: &mut Child) {
+pub(crate) fn wait_until_healthy(port: u16, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -111,27 +198,44 @@ fn wait_until_healthy(port: u16, child: &mut Child) {
     panic!("sitemapd did not start listening");
 }
 
-fn have(program: &str) -> bool {
+pub(crate) fn have(program: &str) -> bool {
     Command::new("sh").args(["-c", &format!("command -v {program}")]).output().is_ok_and(|o| o.status.success())
 }
 
 #[test]
-fn every_command_of_using_it_runs_as_shown() {
+fn every_sh_block_of_the_docs_runs_as_shown() {
     if !have("curl") || !have("gunzip") {
         assert!(std::env::var_os("CI").is_none(), "CI is set but curl or gunzip is missing");
         eprintln!("note: curl or gunzip not found; the README test is skipped");
         return;
     }
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let steps = steps(using_it_block(&readme));
-    assert!(steps.len() >= 10 && steps.iter().filter(|s| s.expected.is_some()).count() >= 10, "{steps:#?}");
-    // Then "Moving to sitemapd", beside the same server: its `target/release/sitemapd` is the binary under test.
-    let moving = self::steps(block(&readme, "## Moving to sitemapd"));
-    assert!(moving.len() >= 5 && moving.iter().filter(|s| s.expected.is_some()).count() >= 5, "{moving:#?}");
-    let steps: Vec<Step> = steps
-        .into_iter()
-        .chain(moving.into_iter().map(|s| Step { command: s.command.replace("target/release/sitemapd", BIN), ..s }))
-        .collect();
+    let found = run_blocks();
+    let names = |blocks: Vec<(&str, &str)>| blocks.iter().map(|(f, h)| format!("{f}: {h}")).collect::<Vec<_>>();
+    let mut expected = names(RUN_BLOCKS.iter().map(|&(f, h, ..)| (f, h)).collect());
+    let mut actual = names(found.iter().map(|(f, h, _)| (f.as_str(), h.as_str())).collect());
+    expected.sort();
+    actual.sort();
+    assert_eq!(
+        actual, expected,
+        "the ```sh blocks of the docs (file: heading) are not those RUN_BLOCKS names: a block was removed, renamed or \
+         added (add it to RUN_BLOCKS, in the order it runs, or fence it ```console if it cannot run here)"
+    );
+    let mut steps: Vec<(String, Step)> = Vec::new();
+    for &(file, heading, min_steps, min_shown) in RUN_BLOCKS {
+        let (.., text) = found.iter().find(|(f, h, _)| f == file && h == heading).unwrap();
+        let block = self::steps(text);
+        assert!(
+            block.len() >= min_steps && block.iter().filter(|s| s.expected.is_some()).count() >= min_shown,
+            "{file}: {heading}: fewer than {min_steps} commands or {min_shown} shown outputs: {block:#?}"
+        );
+        // `target/release/sitemapd` is the binary under test.
+        steps.extend(block.into_iter().enumerate().map(|(i, s)| {
+            (
+                format!("{file}: {heading}, step {}", i + 1),
+                Step { command: s.command.replace("target/release/sitemapd", BIN), ..s },
+            )
+        }));
+    }
 
     // The README's settings are the defaults (./sitemapd.db in the working directory, no token); only the port is
     // the test's own, in the bind address and the public URL alike.
@@ -151,12 +255,12 @@ fn every_command_of_using_it_runs_as_shown() {
     let _kill = KillOnDrop(&mut server);
     wait_until_healthy(port, _kill.0);
 
-    for (i, step) in steps.iter().enumerate() {
+    for (at, step) in &steps {
         let command = step.command.replace(README_ADDRESS, &address);
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", &command])
             .current_dir(dir.path())
-            // The server's settings, for the sitemapd commands of "Moving to sitemapd" (the README's are the defaults).
+            // The server's settings, for the docs' sitemapd commands (the README's are the defaults).
             .env("SITEMAPD_PUBLIC_URL", format!("http://{address}"))
             .stdin(Stdio::null())
             .output()
@@ -165,21 +269,115 @@ fn every_command_of_using_it_runs_as_shown() {
         let stdout = stdout.trim_end_matches('\n');
         assert!(
             out.status.success(),
-            "step {} failed ({}):\n{command}\nstdout: {stdout}\nstderr: {}",
-            i + 1,
+            "{at} failed ({}):\n{command}\nstdout: {stdout}\nstderr: {}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
         let expected = step.expected.as_deref().unwrap_or("").replace(README_ADDRESS, &address);
         assert!(
             matches(&expected, stdout),
-            "step {}: the README shows another output for\n{command}\n--- shown ---\n{expected}\n--- actual ---\n{stdout}",
-            i + 1
+            "{at}: the docs show another output for\n{command}\n--- shown ---\n{expected}\n--- actual ---\n{stdout}"
         );
     }
 }
 
-struct KillOnDrop<'a>(&'a mut Child);
+/// GitHub's anchor of a heading: lower case, letters, digits, `-` and `_` kept, spaces as `-`, the rest dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown text's headings; a repeated one gets `-1`, `-2`, … as on GitHub.
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for heading in fenced_blocks(markdown).1 {
+        let base = anchor(&heading);
+        let n = out
+            .iter()
+            .filter(|a| **a == base || a.strip_prefix(&format!("{base}-")).is_some_and(|n| n.parse::<u32>().is_ok()))
+            .count();
+        out.push(if n == 0 { base } else { format!("{base}-{n}") });
+    }
+    out
+}
+
+/// The targets of the inline links `](target)` of a Markdown text, outside fenced blocks and code spans.
+fn link_targets(markdown: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    let mut in_block = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            continue;
+        }
+        // Drop code spans: the text between pairs of backticks.
+        let text: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let end = rest.find(')').expect("a link's target ends with )");
+            targets.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+    }
+    targets
+}
+
+#[test]
+fn every_relative_link_of_the_docs_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in doc_files() {
+        let markdown = read_doc(&file);
+        for target in link_targets(&markdown) {
+            if target.starts_with("http://") || target.starts_with("https://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, fragment) = target.split_once('#').map_or((target.as_str(), None), |(p, f)| (p, Some(f)));
+            let resolved =
+                if path.is_empty() { root.join(&file) } else { root.join(&file).parent().unwrap().join(path) };
+            if !resolved.exists() {
+                broken.push(format!("{file}: ({target}): no such file"));
+            } else if let Some(fragment) = fragment {
+                let text = std::fs::read_to_string(&resolved).unwrap_or_default();
+                if !anchors(&text).iter().any(|a| a == fragment) {
+                    broken.push(format!("{file}: ({target}): no heading with that anchor"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(checked >= 40, "only {checked} relative links found: is the link parser broken?");
+}
+
+#[test]
+fn anchors_are_github_s() {
+    assert_eq!(
+        anchor("Extensions: images, videos, news and alternates"),
+        "extensions-images-videos-news-and-alternates"
+    );
+    assert_eq!(
+        anchor("Operations: the SQLite file, backup and restore"),
+        "operations-the-sqlite-file-backup-and-restore"
+    );
+    assert_eq!(anchor("Round two (issue 13)"), "round-two-issue-13");
+    assert_eq!(anchors("# A\n```sh\n# not a heading\n```\n## A\n"), ["a", "a-1"]);
+    assert_eq!(link_targets("[x](a.md#b) `[y](not)` [z](c/)\n```\n[w](no)\n```\n"), ["a.md#b", "c/"]);
+}
+
+pub(crate) struct KillOnDrop<'a>(pub(crate) &'a mut Child);
 
 impl Drop for KillOnDrop<'_> {
     fn drop(&mut self) {
@@ -218,7 +416,7 @@ fn a_wrong_output_does_not_match() {
     assert!(matches("[…],\"next\":\"3\"}", "[{\"x\":1},{\"y\":2}],\"next\":\"3\"}"));
 }
 
-/// What the README's table says of an empty NDJSON body: accepted as `[]` is, 200 with zero counts.
+/// What the table of docs/api.md says of an empty NDJSON body: accepted as `[]` is, 200 with zero counts.
 async fn an_empty_ndjson_body_is_accepted_like_an_empty_array(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[]).await else { return };
     for body in ["", "\n", "\n\n  \n"] {
