@@ -5,7 +5,7 @@
 # ingest rows/s; the peak RSS of a fresh process serving 16 uncached pages at once (bench/memprobe.py; three fresh
 # processes per data set, the highest counts); the uncached page time per uncompressed MB, gzip and identity, plain
 # and mix fetched in alternation (bench/ext_pages.py). Validates a rendered page, the index and the news sitemap of
-# the mix with ../shared/xsd/validate.sh, and lists the WARN/ERROR lines of both sitemapd logs.
+# the mix with tests/xsd/validate.sh, and lists the WARN/ERROR lines of both sitemapd logs.
 #
 #   bench/ext.sh                       # 1,000,000 rows (~4 min after the build); into bench/results/<stamp>-ext/
 #   BENCH_EXT_ROWS=200000 bench/ext.sh # fewer rows
@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 readonly PEERS_DIR=${PEERS_DIR:-$(cd ../shared/bench && pwd)}
-readonly XSD_DIR=${XSD_DIR:-$(cd ../shared/xsd && pwd)}
+readonly XSD_DIR=${XSD_DIR:-$PWD/tests/xsd}
 readonly ROWS=${BENCH_EXT_ROWS:-1000000}
 readonly PG=postgres://postgres@127.0.0.1:5432
 readonly PUBLIC=https://www.example.com

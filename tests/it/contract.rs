@@ -701,6 +701,7 @@ async fn the_news_window_is_read_through_its_index(b: Backend) {
 /// A write looks its locs up through the unique index on loc, even in a table the planner has no statistics for
 /// yet (a first bulk load), where it would otherwise scan the whole table for every batch.
 #[tokio::test]
+#[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 async fn postgres_a_write_probes_the_loc_index_before_any_analyze() {
     use sitemapd::store::postgres::{LOOKUP_SQL, WRITE_SETTINGS_AND_NOW};
     use sqlx::{AssertSqlSafe, Connection};

@@ -647,6 +647,7 @@ async fn a_news_sitemap_and_a_page_sitemap_make_one_record(b: Backend) {
 }
 
 both_backends!(
+    #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
     a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing,
     an_export_imported_back_changes_nothing,
     a_news_sitemap_and_a_page_sitemap_make_one_record
@@ -660,6 +661,7 @@ fn fixture(name: &str) -> PathBuf {
 /// is read whole, its valid entries stored under the site of its host, the pages they make pass the schemas, and
 /// what is refused is what the files really get wrong.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
 async fn real_world_sitemaps_are_read() {
     let hosts = [
         ("hebden", "http://www.hebdenbridgetimes.co.uk/"),
@@ -861,12 +863,8 @@ async fn an_import_queues_for_indexnow_only_when_asked() {
 /// On a terminal (a pseudo-terminal made by `script`), progress is a bar that ends cleared, and the summary
 /// follows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(sitemapd_no_script, ignore = "needs script (util-linux)")]
 async fn on_a_terminal_progress_is_a_bar() {
-    if Command::new("script").arg("--version").output().is_err() {
-        crate::support::note("`script` (util-linux) is missing: the pseudo-terminal progress test is skipped");
-        assert!(std::env::var_os("CI").is_none(), "CI must run the pseudo-terminal test");
-        return;
-    }
     let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("urls.txt");

@@ -564,6 +564,7 @@ both_backends!(
 /// Two senders (two processes' stores) on one Postgres: every loc is accepted exactly once. The endpoint holds the
 /// first request until a second one arrives, so the two senders are seen claiming at the same time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 async fn two_senders_on_one_postgres_send_each_url_once() {
     let fake = FakeIndexNow::start(&[]);
     let Some(app) = app_for(Backend::Postgres, &fake, &[]).await else { return };

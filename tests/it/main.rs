@@ -5,7 +5,8 @@
 //! `sites` serves several sites; `import` reads sitemaps from a local web server and files; `view` checks the HTML view through the router and in headless Chromium
 //! (screenshots in `target/artifacts/view/`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
-//! and fails if Postgres is unreachable).
+//! and fails if Postgres is unreachable). A test whose prerequisite is missing (Postgres, Chromium, xmllint, …)
+//! shows as ignored with the reason, never as passed: `build.rs` decides it, and under `CI` ignores nothing.
 
 mod api;
 mod contract;

@@ -140,6 +140,7 @@ fn sqlite_stored_size_is_rendered_size() {
 }
 
 #[test]
+#[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 fn postgres_stored_size_is_rendered_size() {
     stored_size_is_rendered_size(Backend::Postgres);
 }
