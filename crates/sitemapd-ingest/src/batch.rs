@@ -12,6 +12,10 @@ use sitemapd_core::domain::Entry;
 use sitemapd_core::placement::UpsertCounts;
 use sitemapd_store::{Store, StoreError, Upsert};
 
+/// The target of this module's log lines: the one it had before the crate split (`sitemapd::import`), so that `RUST_LOG`
+/// filters and log processing that name it keep working.
+const LOG_TARGET: &str = "sitemapd::import";
+
 /// Where batches are committed: each call one transaction.
 pub trait Sink: Clone + Send + Sync + 'static {
     fn commit(&self, batch: &[Entry]) -> impl Future<Output = Result<UpsertCounts, StoreError>> + Send;
@@ -215,7 +219,7 @@ async fn upsert_retried(store: &dyn Store, entries: &[Entry], backoff: Backoff) 
         |e| if matches!(e, StoreError::Unavailable(_)) { Next::Retry(None) } else { Next::Stop },
         |e, attempt, wait| {
             if let StoreError::Unavailable(e) = e {
-                tracing::warn!(error = %e, attempt, "the store is unavailable: the batch is tried again in {wait:?}");
+                tracing::warn!(target: LOG_TARGET, error = %e, attempt, "the store is unavailable: the batch is tried again in {wait:?}");
             }
         },
     )

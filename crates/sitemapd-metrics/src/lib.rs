@@ -8,6 +8,10 @@ use std::time::Duration;
 use metrics::{Unit, counter, describe_counter, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+/// The target of this module's log lines: the one it had before the crate split (`sitemapd::telemetry`), so that `RUST_LOG`
+/// filters and log processing that name it keep working.
+const LOG_TARGET: &str = "sitemapd::telemetry";
+
 pub const HTTP_REQUESTS: &str = "sitemapd_http_requests_total";
 pub const HTTP_DURATION: &str = "sitemapd_http_request_duration_seconds";
 pub const HTTP_BODY_BYTES: &str = "sitemapd_http_response_body_bytes_total";
@@ -43,7 +47,7 @@ pub fn prometheus() -> &'static PrometheusHandle {
             .build_recorder();
         let handle = recorder.handle();
         if metrics::set_global_recorder(recorder).is_err() {
-            tracing::warn!("another metrics recorder is installed; /metrics shows the state gauges only");
+            tracing::warn!(target: LOG_TARGET, "another metrics recorder is installed; /metrics shows the state gauges only");
             return handle;
         }
         describe();
@@ -57,7 +61,7 @@ pub fn prometheus() -> &'static PrometheusHandle {
             }
         });
         if let Err(e) = spawned {
-            tracing::warn!(error = %e, "cannot start the metrics upkeep thread");
+            tracing::warn!(target: LOG_TARGET, error = %e, "cannot start the metrics upkeep thread");
         }
         handle
     })

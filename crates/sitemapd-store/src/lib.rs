@@ -367,7 +367,7 @@ fn site_ids(sites: &Sites, names: &BTreeSet<String>) -> BTreeSet<i64> {
 /// Warns about stored URLs of sites that are not configured: they are kept, and served by no host.
 fn warn_unserved(stored: Vec<(String, i64)>, sites: &Sites) {
     for (name, urls) in stored.into_iter().filter(|(name, _)| sites.by_name(name).is_none()) {
-        tracing::warn!(
+        tracing::warn!(target: LOG_TARGET,
             site = %name,
             urls,
             configured = %sites,
@@ -422,14 +422,14 @@ impl From<UrlRow> for StoredUrl {
 /// logged too).
 pub fn read_ext(loc: &str, json: &str) -> Option<Box<Extensions>> {
     serde_json::from_str(json)
-        .map_err(|e| tracing::error!(loc, error = %e, "a stored record's extensions do not read back; left out"))
+        .map_err(|e| tracing::error!(target: LOG_TARGET, loc, error = %e, "a stored record's extensions do not read back; left out"))
         .ok()
 }
 
 /// A record's stored news (`urls.news`), as [`read_ext`].
 pub fn read_news(loc: &str, json: &str) -> Option<News> {
     serde_json::from_str(json)
-        .map_err(|e| tracing::error!(loc, error = %e, "a stored record's news does not read back; left out"))
+        .map_err(|e| tracing::error!(target: LOG_TARGET, loc, error = %e, "a stored record's news does not read back; left out"))
         .ok()
 }
 
@@ -472,6 +472,10 @@ macro_rules! page_columns {
     };
 }
 use {page_columns, url_columns};
+
+/// The target of this module's log lines: the one it had before the crate split (`sitemapd::store`), so that `RUST_LOG`
+/// filters and log processing that name it keep working.
+const LOG_TARGET: &str = "sitemapd::store";
 
 fn now_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)

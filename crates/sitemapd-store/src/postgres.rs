@@ -19,6 +19,10 @@ use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use sitemapd_core::page::{Limits, PageState, StoredUrl};
 use sitemapd_core::placement::{NewUrl, UpsertCounts};
 
+/// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::postgres`), so that `RUST_LOG`
+/// filters and log processing that name it keep working.
+const LOG_TARGET: &str = "sitemapd::store::postgres";
+
 /// A page's entries in page order: an ordered scan of `urls_site_page_id` from the page's first row to its last,
 /// O(page) at any depth, no sort (with [`PAGE_PLANNER_SETTINGS`]; a test pins the plan, even on a table without
 /// statistics). Equalities, not a row-value range: Postgres 15 stops a btree scan at a row comparison's upper bound
@@ -186,7 +190,7 @@ fn probe_replica(pool: PgPool, replica: std::sync::Weak<Replica>) {
                 let probe = tokio::time::timeout(REPLICA_PROBE, sqlx::query("SELECT 1").execute(&pool)).await;
                 if matches!(probe, Ok(Ok(_))) {
                     state.up.store(true, Ordering::Relaxed);
-                    tracing::info!("the read replica (DATABASE_READ_URL) answers: reads go to it");
+                    tracing::info!(target: LOG_TARGET, "the read replica (DATABASE_READ_URL) answers: reads go to it");
                 }
             }
             drop(state);
@@ -225,7 +229,7 @@ impl Writes for sqlx::Postgres {
             }
             Err(e) => {
                 sitemapd_metrics::write_lookup_shared("retried");
-                tracing::debug!(error = %e, "half a lookup failed on a second connection: looked up in the write");
+                tracing::debug!(target: LOG_TARGET, error = %e, "half a lookup failed on a second connection: looked up in the write");
                 found.extend(Self::lookup(conn, theirs).await?);
             }
         }
@@ -346,7 +350,7 @@ impl Store for PgStore {
         };
         let both = futures_util::future::join(self.pool.close(), read_pool);
         if tokio::time::timeout(super::CLOSE_TIMEOUT, both).await.is_err() {
-            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+            tracing::warn!(target: LOG_TARGET, "connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
         }
     }
 
@@ -402,7 +406,7 @@ impl Backend for PgStore {
     fn read_failed(&self, error: &super::StoreError) {
         let Some(replica) = &self.read_pool else { return };
         if replica_is_down(error, replica) && self.replica.up.swap(false, Ordering::Relaxed) {
-            tracing::warn!(
+            tracing::warn!(target: LOG_TARGET,
                 error = %error,
                 "a read on the replica (DATABASE_READ_URL) failed: reading from the primary until it answers again"
             );

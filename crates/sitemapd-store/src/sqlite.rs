@@ -30,6 +30,10 @@ use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl};
 use sitemapd_core::placement::{NewUrl, UpsertCounts};
 
+/// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::sqlite`), so that `RUST_LOG`
+/// filters and log processing that name it keep working.
+const LOG_TARGET: &str = "sitemapd::store::sqlite";
+
 /// A page's entries in page order: a search of `urls_site_page_id`, already in order (a test pins the plan).
 pub const PAGE_ENTRIES_SQL: &str =
     "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE site_id = ?1 AND page_id = ?2 ORDER BY id";
@@ -81,7 +85,7 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5).min(options.acquire_timeout));
         let path = std::path::absolute(connect.get_filename()).unwrap_or_else(|_| connect.get_filename().to_owned());
-        tracing::info!(database = %path.display(), "opening the SQLite database");
+        tracing::info!(target: LOG_TARGET, database = %path.display(), "opening the SQLite database");
         let write_pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(0)
@@ -329,16 +333,16 @@ impl Store for SqliteStore {
         // not if a connection is still held when the timeout below gives up on it.
         let checkpoint = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&self.pool);
         match tokio::time::timeout(super::CLOSE_TIMEOUT, checkpoint).await {
-            Ok(Ok((0, _, _))) => tracing::info!("SQLite WAL checkpointed into the database file"),
+            Ok(Ok((0, _, _))) => tracing::info!(target: LOG_TARGET, "SQLite WAL checkpointed into the database file"),
             Ok(Ok((_, log, done))) => {
-                tracing::warn!(wal_frames = log, checkpointed = done, "SQLite checkpoint incomplete: a reader was busy")
+                tracing::warn!(target: LOG_TARGET, wal_frames = log, checkpointed = done, "SQLite checkpoint incomplete: a reader was busy")
             }
-            Ok(Err(e)) => tracing::warn!(error = %e, "SQLite checkpoint failed"),
-            Err(_) => tracing::warn!("SQLite checkpoint timed out"),
+            Ok(Err(e)) => tracing::warn!(target: LOG_TARGET, error = %e, "SQLite checkpoint failed"),
+            Err(_) => tracing::warn!(target: LOG_TARGET, "SQLite checkpoint timed out"),
         }
         let closed = async { tokio::join!(self.write_pool.close(), self.pool.close()) };
         if tokio::time::timeout(super::CLOSE_TIMEOUT, closed).await.is_err() {
-            tracing::warn!("connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
+            tracing::warn!(target: LOG_TARGET, "connections still in use after {:?}; exiting without them", super::CLOSE_TIMEOUT);
         }
         let sentinel = self.sentinel.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(sentinel) = sentinel {
@@ -448,13 +452,15 @@ impl SqliteStore {
                 let mut shm = w.path().as_os_str().to_owned();
                 shm.push("-shm");
                 let _ = std::fs::remove_file(shm);
-                tracing::error!(
+                tracing::error!(target: LOG_TARGET,
                     database = %w.path().display(), log = %aside.display(),
                     "the database file was overwritten while serving: it was not written to; the log of what was \
                      served before is kept aside"
                 );
             }
-            Err(e) => tracing::error!(log = %wal.display(), error = %e, "cannot move the log aside"),
+            Err(e) => {
+                tracing::error!(target: LOG_TARGET, log = %wal.display(), error = %e, "cannot move the log aside")
+            }
         }
     }
 }
@@ -488,7 +494,7 @@ async fn serve_file(
     drop(conn);
     if let Err(e) = w.serving(token) {
         // Another process reads an old snapshot, so the checkpoint could not finish: identity only.
-        tracing::warn!(database = %w.path().display(), error = %e, "the database file is watched by its identity only");
+        tracing::warn!(target: LOG_TARGET, database = %w.path().display(), error = %e, "the database file is watched by its identity only");
     }
     Ok(sentinel)
 }
@@ -510,20 +516,22 @@ async fn watch_files(w: Arc<FileWatch>, pool: SqlitePool) {
 /// (`VACUUM INTO`, then synced) beside its path. An overwritten database: nothing is written to it.
 async fn rescue(w: Arc<FileWatch>, pool: SqlitePool, trouble: Trouble) {
     let db = w.path().to_owned();
-    tracing::error!(database = %db.display(), "{}", trouble.message(&db));
+    tracing::error!(target: LOG_TARGET, database = %db.display(), "{}", trouble.message(&db));
     match trouble {
         Trouble::WalGone => {
             match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(FULL)").fetch_one(&pool).await {
-                Ok((0, log, done)) => tracing::error!(
+                Ok((0, log, done)) => tracing::error!(target: LOG_TARGET,
                     database = %db.display(), wal_frames = log, checkpointed = done,
                     "the deleted log's writes were copied into the database file"
                 ),
-                Ok((_, log, done)) => tracing::error!(
+                Ok((_, log, done)) => tracing::error!(target: LOG_TARGET,
                     wal_frames = log,
                     checkpointed = done,
                     "the deleted log could not be copied whole: a reader was busy"
                 ),
-                Err(e) => tracing::error!(error = %e, "the deleted log could not be copied into the database file"),
+                Err(e) => {
+                    tracing::error!(target: LOG_TARGET, error = %e, "the deleted log could not be copied into the database file")
+                }
             }
         }
         Trouble::DbGone => {
@@ -531,8 +539,12 @@ async fn rescue(w: Arc<FileWatch>, pool: SqlitePool, trouble: Trouble) {
             let Some(to) = copy.to_str() else { return };
             let done = sqlx::query("VACUUM INTO ?1").bind(to).execute(&pool).await;
             match done.map_err(anyhow::Error::from).and_then(|_| Ok(std::fs::File::open(&copy)?.sync_all()?)) {
-                Ok(()) => tracing::error!(copy = %copy.display(), "a whole copy of the database was written"),
-                Err(e) => tracing::error!(copy = %copy.display(), error = %e, "cannot write a copy of the database"),
+                Ok(()) => {
+                    tracing::error!(target: LOG_TARGET, copy = %copy.display(), "a whole copy of the database was written")
+                }
+                Err(e) => {
+                    tracing::error!(target: LOG_TARGET, copy = %copy.display(), error = %e, "cannot write a copy of the database")
+                }
             }
         }
         Trouble::DbOverwritten => {}
@@ -564,7 +576,7 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
     // A copy is no server's database: its token is cleared (see watch.rs), so that a server whose file it is
     // copied over finds it. The write is synced.
     watch::clear_token(dest).with_context(|| format!("cannot write {}", dest.display()))?;
-    tracing::info!(from = %source.display(), to = %dest.display(), "backup written");
+    tracing::info!(target: LOG_TARGET, from = %source.display(), to = %dest.display(), "backup written");
     Ok(())
 }
 

@@ -24,6 +24,10 @@ use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Sites};
 use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl};
 use sitemapd_core::placement::{self, Changes, NewUrl, UpsertCounts};
 
+/// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::write`), so that `RUST_LOG`
+/// filters and log processing that name it keep working.
+const LOG_TARGET: &str = "sitemapd::store::write";
+
 /// The id of the site that everything stored before sites existed belongs to (migration 0004).
 pub const DEFAULT_SITE_ID: i64 = 1;
 
@@ -166,7 +170,7 @@ pub(crate) async fn upsert<DB: Writes>(
         if leaving.is_empty() {
             continue;
         }
-        tracing::info!(site, moving = leaving.len(), "records move to the site their loc now lies under");
+        tracing::info!(target: LOG_TARGET, site, moving = leaving.len(), "records move to the site their loc now lies under");
         let pages = DB::pages_in(&mut tx, *site).await?;
         let plan = placement::plan_delete(leaving.len(), leaving, pages, now);
         DB::delete_ids(&mut tx, &plan.ids).await?;
@@ -434,10 +438,10 @@ pub(crate) async fn repair<DB: Writes>(mut tx: Transaction<'_, DB>, limits: Limi
 /// Logs what the repair did; no output when it found nothing to change.
 fn log_repair(plan: &placement::RepairPlan) {
     for (url, reason) in &plan.dropped {
-        tracing::warn!(loc = %url.loc, reason = reason.describe(), "upgrade: removed a record");
+        tracing::warn!(target: LOG_TARGET, loc = %url.loc, reason = reason.describe(), "upgrade: removed a record");
     }
     if !plan.updates.is_empty() || !plan.dropped.is_empty() {
-        tracing::info!(
+        tracing::info!(target: LOG_TARGET,
             repaired = plan.updates.len(),
             removed = plan.dropped.len(),
             pages = plan.pages.len(),
