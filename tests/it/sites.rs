@@ -405,7 +405,7 @@ async fn a_record_moves_when_its_site_changes(b: Backend) {
     assert_eq!(locs_at(&after, "www.example.com", "/sitemap-1.xml").await, ["https://www.example.com/a"]);
     let record = after.find("https://www.example.com/a").await.json();
     assert_eq!(record["site"], "www");
-    // `b` stays where it was stored, listed by the old site's sitemap (README: Several sites), until it is written
+    // `b` stays where it was stored, listed by the old site's sitemap (docs/sites.md), until it is written
     // again.
     let b_record = after.find("https://www.example.com/b").await.json();
     assert_eq!(

@@ -373,7 +373,7 @@ fn warn_unserved(stored: Vec<(String, i64)>, sites: &Sites) {
             configured = %sites,
             "the database holds URLs of a site that is not configured: no host serves them. Configure it (sites, \
              SITEMAPD_SITES), or rename its row (UPDATE sites SET name = '...' WHERE name = '...') to the name of \
-             the site they belong to; see README, Several sites"
+             the site they belong to; see docs/sites.md"
         );
     }
 }

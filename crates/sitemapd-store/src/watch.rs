@@ -59,7 +59,7 @@ impl Trouble {
             ),
             Self::DbOverwritten => format!(
                 "the database file {db} was overwritten (a copy over it); writes are \
-                 refused and it is never written again: stop sitemapd, then restore (see the README's Operations)"
+                 refused and it is never written again: stop sitemapd, then restore (see docs/operations.md)"
             ),
             Self::WalGone => {
                 format!("the write-ahead log {db}-wal was deleted or replaced; writes are refused: restart sitemapd")
