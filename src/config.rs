@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
+use crate::access::ApiTokens;
 use crate::domain::site::check_site_name;
 use crate::domain::{DEFAULT_SITE, PublicUrl, Site, SiteSpec};
+use crate::host::{ForwardedHeader, TrustedProxies};
 use crate::page::Limits;
+use crate::redact::redact_url;
 use crate::store::{Backend, StoreOptions};
+use crate::telemetry::AccessLog;
 
 /// The protocol's maxima for one sitemap.
 pub const PROTOCOL_MAX_URLS: u32 = 50_000;
@@ -116,12 +118,12 @@ settings! {
     /// Several sites (`name=URL, …`); empty: one site, named `default`, at `public_url`. See [`Config::site_specs`].
     sites: Vec<SiteSpec> = "SITEMAPD_SITES", parse parse_sites, show show_sites;
     /// Peers whose `Forwarded` / `X-Forwarded-Host` headers name the host a request was for.
-    trusted_proxies: TrustedProxies = "SITEMAPD_TRUSTED_PROXIES", parse TrustedProxies::parse, show TrustedProxies::shown;
+    trusted_proxies: TrustedProxies = "SITEMAPD_TRUSTED_PROXIES", parse parse_trusted_proxies, show TrustedProxies::shown;
     /// Which header a trusted proxy names the host in; the other is ignored (a client may have sent it).
     forwarded_header: ForwardedHeader = "SITEMAPD_FORWARDED_HEADER", parse parse_forwarded_header;
     bind: SocketAddr = "SITEMAPD_BIND", parse parse_bind;
     /// Held as digests, never in clear; each for every site or scoped to some.
-    api_tokens: ApiTokens = "SITEMAPD_API_TOKENS", parse ApiTokens::parse;
+    api_tokens: ApiTokens = "SITEMAPD_API_TOKENS", parse parse_api_tokens;
     page_max_urls: u32 = "SITEMAPD_PAGE_MAX_URLS",
         in 1..=PROTOCOL_MAX_URLS => format!("from 1 to {PROTOCOL_MAX_URLS} (the sitemaps.org maximum)");
     page_max_bytes: u64 = "SITEMAPD_PAGE_MAX_BYTES",
@@ -134,7 +136,7 @@ settings! {
     max_line_bytes: usize = "SITEMAPD_MAX_LINE_BYTES", in 4096..;
     max_json_entries: usize = "SITEMAPD_MAX_JSON_ENTRIES", in 1..=1_000_000;
     /// The memory all write request bodies being read, parsed and written may take at once (see
-    /// [`crate::api::budget`]).
+    /// [`crate::body_budget`]).
     body_memory_bytes: u64 = "SITEMAPD_BODY_MEMORY_BYTES", in 1_048_576..=MAX_CACHE_BYTES;
     api_timeout_secs: u64 = "SITEMAPD_API_TIMEOUT_SECS", in 1..=86_400;
     header_read_timeout_secs: u64 = "SITEMAPD_HEADER_READ_TIMEOUT_SECS", in 1..=300;
@@ -342,21 +344,20 @@ fn parse_bind(raw: &str, named: Named) -> anyhow::Result<SocketAddr> {
     raw.parse().with_context(|| format!("{named} {raw:?} is not an IP address and port"))
 }
 
+fn parse_trusted_proxies(raw: &str, named: Named) -> anyhow::Result<TrustedProxies> {
+    TrustedProxies::parse(raw).map_err(|e| anyhow::anyhow!("{named}: {e}"))
+}
+
+fn parse_api_tokens(raw: &str, named: Named) -> anyhow::Result<ApiTokens> {
+    ApiTokens::parse(raw).map_err(|e| anyhow::anyhow!("{named}: {e}"))
+}
+
 fn parse_forwarded_header(raw: &str, named: Named) -> anyhow::Result<ForwardedHeader> {
     match raw.to_ascii_lowercase().as_str() {
         "x-forwarded-host" => Ok(ForwardedHeader::XForwardedHost),
         "forwarded" => Ok(ForwardedHeader::Forwarded),
         _ => bail!("{named} must be \"x-forwarded-host\" or \"forwarded\", not {raw:?}"),
     }
-}
-
-/// The one header a trusted proxy's host is read from: `X-Forwarded-Host` (its last value) or `Forwarded`
-/// (`host=` of its last element). Only one is believed, so that a header the client sent and the proxy passed on
-/// unchanged cannot name the host instead of the one the proxy set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ForwardedHeader {
-    XForwardedHost,
-    Forwarded,
 }
 
 fn parse_log_format(raw: &str, named: Named) -> anyhow::Result<LogFormat> {
@@ -443,175 +444,6 @@ pub fn check_indexnow_key(key: &str) -> Result<(), String> {
 pub enum LogFormat {
     Text,
     Json,
-}
-
-/// Which requests' `answered` line is logged at INFO; the others' at DEBUG (`RUST_LOG=sitemapd=debug` shows them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccessLog {
-    /// Every request.
-    All,
-    /// Requests that may change something (any method but GET and HEAD), answers of status 400 or more, and
-    /// answers slower than [`crate::telemetry::SLOW_ANSWER`]: not a crawler's routine 200s and 304s, which the
-    /// request metrics count.
-    WritesAndErrors,
-}
-
-/// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
-/// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE=TOKEN` (or `SITE:TOKEN`)
-/// for that site only
-/// (the same token given for several sites is good for each of them).
-#[derive(Clone, Default)]
-pub struct ApiTokens(Vec<([u8; 32], Access)>);
-
-/// What a token may read and write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// Every site (a token without scope, or no tokens configured on a loopback address).
-    All,
-    /// These sites, by name.
-    Sites(Vec<String>),
-}
-
-impl Access {
-    pub fn may(&self, site: &str) -> bool {
-        match self {
-            Self::All => true,
-            Self::Sites(names) => names.iter().any(|n| n == site),
-        }
-    }
-}
-
-impl ApiTokens {
-    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
-        let mut tokens: Vec<([u8; 32], Access)> = Vec::new();
-        for item in raw.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (access, token) = match scope_split(item) {
-                Some((site, separator, token)) => {
-                    check_site_name(site.trim()).map_err(|e| {
-                        anyhow::anyhow!(
-                            "{named}: a token with a '{separator}' is SITE{separator}TOKEN, and its SITE is wrong: {e}"
-                        )
-                    })?;
-                    (Access::Sites(vec![site.trim().to_owned()]), token.trim())
-                }
-                None => (Access::All, item),
-            };
-            if token.is_empty() {
-                bail!("{named}: an empty token");
-            }
-            let digest = digest(token);
-            match tokens.iter_mut().find(|(d, _)| *d == digest) {
-                Some((_, Access::All)) => {}
-                Some((_, scope)) if access == Access::All => *scope = Access::All,
-                Some((_, Access::Sites(names))) => {
-                    if let Access::Sites(more) = access {
-                        names.extend(more);
-                        names.sort();
-                        names.dedup();
-                    }
-                }
-                None => tokens.push((digest, access)),
-            }
-        }
-        Ok(Self(tokens))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// The sites named in token scopes.
-    fn scoped_sites(&self) -> impl Iterator<Item = &str> {
-        self.0
-            .iter()
-            .flat_map(|(_, access)| match access {
-                Access::All => &[][..],
-                Access::Sites(names) => names.as_slice(),
-            })
-            .map(String::as_str)
-    }
-
-    /// What `token` may do, if it is one of the tokens. Every known digest is compared, each in constant time, so
-    /// the time taken does not depend on the presented token's bytes.
-    pub fn access(&self, token: &str) -> Option<&Access> {
-        let presented = digest(token);
-        let mut found = None;
-        for (known, access) in &self.0 {
-            if bool::from(known.ct_eq(&presented)) {
-                found = Some(access);
-            }
-        }
-        found
-    }
-
-    /// Whether `token` is one of the tokens (any scope).
-    pub fn matches(&self, token: &str) -> bool {
-        self.access(token).is_some()
-    }
-}
-
-/// A scoped token's site, separator and token: `SITE=TOKEN` (as sites and keys are given) or `SITE:TOKEN` (the
-/// older form), whichever separator comes first; `None` for a token of every site. A token that ends in `=` and
-/// holds no other separator (base64 padding: `dG9rZW4=`) is a token of every site.
-fn scope_split(item: &str) -> Option<(&str, char, &str)> {
-    let at = item.find([':', '='])?;
-    let (site, separator, token) = (&item[..at], char::from(item.as_bytes()[at]), &item[at + 1..]);
-    if separator == '=' && token.bytes().all(|b| b == b'=') {
-        return None;
-    }
-    Some((site, separator, token))
-}
-
-/// The peers whose forwarding headers are believed (`trusted_proxies`: comma-separated IP addresses or CIDR
-/// networks). Empty: none; the `Host` header alone picks the site.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<ipnet::IpNet>);
-
-impl TrustedProxies {
-    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
-        raw.split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|p| {
-                p.parse::<ipnet::IpNet>()
-                    .or_else(|_| p.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                    .map_err(|_| anyhow::anyhow!("{named}: {p:?} is not an IP address or a CIDR network"))
-            })
-            .collect::<anyhow::Result<_>>()
-            .map(Self)
-    }
-
-    /// Whether a request from `peer` may name its host in `Forwarded` / `X-Forwarded-Host`. An IPv4 peer seen as
-    /// an IPv4-mapped IPv6 address (a dual-stack listener) is compared as IPv4.
-    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
-        let peer = match peer {
-            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
-            v4 => v4,
-        };
-        self.0.iter().any(|net| net.contains(&peer))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn shown(&self) -> Vec<String> {
-        self.0.iter().map(ToString::to_string).collect()
-    }
-}
-
-impl fmt::Debug for ApiTokens {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{} redacted]", self.0.len())
-    }
-}
-
-fn digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
 }
 
 impl Config {
@@ -831,68 +663,12 @@ fn shown_public_url(raw: &str) -> String {
     }
 }
 
-/// Query parameters of a database URL whose values are shown in logs; every other value is a secret until shown
-/// otherwise (`password`, `sslpassword`, `sslkey`, and whatever a driver adds next).
-const SAFE_URL_PARAMETERS: &[&str] = &[
-    "sslmode",
-    "ssl-mode",
-    "sslrootcert",
-    "ssl-root-cert",
-    "application_name",
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "statement-cache-capacity",
-    "mode",
-    "cache",
-    "immutable",
-    "vfs",
-];
-
-/// Query parameters known to hold secrets: shown by name, with the value `REDACTED`.
-const SECRET_URL_PARAMETERS: &[&str] =
-    &["password", "sslpassword", "sslkey", "sslcert", "passfile", "token", "key", "secret", "access_token"];
-
-/// The database URL as it may be logged: the password and the value of every query parameter not known to be
-/// harmless are `REDACTED`; a URL that does not parse shows its scheme only, since where its secret sits is unknown.
-pub fn redact_url(raw: &str) -> String {
-    let parsed = url::Url::parse(raw).ok().filter(|u| !u.cannot_be_a_base());
-    let Some(mut u) = parsed else {
-        let scheme: String = raw.chars().take_while(|c| c.is_ascii_alphanumeric() || "+-.".contains(*c)).collect();
-        return format!("{scheme}:(unparsable URL, REDACTED)");
-    };
-    if u.password().is_some() {
-        let _ = u.set_password(Some("REDACTED"));
-    }
-    if u.query().is_some() {
-        let pairs: Vec<(String, String)> = u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        let mut query = url::form_urlencoded::Serializer::new(String::new());
-        for (k, v) in &pairs {
-            let key = k.to_ascii_lowercase();
-            if SAFE_URL_PARAMETERS.contains(&key.as_str()) {
-                query.append_pair(k, v);
-            } else if SECRET_URL_PARAMETERS.contains(&key.as_str()) {
-                query.append_pair(k, "REDACTED");
-            } else {
-                // Even the name: with a `?` in an unescaped password, part of the password parses as a name.
-                query.append_key_only("REDACTED");
-            }
-        }
-        u.set_query(Some(&query.finish()));
-    }
-    if u.fragment().is_some() {
-        u.set_fragment(Some("REDACTED"));
-    }
-    u.into()
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::access::Access;
 
     fn load(vars: &[(&str, &str)]) -> anyhow::Result<Config> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
@@ -1282,28 +1058,6 @@ mod tests {
         let e = Config::load_from(Some(&path), |_| None).unwrap_err().to_string();
         assert!(e.starts_with(&format!("unknown setting \"colour\" in {file}. ")), "no suggestion: {e}");
         assert!(Config::load_from(Some(&dir.path().join("missing.toml")), |_| None).is_err());
-    }
-
-    #[test]
-    fn every_form_of_the_database_url_is_logged_without_its_secret() {
-        for (url, shown) in [
-            ("postgres://u:S3cret@db:5432/x", "postgres://u:REDACTED@db:5432/x"),
-            ("postgres://u@db/x?password=S3cret", "postgres://u@db/x?password=REDACTED"),
-            (
-                "postgres://u@db/x?sslmode=verify-full&sslpassword=S3cret&sslkey=%2Fk%2FS3cret",
-                "postgres://u@db/x?sslmode=verify-full&sslpassword=REDACTED&sslkey=REDACTED",
-            ),
-            ("postgres://u@db/x?S3cret=1&application_name=a", "postgres://u@db/x?REDACTED&application_name=a"),
-            ("postgres://u:12?S3cret@db/x", "postgres://u:12?REDACTED"),
-            ("postgres://u:1#S3cret@db/x", "postgres://u:1#REDACTED"),
-            ("postgres://u:S3cret@[db/x", "postgres:(unparsable URL, REDACTED)"),
-            ("postgres:u:S3cret@db/x", "postgres:(unparsable URL, REDACTED)"),
-            ("postgres://u:S/3cret@db/x", "postgres:(unparsable URL, REDACTED)"),
-            ("sqlite://sitemapd.db", "sqlite://sitemapd.db"),
-            ("sqlite://data/s.db?mode=rwc", "sqlite://data/s.db?mode=rwc"),
-        ] {
-            assert_eq!(redact_url(url), shown, "{url}");
-        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub fn require_existing(database_url: &str) -> anyhow::Result<()> {
              where the server runs, or set DATABASE_URL to the database's path; only serve, migrate and import \
              create a database",
             file.display(),
-            crate::config::redact_url(database_url)
+            crate::redact::redact_url(database_url)
         ),
         Err(e) => bail!("cannot read the database {}: {e}", file.display()),
     }
@@ -65,7 +65,7 @@ pub fn check_output(database_url: &str, output: &Path, what: &str) -> anyhow::Re
             let mut name = base.clone().into_os_string();
             name.push(suffix);
             let file = PathBuf::from(name);
-            if target == file || target == resolve(&file) || crate::import::fetch::same_file(output, &file) {
+            if target == file || target == resolve(&file) || same_file(output, &file) {
                 bail!(
                     "{what} {} is the database's file {}: name another path (it would destroy the database)",
                     output.display(),
@@ -75,6 +75,15 @@ pub fn check_output(database_url: &str, output: &Path, what: &str) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+/// Whether `a` and `b` name one existing file (by device and inode: a hard link or another path to it too).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// `path` as the file system would reach it when it is created or written: absolute, every symlink on the way

@@ -4,7 +4,9 @@
 //! [`view`]; they reach the database only through the [`store::Store`] trait, whose write path delegates page
 //! assignment to [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
 
+pub mod access;
 pub mod api;
+pub mod body_budget;
 pub mod config;
 pub mod db_files;
 // The bottom layer, a crate of its own (crates/sitemapd-core): `crate::domain` and the rest keep their paths.
@@ -17,6 +19,8 @@ pub mod import;
 pub mod indexnow;
 pub use sitemapd_ingest as ingest;
 pub mod line_ends;
+pub mod redact;
+pub mod scrape;
 pub mod send_rate;
 pub mod sitemap;
 pub mod state;
@@ -53,7 +57,7 @@ pub fn app(state: AppState) -> Router {
         .merge(api::router(state.clone()))
         .merge(view)
         .merge(indexnow::router(&indexnow::targets(&state.config, &state.sites)))
-        .route("/metrics", get(telemetry::get_metrics))
+        .route("/metrics", get(scrape::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(|| async { ApiError::not_found("no such resource") })

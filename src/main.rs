@@ -173,7 +173,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Migrate => {
             store::open(&options).await?.close().await;
-            tracing::info!(database = %sitemapd::config::redact_url(&config.database_url), "migrations applied");
+            tracing::info!(database = %sitemapd::redact::redact_url(&config.database_url), "migrations applied");
             Ok(())
         }
         Command::Serve => {
@@ -252,7 +252,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         unreachable!("only import")
     };
     let sources = sources.iter().map(|s| Source::parse(s)).collect::<Result<Vec<_>, _>>().map_err(Usage)?;
-    if sources.iter().any(|s| matches!(s, Source::File(f) if sitemapd::import::fetch::same_file(f, &rejects))) {
+    if sources.iter().any(|s| matches!(s, Source::File(f) if db_files::same_file(f, &rejects))) {
         return Err(Usage(format!(
             "the rejects file {} is one of the sources: name another with --rejects",
             rejects.display()

@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::{Access, Config};
+use crate::body_budget::BodyBudget;
+use crate::config::Config;
 use crate::domain::{Entry, Loc, Sites};
 use crate::error::ApiError;
+use crate::host::Hosts;
 use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
-use crate::sitemap::{Directories, PageCache};
+use crate::sitemap::{Directories, PageCache, Serving};
 use crate::store::{self, DeleteCounts, Store, StoreReads};
 
 #[derive(Clone)]
@@ -28,6 +30,8 @@ pub struct Inner {
     pub config: Config,
     /// The sites served (with their stored ids).
     pub sites: Arc<Sites>,
+    /// The sites by host, and whom to believe about a request's host.
+    hosts: Hosts,
     /// Each site's page table as last read: the index, validators and cache keys are answered from it.
     directories: HashMap<i64, Directories>,
     /// Rendered gzip pages by page state.
@@ -35,8 +39,8 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
-    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::api::budget`]).
-    pub body_budget: crate::api::budget::BodyBudget,
+    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::body_budget`]).
+    pub body_budget: BodyBudget,
     /// The sites whose changes the store queues for notification (IndexNow).
     notify_sites: BTreeSet<i64>,
     /// The pages to render ahead of crawlers (`None` when that is off: `prerender = false` or no cache).
@@ -62,25 +66,27 @@ impl AppState {
             sites.iter().map(|s| (s.id, Directories::new(s.id, ttl, Arc::clone(&clock), on_change.clone()))).collect();
         drop(clock);
         let notify_sites = crate::indexnow::targets(config, &sites).iter().map(|t| t.site_id).collect();
+        let hosts = Hosts {
+            sites: Arc::clone(&sites),
+            trusted_proxies: config.trusted_proxies.clone(),
+            forwarded_header: config.forwarded_header,
+        };
         let inner = Arc::new(Inner {
             store,
             config: config.clone(),
             sites,
+            hosts,
             directories,
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
-            body_budget: crate::api::budget::BodyBudget::new(config.body_memory_bytes),
+            body_budget: BodyBudget::new(config.body_memory_bytes),
             notify_sites,
             prerender: prerender.clone(),
         });
         if let Some(queue) = prerender {
-            prerender::start(Arc::downgrade(&inner), queue, ttl);
+            // Held weakly: the task ends when the state is dropped.
+            prerender::start(Arc::downgrade(&inner), Self, queue, ttl);
         }
-        Self(inner)
-    }
-
-    /// The state `inner` belongs to (for a task that holds it weakly).
-    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
         Self(inner)
     }
 }
@@ -155,10 +161,38 @@ impl Inner {
             }
         }
     }
+}
 
-    /// What `token` may read and write, if it is one of the configured tokens (compared in constant time).
-    pub fn token_access(&self, token: &str) -> Option<Access> {
-        self.config.api_tokens.access(token).cloned()
+impl AsRef<Hosts> for AppState {
+    fn as_ref(&self) -> &Hosts {
+        &self.hosts
+    }
+}
+
+/// The sitemap routes and the pre-render task serve from this state.
+impl Serving for AppState {
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn reads(&self) -> &dyn StoreReads {
+        Inner::reads(self)
+    }
+
+    fn sites(&self) -> &Sites {
+        &self.sites
+    }
+
+    fn directories(&self, site: i64) -> &Directories {
+        Inner::directories(self, site)
+    }
+
+    fn page_cache(&self) -> &PageCache {
+        &self.page_cache
+    }
+
+    fn page_stream_slot(&self) -> impl Future<Output = Result<OwnedSemaphorePermit, ApiError>> + Send {
+        Inner::page_stream_slot(self)
     }
 }
 

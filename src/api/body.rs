@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
-use super::budget::{BodyBudget, BodyMemory};
+use crate::body_budget::{BodyBudget, BodyMemory};
 use crate::error::ApiError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

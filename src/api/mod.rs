@@ -2,7 +2,6 @@
 //! generated from their annotations.
 
 mod body;
-pub mod budget;
 pub mod doc;
 mod urls;
 
@@ -22,7 +21,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::config::Access;
+use crate::access::Access;
 use crate::error::ApiError;
 
 /// Where the OpenAPI document is served (no token needed).
@@ -121,7 +120,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    match token.and_then(|t| state.token_access(t)) {
+    match token.and_then(|t| state.config.api_tokens.access(t).cloned()) {
         Some(access) => {
             let mut request = request;
             request.extensions_mut().insert(access);

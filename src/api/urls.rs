@@ -17,10 +17,10 @@ use utoipa::IntoParams;
 
 use super::ApiQuery;
 use super::body::{self, Format};
-use super::budget::{BodyMemory, NDJSON_STEP};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
-use crate::config::Access;
+use crate::access::Access;
+use crate::body_budget::{BodyMemory, NDJSON_STEP};
 use crate::domain::{Entry, EntryInput, Extensions, FieldError, JsonScalar, Loc, LocScope, Priority, Site, Sites, ext};
 use crate::error::ApiError;
 pub use crate::ingest::MAX_DETAILS;

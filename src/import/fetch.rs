@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 use url::Url;
 
+pub use crate::db_files::same_file;
 use crate::ingest::retry::{Backoff, GaveUp, Next, retry};
 
 /// One source of an import.
@@ -77,15 +78,6 @@ impl fmt::Display for Source {
             Self::File(path) => write!(f, "{}", path.display()),
             Self::Stdin => f.write_str("standard input"),
         }
-    }
-}
-
-/// Whether `a` and `b` name one existing file (by device and inode: a hard link or another path to it too).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }
 

@@ -22,11 +22,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 pub use self::sender::{Running, Sender, SenderOptions, client, start};
-use crate::AppState;
 use crate::config::Config;
 use crate::domain::{PublicUrl, Sites};
 use crate::error::ApiError;
-use crate::host::RequestSite;
+use crate::host::{Hosts, RequestSite};
 
 /// The most URLs one request may carry (the protocol's limit).
 pub const MAX_URLS_PER_REQUEST: usize = 10_000;
@@ -104,7 +103,7 @@ pub fn targets(config: &Config, sites: &Sites) -> Vec<Target> {
 /// The key files, `GET` and `HEAD /<key>.txt`: the key as `text/plain`, for the host of the key's own site only
 /// (a key is the proof that a host agreed; another site's host must not vouch for it). Any other `.txt` stays
 /// unrouted (404).
-pub fn router(targets: &[Target]) -> Router<AppState> {
+pub fn router<S: AsRef<Hosts> + Clone + Send + Sync + 'static>(targets: &[Target]) -> Router<S> {
     let mut keys: BTreeMap<String, (String, Vec<i64>)> = BTreeMap::new();
     for target in targets {
         keys.entry(target.key_path()).or_insert_with(|| (target.key.clone(), Vec::new())).1.push(target.site_id);

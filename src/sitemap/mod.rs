@@ -24,11 +24,13 @@ use sha2::{Digest, Sha256};
 pub use self::cache::{PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
 use self::news::NewsState;
-use crate::AppState;
+use crate::config::Config;
+use crate::domain::Sites;
 use crate::error::ApiError;
-use crate::host::RequestSite;
+use crate::host::{Hosts, RequestSite};
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 use crate::page::{Gzip, PageState};
+use crate::store::StoreReads;
 
 /// Names a gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag. A
 /// page's is the one it is stored with ([`Gzip`]); the index and the news sitemap, small and made once per
@@ -46,23 +48,37 @@ const CONTENT_TYPE_GZIP: &str = "application/gzip";
 /// Caches may store a sitemap but must revalidate it (cheaply, with the validators) before each use.
 const CACHE_CONTROL: &str = "no-cache";
 
+/// What serving sitemaps needs of the service's state, which implements it: the settings, the store's reads, the
+/// sites (and, by [`Hosts`], which one a request is for), each site's page table as last read, the page cache, and
+/// the slots that bound the page bodies streaming from the database at once.
+pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
+    fn config(&self) -> &Config;
+    fn reads(&self) -> &dyn StoreReads;
+    fn sites(&self) -> &Sites;
+    /// `site`'s page table as last read (`site` is one of [`Serving::sites`]).
+    fn directories(&self, site: i64) -> &Directories;
+    fn page_cache(&self) -> &PageCache;
+    /// A slot for streaming one page body, or 503 when none frees up in time.
+    fn page_stream_slot(&self) -> impl Future<Output = Result<tokio::sync::OwnedSemaphorePermit, ApiError>> + Send;
+}
+
 /// The sitemaps (each answer with `robots_tag` as `X-Robots-Tag`) and the optional `/robots.txt`.
-pub fn router(state: AppState) -> Router<AppState> {
+pub fn router<S: Serving>(state: S) -> Router<S> {
     Router::new()
-        .route("/sitemap.xml", get(get_index))
-        .route("/sitemap-news.xml", get(get_news))
-        .route("/sitemap-news.xml.gz", get(get_news_file))
-        .route("/{file}", get(get_page))
-        .route_layer(middleware::from_fn_with_state(state, robots_tag))
-        .route("/robots.txt", get(get_robots))
+        .route("/sitemap.xml", get(get_index::<S>))
+        .route("/sitemap-news.xml", get(get_news::<S>))
+        .route("/sitemap-news.xml.gz", get(get_news_file::<S>))
+        .route("/{file}", get(get_page::<S>))
+        .route_layer(middleware::from_fn_with_state(state, robots_tag::<S>))
+        .route("/robots.txt", get(get_robots::<S>))
 }
 
 /// `X-Robots-Tag: <robots_tag>` on every answer of a sitemap route (304s and errors too), unless it is empty:
 /// search engines read sitemaps but should not list them as results.
-async fn robots_tag(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn robots_tag<S: Serving>(State(state): State<S>, request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
-    if !state.config.robots_tag.is_empty()
-        && let Ok(value) = HeaderValue::from_str(&state.config.robots_tag)
+    if !state.config().robots_tag.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&state.config().robots_tag)
     {
         response.headers_mut().insert(HeaderName::from_static("x-robots-tag"), value);
     }
@@ -71,11 +87,11 @@ async fn robots_tag(State(state): State<AppState>, request: Request, next: Next)
 
 /// `GET|HEAD /robots.txt` when `robots_txt` is on: the configured body, then the `Sitemap:` line of the site the
 /// request is for. 404 when it is off, as for any path sitemapd does not serve.
-async fn get_robots(State(state): State<AppState>, RequestSite(site): RequestSite) -> Result<Response, ApiError> {
-    if !state.config.robots_txt {
+async fn get_robots<S: Serving>(State(state): State<S>, RequestSite(site): RequestSite) -> Result<Response, ApiError> {
+    if !state.config().robots_txt {
         return Err(ApiError::not_found("no such resource"));
     }
-    let mut body = state.config.robots_txt_body.trim_end().to_owned();
+    let mut body = state.config().robots_txt_body.trim_end().to_owned();
     if !body.is_empty() {
         body.push_str("\n\n");
     }
@@ -264,8 +280,8 @@ impl Source {
 }
 
 /// `GET|HEAD /sitemap.xml`: one `<sitemap>` per non-empty page, from the directory (no query while it is fresh).
-async fn get_index(
-    State(state): State<AppState>,
+async fn get_index<S: Serving>(
+    State(state): State<S>,
     RequestSite(site): RequestSite,
     method: Method,
     request: HeaderMap,
@@ -289,7 +305,7 @@ async fn get_index(
             &[&"index", &INDEX_VERSION, &site.public_url, &modified_us, &index_state],
             encoding,
             Gzip::Stream,
-            state.config.gzip_level,
+            state.config().gzip_level,
         )
     });
     // Validators first: a 304 or 412 touches no body.
@@ -298,7 +314,7 @@ async fn get_index(
         return Ok(answer);
     }
     let body = if encoding.gzip() {
-        directory.index_gzip(&site.public_url, &news_state, state.config.gzip_level).await.map_err(|e| {
+        directory.index_gzip(&site.public_url, &news_state, state.config().gzip_level).await.map_err(|e| {
             tracing::error!(error = %e, "cannot compress the index");
             ApiError::internal()
         })?
@@ -313,7 +329,7 @@ async fn get_index(
 /// client asks for the current state (`Cache-Control: no-cache` or `max-age=0`, `Pragma: no-cache`), as
 /// `sitemapd import` does: then a write by another process (an import, a replica) is seen at once, at the cost of
 /// one primary-key read.
-async fn directory_for(state: &AppState, site: i64, request: &HeaderMap) -> Result<Arc<Directory>, ApiError> {
+async fn directory_for(state: &impl Serving, site: i64, request: &HeaderMap) -> Result<Arc<Directory>, ApiError> {
     let directories = state.directories(site);
     Ok(if asks_current(request) {
         directories.get_current(state.reads()).await?
@@ -334,13 +350,13 @@ fn asks_current(request: &HeaderMap) -> bool {
 }
 
 /// The news sitemap of this read of the page table.
-async fn news_sitemap(state: &AppState, directory: &Directory) -> Result<Arc<NewsState>, ApiError> {
-    Ok(directory.news(state.reads(), state.config.news_window_hours, state.config.gzip_level).await?)
+async fn news_sitemap(state: &impl Serving, directory: &Directory) -> Result<Arc<NewsState>, ApiError> {
+    Ok(directory.news(state.reads(), state.config().news_window_hours, state.config().gzip_level).await?)
 }
 
 /// `GET|HEAD /sitemap-news.xml`: the news sitemap, gzip when acceptable.
-async fn get_news(
-    State(state): State<AppState>,
+async fn get_news<S: Serving>(
+    State(state): State<S>,
     RequestSite(site): RequestSite,
     method: Method,
     request: HeaderMap,
@@ -350,8 +366,8 @@ async fn get_news(
 }
 
 /// `GET|HEAD /sitemap-news.xml.gz`: the news sitemap as a gzip file.
-async fn get_news_file(
-    State(state): State<AppState>,
+async fn get_news_file<S: Serving>(
+    State(state): State<S>,
     RequestSite(site): RequestSite,
     method: Method,
     request: HeaderMap,
@@ -362,7 +378,7 @@ async fn get_news_file(
 /// The news sitemap in `encoding`, with the same validators and preconditions as a page; 404 when no article is in
 /// the window.
 async fn news_answer(
-    state: &AppState,
+    state: &impl Serving,
     site: i64,
     encoding: Encoding,
     method: &Method,
@@ -374,7 +390,7 @@ async fn news_answer(
         .sitemap
         .as_ref()
         .ok_or_else(|| ApiError::not_found("no news article was published within the news window"))?;
-    let etag = etag(&[&"news", &news.digest], encoding, Gzip::Stream, state.config.gzip_level);
+    let etag = etag(&[&"news", &news.digest], encoding, Gzip::Stream, state.config().gzip_level);
     let rep = Representation { encoding, etag, modified_us: news.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);
@@ -389,8 +405,8 @@ async fn news_answer(
 /// when the render ends, before a byte is sent: a client that reads slowly or not at all holds neither. gzip is
 /// sent as rendered; identity is inflated from it as it is sent, so no page is held uncompressed. HEAD renders the
 /// page as GET does, so that both carry the same headers, `Content-Length` included.
-async fn get_page(
-    State(state): State<AppState>,
+async fn get_page<S: Serving>(
+    State(state): State<S>,
     RequestSite(site): RequestSite,
     OriginalUri(uri): OriginalUri,
     method: Method,
@@ -408,7 +424,7 @@ async fn get_page(
         let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
         encoding
     };
-    let level = state.config.gzip_level;
+    let level = state.config().gzip_level;
     let directory = directory_for(&state, site.id, &request).await?;
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(page, encoding, level);
@@ -416,7 +432,7 @@ async fn get_page(
         return Ok(answer);
     }
     let rendered = state
-        .page_cache
+        .page_cache()
         .get_or_render(site.id, page, render_gzip(state.clone(), site.id, id))
         .await
         .map_err(|e| ApiError::clone(&e))?;
@@ -447,7 +463,7 @@ async fn get_page(
 /// page-stream slot for at most the stream timeout. The chunks are cut by content, so every consumer (streamed or
 /// cached, identity or gzip) sees the same bytes in the same pieces.
 async fn read_page(
-    state: &AppState,
+    state: &impl Serving,
     site: i64,
     id: i64,
 ) -> Result<(PageState, impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static), ApiError> {
@@ -455,18 +471,18 @@ async fn read_page(
     let (snapshot, entries) =
         state.reads().page_entries(site, id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
     let body = stream::urlset(entries, snapshot.ns.used());
-    Ok((snapshot, stream::detach(body, Duration::from_secs(state.config.stream_timeout_secs), slot)))
+    Ok((snapshot, stream::detach(body, Duration::from_secs(state.config().stream_timeout_secs), slot)))
 }
 
 /// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
 /// the stream timeout. The slot and the snapshot are released when this returns.
-async fn render_gzip(state: AppState, site: i64, id: i64) -> Result<Rendered, ApiError> {
+async fn render_gzip<S: Serving>(state: S, site: i64, id: i64) -> Result<Rendered, ApiError> {
     let work = async {
         let (snapshot, rendered) = read_page(&state, site, id).await?;
         // Sitemaps compress 5 to 8 times; a third of the page is room enough, and what is not written to is not
         // resident.
         let capacity = (crate::page::page_bytes(snapshot.byte_size) / 3) as usize;
-        let level = state.config.gzip_level;
+        let level = state.config().gzip_level;
         let gzip = match snapshot.gzip {
             Gzip::Stream => stream::gzip_collect_sized(rendered, level, capacity).await,
             Gzip::Blocks => stream::gzip_blocks(rendered, level, capacity).await,
@@ -478,7 +494,7 @@ async fn render_gzip(state: AppState, site: i64, id: i64) -> Result<Rendered, Ap
         crate::telemetry::page_rendered();
         Ok(Rendered { state: snapshot, gzip })
     };
-    tokio::time::timeout(Duration::from_secs(state.config.stream_timeout_secs), work).await.unwrap_or_else(|_| {
+    tokio::time::timeout(Duration::from_secs(state.config().stream_timeout_secs), work).await.unwrap_or_else(|_| {
         tracing::warn!(page = id, "rendering a sitemap page took longer than the stream timeout");
         Err(ApiError::unavailable())
     })

@@ -1,7 +1,7 @@
 //! Rendering changed pages ahead of crawlers: after a write commits, the pages it changed are rendered and
 //! compressed into the page cache in the background, so that the first crawler to fetch one finds it ready.
 //!
-//! - What is queued: the pages a write through this process changed ([`crate::AppState`] after the write), and the
+//! - What is queued: the pages a write through this process changed (the state's after-write step), and the
 //!   pages a refresh of the page table finds changed, which is how a replica learns of another's writes. A task
 //!   refreshes every site's page table every `state_ttl_ms` for that; with the change counter, a refresh that finds
 //!   nothing changed costs one primary-key read.
@@ -26,9 +26,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::AppState;
+use super::Serving;
 use crate::page::PageState;
-use crate::state::Inner;
 
 /// How long a page must go without a change before it is rendered.
 pub const QUIET: Duration = Duration::from_millis(200);
@@ -189,18 +188,22 @@ impl Queue {
 }
 
 /// The task that renders queued pages and refreshes every site's page table every `every`. It holds the state
-/// weakly and ends when the state is dropped.
-pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
+/// weakly (`inner`, which `state` turns into the state served from) and ends when the state is dropped.
+pub fn start<I, S>(inner: Weak<I>, state: fn(Arc<I>) -> S, queue: Arc<Queue>, every: Duration)
+where
+    I: Send + Sync + 'static,
+    S: Serving,
+{
     // A refresh is a query per site: not more often than this, whatever `state_ttl_ms` says (0: never).
     let every = if every.is_zero() { every } else { every.max(MIN_REFRESH) };
     tokio::spawn(async move {
         let mut next_refresh = Instant::now() + every;
         loop {
             {
-                let Some(state) = state.upgrade().map(AppState::from_inner) else { return };
+                let Some(state) = inner.upgrade().map(state) else { return };
                 let replaced = std::mem::take(&mut *queue.replaced.lock().expect("not poisoned"));
                 for (site, old) in replaced {
-                    state.page_cache.invalidate(site, &old).await;
+                    state.page_cache().invalidate(site, &old).await;
                 }
                 // One page a turn: between two renders the refresh and the forgetting go on.
                 let ready = queue.take_due(Instant::now(), 1);
@@ -208,7 +211,7 @@ pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
                     render(&state, site, page).await;
                 }
                 if !every.is_zero() && Instant::now() >= next_refresh {
-                    for site in state.sites.iter() {
+                    for site in state.sites().iter() {
                         // A replica learns of other replicas' writes here (Directories reports what changed).
                         if let Err(e) = state.directories(site.id).get(state.reads()).await {
                             tracing::debug!(error = %e, site = site.id, "cannot refresh the page table");
@@ -231,7 +234,7 @@ pub fn start(state: Weak<Inner>, queue: Arc<Queue>, every: Duration) {
 }
 
 /// Renders page `id` of `site` into the cache as the current page table has it, unless it is empty or cached.
-async fn render(state: &AppState, site: i64, id: i64) {
+async fn render(state: &impl Serving, site: i64, id: i64) {
     let directory = match state.directories(site).get(state.reads()).await {
         Ok(directory) => directory,
         Err(e) => {
@@ -240,10 +243,10 @@ async fn render(state: &AppState, site: i64, id: i64) {
         }
     };
     let Some(page) = directory.page(id) else { return };
-    if state.page_cache.get(site, page).await.is_some() {
+    if state.page_cache().get(site, page).await.is_some() {
         return crate::telemetry::prerender("cached", 1);
     }
-    match state.page_cache.get_or_render(site, page, super::render_gzip(state.clone(), site, id)).await {
+    match state.page_cache().get_or_render(site, page, super::render_gzip(state.clone(), site, id)).await {
         Ok(_) => crate::telemetry::prerender("rendered", 1),
         Err(e) => {
             tracing::debug!(error = ?e, site, page = id, "cannot pre-render a page");

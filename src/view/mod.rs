@@ -38,7 +38,7 @@ const MAX_LOOKUP_LEN: usize = 4 * MAX_LOC_LEN;
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
      base-uri 'none'; frame-ancestors 'none'";
 
-/// The view's routes (registered by [`crate::app`] when `view` is on).
+/// The view's routes (which the app registers when `view` is on).
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/view", get(|| async { Redirect::to("view/") }))

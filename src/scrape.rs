@@ -1,0 +1,114 @@
+//! `GET /metrics`: the recorder's counters and histograms ([`crate::telemetry`]), and the state gauges computed
+//! from this app's state at each scrape.
+
+use std::fmt::Write as _;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::AppState;
+use crate::page::page_bytes;
+use crate::placement::MAX_PAGES;
+use crate::telemetry::{self, INDEXNOW_OUTBOX};
+
+/// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
+/// this app's store at each scrape (O(pages)).
+pub async fn get_metrics(State(state): State<AppState>) -> Response {
+    let mut text = telemetry::prometheus().render();
+    let cache_bytes = state.page_cache.weighted_size().await;
+    let mut gauge = |name: &str, help: &str, value: f64| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
+    };
+    // Per site: (name, URLs, listed pages, pages opened, fullest page by URLs, fullest page by bytes).
+    let mut sites = Vec::new();
+    let mut up = true;
+    for site in state.sites.iter() {
+        match state.reads().pages(site.id).await {
+            Ok(pages) => {
+                let limits = state.config.limits();
+                let fill_urls =
+                    pages.iter().map(|p| p.url_count as f64 / f64::from(limits.max_urls)).fold(0.0, f64::max);
+                let fill_bytes =
+                    pages.iter().map(|p| page_bytes(p.byte_size) as f64 / limits.max_bytes as f64).fold(0.0, f64::max);
+                let urls: i64 = pages.iter().map(|p| p.url_count).sum();
+                let listed = pages.iter().filter(|p| p.url_count > 0).count();
+                sites.push((site.name.as_str(), urls, listed, pages.len(), fill_urls, fill_bytes));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, site = %site.name, "metrics: cannot read the page table");
+                up = false;
+            }
+        }
+    }
+    gauge(
+        "sitemapd_store_up",
+        "1 when every site's page table could be read for this scrape, else 0",
+        f64::from(u8::from(up)),
+    );
+    let mut per_site = |name: &str, help: &str, values: &mut dyn Iterator<Item = (String, f64)>| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+        for (labels, value) in values {
+            let _ = writeln!(text, "{name}{{{labels}}} {value}");
+        }
+    };
+    per_site(
+        "sitemapd_urls",
+        "URLs stored, per site",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.1 as f64)),
+    );
+    per_site(
+        "sitemapd_sitemap_pages",
+        "Sitemap pages listed in the site's index (pages with at least one URL)",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.2 as f64)),
+    );
+    per_site(
+        "sitemapd_index_fill_ratio",
+        "Pages the site has opened, as a fraction of the 49,999 its index may list (at 1, writes of new URLs get 507)",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.3 as f64 / MAX_PAGES as f64)),
+    );
+    per_site(
+        "sitemapd_page_fill_ratio",
+        "The site's fullest page, as a fraction of each page limit (limit=\"urls\": page_max_urls, \"bytes\": page_max_bytes)",
+        &mut sites.iter().flat_map(|s| {
+            [(format!("site=\"{}\",limit=\"urls\"", s.0), s.4), (format!("site=\"{}\",limit=\"bytes\"", s.0), s.5)]
+        }),
+    );
+    let mut gauge = |name: &str, help: &str, value: f64| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
+    };
+    let pool = state.reads().pool_status();
+    gauge("sitemapd_db_pool_connections", "Open database connections in the pool", f64::from(pool.size));
+    gauge("sitemapd_db_pool_idle_connections", "Idle database connections in the pool", pool.idle as f64);
+    if let Some((size, idle)) = pool.replica {
+        gauge("sitemapd_db_read_pool_connections", "Open connections in the read replica's pool", f64::from(size));
+        gauge("sitemapd_db_read_pool_idle_connections", "Idle connections in the read replica's pool", idle as f64);
+    }
+    gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);
+    // Only when IndexNow is on: a count of the outbox is O(queued locs), and without notification it stays empty.
+    if !state.config.indexnow_keys.is_empty() {
+        match state.reads().outbox_size().await {
+            Ok(sizes) => {
+                // Every site with a key, 0 when nothing is queued; and a site no longer configured, by its id.
+                let mut by_site: std::collections::BTreeMap<String, i64> =
+                    state.config.indexnow_keys.iter().map(|(name, _)| (name.to_owned(), 0)).collect();
+                for (id, n) in sizes {
+                    let name = state.sites.by_id(id).map_or_else(|| format!("#{id}"), |s| s.name.clone());
+                    *by_site.entry(name).or_default() += n;
+                }
+                let _ = write!(
+                    text,
+                    "# HELP {INDEXNOW_OUTBOX} Locs queued for IndexNow per site (the outbox, shared by all replicas)\n\
+                     # TYPE {INDEXNOW_OUTBOX} gauge\n"
+                );
+                for (site, n) in by_site {
+                    let _ = writeln!(text, "{INDEXNOW_OUTBOX}{{site=\"{site}\"}} {n}");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: cannot read the IndexNow outbox"),
+        }
+    }
+    let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
+    let no_store = HeaderValue::from_static("no-store");
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()
+}
