@@ -588,7 +588,15 @@ async fn two_senders_on_one_postgres_send_each_url_once() {
     assert_eq!(accepted.len(), n as usize);
     let twice: BTreeMap<&String, &usize> = accepted.iter().filter(|(_, n)| **n != 1).collect();
     assert!(twice.is_empty(), "sent more than once: {twice:?}");
-    assert_eq!(seen.len(), (n as usize).div_ceil(25));
+    // Full batches, but not always exactly n / 25 requests: a claim (`… ORDER BY due_us LIMIT 25 FOR UPDATE SKIP
+    // LOCKED`) that meets a row the other sender's claim has just updated rechecks it, finds it no longer due, and
+    // drops it without taking another (Postgres locks above the LIMIT), so that claim sends 24 and the row goes
+    // in a later one. Seen once in ~7 runs on a loaded 2-core machine: 119 × 25 + 24 + 1.
+    let sizes: Vec<usize> = seen.iter().map(|s| s.body["urlList"].as_array().unwrap().len()).collect();
+    assert!(sizes.iter().all(|&k| (1..=25).contains(&k)), "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), n as usize, "{sizes:?}");
+    let full = sizes.iter().filter(|&&k| k == 25).count();
+    assert!(full + 2 >= (n as usize) / 25, "at most a couple of claims came short: {sizes:?}");
     for sender in senders {
         sender.stop(Duration::from_secs(5)).await;
     }
