@@ -1,6 +1,6 @@
 //! The SQLite files under a running sitemapd: deleted, overwritten by a backup, their log deleted, their disk
 //! full. Nothing acknowledged is lost, writes and `/readyz` answer 503 while it lasts, and a copy over the file is
-//! never written to (see `src/store/watch.rs`).
+//! never written to (see `crates/sitemapd-store/src/watch.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
