@@ -3,6 +3,7 @@
 
 mod body;
 pub mod doc;
+mod lookup;
 mod urls;
 
 pub use urls::{MAX_DETAILS, parse_json_entries, parse_json_locs, parse_ndjson_line};
@@ -30,7 +31,7 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 /// The routes and their OpenAPI document come from the same annotated handlers, so they cannot disagree.
 fn documented() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(doc::ApiDoc::openapi())
-        .routes(routes!(urls::get_urls, urls::upsert_urls, urls::delete_url))
+        .routes(routes!(lookup::get_urls, urls::upsert_urls, urls::delete_url))
         .routes(routes!(urls::delete_urls))
 }
 
