@@ -13,7 +13,7 @@ use futures_util::TryStreamExt;
 use sitemapd::domain::ext::Namespaces;
 use sitemapd::domain::{Entry, PublicUrl};
 use sitemapd::page::{Fields, Limits, PageState, StoredUrl, url_size};
-use sitemapd::placement::plan_upsert;
+use sitemapd::placement::{Layout, plan_upsert};
 use sitemapd::sitemap::stream::{gzip_blocks, gzip_collect, urlset};
 use sitemapd::store::{EntryStream, PageEntry};
 
@@ -112,7 +112,7 @@ fn planning(c: &mut Criterion) {
     c.bench_function("plan 5,000 new URLs against 201 pages", |b| {
         b.iter_batched(
             || pages.clone(),
-            |pages| plan_upsert(&entries, Vec::new(), pages, limits, 2).unwrap(),
+            |pages| plan_upsert(&entries, |_| 0, Vec::new(), pages, Layout::uniform(limits), 2).unwrap(),
             BatchSize::SmallInput,
         );
     });
@@ -134,7 +134,7 @@ fn planning(c: &mut Criterion) {
         b.iter_batched(
             || (stored.clone(), pages.clone()),
             |(stored, pages)| {
-                let plan = plan_upsert(&entries, stored, pages, limits, 2).unwrap();
+                let plan = plan_upsert(&entries, |_| 0, stored, pages, Layout::uniform(limits), 2).unwrap();
                 assert_eq!(plan.counts.unchanged, 10_000);
                 plan
             },

@@ -22,7 +22,7 @@ fn loc(path: &str) -> Loc {
 }
 
 fn entry(path: &str) -> Entry {
-    Entry { loc: loc(path), lastmod: None, changefreq: None, priority: None, ext: None }
+    Entry { loc: loc(path), lastmod: None, changefreq: None, priority: None, ext: None, section: None }
 }
 
 fn entries(paths: impl IntoIterator<Item = String>) -> Vec<Entry> {
@@ -88,6 +88,7 @@ async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
         changefreq: Some(sitemapd::domain::ChangeFreq::parse("Daily").unwrap()),
         priority: Some(Priority::new(0.8).unwrap()),
         ext: None,
+        section: None,
     };
     let counts = store.upsert(std::slice::from_ref(&e)).await.unwrap().counts;
     assert_eq!(counts, UpsertCounts { received: 1, created: 1, updated: 0, unchanged: 0 });

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::domain::Entry;
 use crate::domain::ext::Namespaces;
-use crate::page::{EntryTooLarge, Fields, Limits, PageState, StoredUrl, url_size};
+use crate::page::{
+    EntryTooLarge, Fields, Limits, PageState, StoredUrl, number_of, page_id, section_ids, section_of, url_size,
+};
 
 /// The least a page's `modified_us` advances by on a change: the index renders it in whole milliseconds.
 pub const MIN_STEP_US: i64 = 1_000;
@@ -29,9 +31,13 @@ pub enum PlanError {
     TooLarge(String, EntryTooLarge),
 }
 
-/// A write that would need a page beyond [`MAX_PAGES`].
+/// A write that would need a page beyond the room of the site's index ([`Layout::max_pages`], at most
+/// [`MAX_PAGES`]), all sections together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the sitemap index is full: it lists {MAX_PAGES} pages and the news sitemap, the protocol's maximum")]
+#[error(
+    "the sitemap index is full: its sections' pages and the other sitemaps it lists take the 50,000 entries one \
+     index may list, the protocol's maximum"
+)]
 pub struct IndexFull;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -111,56 +117,89 @@ pub struct DeletePlan {
     pub news_changed: bool,
 }
 
+/// How a site's pages are laid out: the page limits (every section's byte limit, and the default URL limit), the
+/// sections with a URL limit of their own, and how many pages the site's index has room for, all sections together.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub limits: Limits,
+    /// Sections (by id) whose pages hold at most this many URLs, fewer than `limits.max_urls`.
+    pub section_urls: BTreeMap<i64, u32>,
+    /// The most pages of all sections together: [`MAX_PAGES`], less the index entries kept for other sitemaps.
+    pub max_pages: i64,
+}
+
+impl Layout {
+    /// How many URLs the page with id `page_id` may hold.
+    fn room(&self, page_id: i64) -> i64 {
+        i64::from(self.max_urls(section_of(page_id)))
+    }
+
+    /// One limit for every section, and the whole index for pages.
+    pub fn uniform(limits: Limits) -> Self {
+        Self { limits, section_urls: BTreeMap::new(), max_pages: MAX_PAGES }
+    }
+
+    /// The URL limit of section `section`'s pages.
+    pub fn max_urls(&self, section: i64) -> u32 {
+        self.section_urls.get(&section).copied().unwrap_or(self.limits.max_urls).min(self.limits.max_urls)
+    }
+}
+
 /// The page table while a plan is made.
 struct Book {
-    limits: Limits,
+    layout: Layout,
     pages: BTreeMap<i64, PageState>,
-    /// Pages below the URL limit, in page order: the candidates for first fit.
+    /// Pages below their section's URL limit, in id order (so by section, then page number): the candidates for
+    /// first fit.
     open: BTreeSet<i64>,
     touched: BTreeSet<i64>,
 }
 
 impl Book {
-    fn new(pages: Vec<PageState>, limits: Limits) -> Self {
-        let open = pages.iter().filter(|p| p.url_count < i64::from(limits.max_urls)).map(|p| p.id).collect();
+    fn new(pages: Vec<PageState>, layout: Layout) -> Self {
+        let open = pages.iter().filter(|p| p.url_count < layout.room(p.id)).map(|p| p.id).collect();
         let pages = pages.into_iter().map(|p| (p.id, p)).collect();
-        Self { limits, pages, open, touched: BTreeSet::new() }
+        Self { layout, pages, open, touched: BTreeSet::new() }
     }
 
     fn fits_bytes(&self, page: &PageState, extra: i64) -> bool {
-        self.limits.fits_bytes(page.byte_size + extra)
+        self.layout.limits.fits_bytes(page.byte_size + extra)
     }
 
     fn add(&mut self, page_id: i64, size: i64, ns: Namespaces) {
+        let room = self.layout.room(page_id);
         let page = self.pages.get_mut(&page_id).expect("page exists");
         page.url_count += 1;
         page.byte_size += size;
         page.ns.count(ns, 1);
-        if page.url_count >= i64::from(self.limits.max_urls) {
+        if page.url_count >= room {
             self.open.remove(&page_id);
         }
         self.touched.insert(page_id);
     }
 
     fn remove(&mut self, page_id: i64, size: i64, ns: Namespaces) {
+        let room = self.layout.room(page_id);
         let page = self.pages.get_mut(&page_id).expect("a stored URL's page exists");
         page.url_count -= 1;
         page.byte_size -= size;
         page.ns.count(ns, -1);
-        if page.url_count < i64::from(self.limits.max_urls) {
+        if page.url_count < room {
             self.open.insert(page_id);
         }
         self.touched.insert(page_id);
     }
 
-    /// First fit: the lowest-numbered page with room for `size` more bytes, or a new page.
-    fn place(&mut self, size: i64, ns: Namespaces) -> Result<i64, IndexFull> {
-        let found = self.open.iter().copied().find(|id| self.fits_bytes(&self.pages[id], size));
+    /// First fit within `section`: its lowest-numbered page with room for `size` more bytes, or a new page after
+    /// its last, when the index has room for one more page.
+    fn place(&mut self, section: i64, size: i64, ns: Namespaces) -> Result<i64, IndexFull> {
+        let ids = section_ids(section);
+        let found = self.open.range(ids.clone()).copied().find(|id| self.fits_bytes(&self.pages[id], size));
         let id = match found {
             Some(id) => id,
             None => {
-                let id = self.pages.keys().next_back().map_or(1, |last| last + 1);
-                if id > MAX_PAGES {
+                let id = self.pages.range(ids).next_back().map_or(page_id(section, 1), |(last, _)| last + 1);
+                if self.pages.len() as i64 >= self.layout.max_pages || number_of(id) == 0 {
                     return Err(IndexFull);
                 }
                 let empty =
@@ -193,16 +232,20 @@ impl Book {
     }
 }
 
-/// Plans an upsert of `entries` (in request order; a later duplicate of a loc wins). `existing` holds the stored
-/// records for those locs; `pages` is the whole page table. Counts are by effect on the store: each distinct loc is
-/// created, updated or unchanged, and an earlier duplicate that a later one supersedes counts as unchanged.
+/// Plans an upsert of `entries` (in request order; a later duplicate of a loc wins), each in the section (by id)
+/// `section` gives it. `existing` holds the stored records for those locs; `pages` is the site's whole page table,
+/// every section's. Counts are by effect on the store: each distinct loc is created, updated or unchanged, and an
+/// earlier duplicate that a later one supersedes counts as unchanged. A record that changes section leaves its
+/// page and is placed in the other section's: two pages change.
 pub fn plan_upsert(
     entries: &[Entry],
+    section: impl Fn(&Entry) -> i64,
     existing: Vec<StoredUrl>,
     pages: Vec<PageState>,
-    limits: Limits,
+    layout: Layout,
     now_us: i64,
 ) -> Result<UpsertPlan, PlanError> {
+    let limits = layout.limits;
     let mut counts = UpsertCounts { received: entries.len() as u64, ..Default::default() };
     // The position of each loc's last entry, and the order in which locs first appear. The maps hold positions,
     // not records: a batch's maps then stay small enough for the CPU's caches, and no loc is copied.
@@ -226,12 +269,15 @@ pub fn plan_upsert(
     }
     let mut existing: Vec<Option<StoredUrl>> = existing.into_iter().map(Some).collect();
 
-    let mut book = Book::new(pages, limits);
+    let mut book = Book::new(pages, layout);
     let mut plan = UpsertPlan::default();
     for loc in order {
         let entry = &entries[last[loc]];
+        let target = section(entry);
         let old = stored.get(loc).and_then(|&j| existing[j].take());
+        let moves = old.as_ref().is_some_and(|old| section_of(old.page_id) != target);
         if let Some(old) = &old
+            && !moves
             && old.fields.are_of(entry)
         {
             // Its size is the one stored (the same loc and fields; a size counted wrong by an earlier version is
@@ -248,11 +294,11 @@ pub fn plan_upsert(
             None => {
                 counts.created += 1;
                 plan.news_changed |= fields.news().is_some();
-                let page_id = book.place(size, ns)?;
+                let page_id = book.place(target, size, ns)?;
                 plan.inserts.push(NewUrl { loc: loc.to_owned(), page_id, fields, size });
             }
             // Only its news changed, which its page does not show: the page keeps its bytes, version and time.
-            Some(old) if old.fields.same_in_page(&fields) => {
+            Some(old) if !moves && old.fields.same_in_page(&fields) => {
                 counts.updated += 1;
                 plan.news_changed = true;
                 plan.updates.push(StoredUrl { fields, ..old });
@@ -261,13 +307,13 @@ pub fn plan_upsert(
                 counts.updated += 1;
                 plan.news_changed |= old.fields.news() != fields.news();
                 let page = &book.pages[&old.page_id];
-                let page_id = if book.fits_bytes(page, size - old.size) {
+                let page_id = if !moves && book.fits_bytes(page, size - old.size) {
                     book.remove(old.page_id, old.size, old.fields.namespaces());
                     book.add(old.page_id, size, ns);
                     old.page_id
                 } else {
                     book.remove(old.page_id, old.size, old.fields.namespaces());
-                    book.place(size, ns)?
+                    book.place(target, size, ns)?
                 };
                 plan.updates.push(StoredUrl { id: old.id, loc: old.loc, page_id, fields, size });
             }
@@ -281,7 +327,7 @@ pub fn plan_upsert(
 /// Plans the deletion of `found`, the stored records among `requested` distinct locs.
 pub fn plan_delete(requested: usize, found: Vec<StoredUrl>, pages: Vec<PageState>, now_us: i64) -> DeletePlan {
     let limits = Limits { max_urls: u32::MAX, max_bytes: u64::MAX };
-    let mut book = Book::new(pages, limits);
+    let mut book = Book::new(pages, Layout { max_pages: i64::MAX, ..Layout::uniform(limits) });
     let mut ids = Vec::with_capacity(found.len());
     let mut locs = Vec::with_capacity(found.len());
     let mut news_changed = false;
@@ -357,7 +403,7 @@ pub fn plan_repair(
     limits: Limits,
     now_us: i64,
 ) -> Result<RepairPlan, IndexFull> {
-    let mut book = Book::new(pages, limits);
+    let mut book = Book::new(pages, Layout::uniform(limits));
     let mut claimed = std::collections::HashSet::with_capacity(stale.len());
     let mut plan = RepairPlan::default();
     for (old, loc) in stale {
@@ -381,7 +427,7 @@ pub fn plan_repair(
             book.add(old.page_id, size, ns);
             old.page_id
         } else {
-            book.place(size, ns)?
+            book.place(section_of(old.page_id), size, ns)?
         };
         plan.updates.push(RepairedUrl { id: old.id, loc, page_id, size });
     }
@@ -408,10 +454,16 @@ mod tests {
 
     impl Model {
         fn upsert(&mut self, entries: &[Entry], limits: Limits) -> (UpsertCounts, BTreeSet<i64>) {
+            self.upsert_in(entries, Layout::uniform(limits))
+        }
+
+        fn upsert_in(&mut self, entries: &[Entry], layout: Layout) -> (UpsertCounts, BTreeSet<i64>) {
+            let limits = layout.limits;
             let locs: BTreeSet<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
             let existing = self.urls.values().filter(|u| locs.contains(u.loc.as_str())).cloned().collect();
             self.now += 1000;
-            let plan = match plan_upsert(entries, existing, self.pages.values().cloned().collect(), limits, self.now) {
+            let pages = self.pages.values().cloned().collect();
+            let plan = match plan_upsert(entries, section_id, existing, pages, layout, self.now) {
                 Ok(plan) => plan,
                 Err(PlanError::TooLarge(loc, e)) => {
                     // Refused as a whole: the entry really is larger than any page, and nothing changes.
@@ -453,11 +505,17 @@ mod tests {
         }
 
         fn check(&self, limits: Limits) {
+            self.check_in(&Layout::uniform(limits));
+        }
+
+        fn check_in(&self, layout: &Layout) {
+            let limits = layout.limits;
             for page in self.pages.values() {
                 let urls: Vec<_> = self.urls.values().filter(|u| u.page_id == page.id).collect();
                 assert_eq!(page.url_count, urls.len() as i64, "count of page {}", page.id);
                 assert_eq!(page.byte_size, urls.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
-                assert!(page.url_count <= i64::from(limits.max_urls));
+                assert!(page.url_count <= i64::from(layout.max_urls(section_of(page.id))));
+                assert!(number_of(page.id) >= 1);
                 assert!(limits.fits_bytes(page.byte_size));
                 let mut ns = crate::page::NsCounts::default();
                 for u in &urls {
@@ -475,6 +533,19 @@ mod tests {
         }
     }
 
+    /// The section ids of the tests: none is 0, `alpha` 1, any other 2.
+    fn section_id(entry: &Entry) -> i64 {
+        match entry.section.as_ref().map(|s| s.as_str()) {
+            None => 0,
+            Some("alpha") => 1,
+            Some(_) => 2,
+        }
+    }
+
+    fn in_section(entry: Entry, section: Option<&str>) -> Entry {
+        Entry { section: section.map(|s| crate::domain::Section::parse(s).unwrap()), ..entry }
+    }
+
     fn entry(path: &str, priority: Option<f64>) -> Entry {
         let public = PublicUrl::parse("https://x.test").unwrap();
         Entry {
@@ -483,6 +554,7 @@ mod tests {
             changefreq: None,
             priority: priority.map(|p| Priority::new(p).unwrap()),
             ext: None,
+            section: None,
         }
     }
 
@@ -589,25 +661,70 @@ mod tests {
             .collect();
         let limits = Limits { max_urls: 1, max_bytes: 1_000_000 };
         assert_eq!(
-            plan_upsert(&[entry("a", None)], vec![], full.clone(), limits, 5).unwrap_err(),
+            plan_upsert(&[entry("a", None)], section_id, vec![], full.clone(), Layout::uniform(limits), 5).unwrap_err(),
             PlanError::Full(IndexFull)
         );
         // Room on an existing page is still used.
-        let mut some_room = full;
+        let mut some_room = full.clone();
         some_room[7].url_count = 0;
-        let plan = plan_upsert(&[entry("a", None)], vec![], some_room, limits, 5).unwrap();
-        assert_eq!(plan.inserts[0].page_id, 8);
+        let plan = plan_upsert(&[entry("a", None)], section_id, vec![], some_room.clone(), Layout::uniform(limits), 5);
+        assert_eq!(plan.unwrap().inserts[0].page_id, 8);
+        // The room is the site's, whatever the section: a named section gets no page of its own beyond it, and
+        // one index entry fewer (kept for another sitemap) is one page fewer.
+        let beta = in_section(entry("b", None), Some("beta"));
+        let plan = plan_upsert(&[beta], section_id, vec![], some_room, Layout::uniform(limits), 5);
+        assert_eq!(plan.unwrap_err(), PlanError::Full(IndexFull));
+        let fewer = Layout { max_pages: MAX_PAGES - 1, ..Layout::uniform(limits) };
+        let plan = plan_upsert(&[entry("a", None)], section_id, vec![], full[1..].to_vec(), fewer, 5);
+        assert_eq!(plan.unwrap_err(), PlanError::Full(IndexFull));
+    }
+
+    #[test]
+    fn each_section_has_its_own_pages_and_page_size_and_a_move_touches_two_pages() {
+        let limits = Limits { max_urls: 3, max_bytes: 1_000_000 };
+        let layout = Layout { section_urls: [(2, 2)].into(), ..Layout::uniform(limits) };
+        let mut m = Model::default();
+        let batch: Vec<Entry> = (0..5)
+            .flat_map(|i| {
+                [None, Some("alpha"), Some("beta")].map(|s| in_section(entry(&format!("{s:?}/{i}"), None), s))
+            })
+            .collect();
+        m.upsert_in(&batch, layout.clone());
+        m.check_in(&layout);
+        let ids: BTreeSet<i64> = m.pages.keys().copied().collect();
+        // Default: 5 URLs on pages 1 and 2 (3 a page); alpha the same; beta 2 a page: 3 pages.
+        let expected = [page_id(0, 1), page_id(0, 2), page_id(1, 1), page_id(1, 2)]
+            .into_iter()
+            .chain((1..=3).map(|n| page_id(2, n)))
+            .collect();
+        assert_eq!(ids, expected);
+        assert_eq!((page_id(0, 2), page_id(1, 1), page_id(2, 3)), (2, 1 << 20 | 1, 2 << 20 | 3));
+        // The default section's pages are numbered as they always were.
+        assert!(m.urls.values().filter(|u| u.loc.contains("None")).all(|u| u.page_id <= 2));
+        // A URL sent to another section leaves its page for the other section's first page with room: two pages.
+        let moved = in_section(entry("None/0", None), Some("alpha"));
+        let before = m.pages.clone();
+        let (counts, touched) = m.upsert_in(&[moved.clone()], layout.clone());
+        assert_eq!(counts.updated, 1);
+        assert_eq!(touched, [page_id(0, 1), page_id(1, 2)].into());
+        assert!(m.pages.iter().all(|(id, p)| touched.contains(id) || before[id] == *p));
+        m.check_in(&layout);
+        // Sent again as it is now: nothing changes.
+        let (counts, touched) = m.upsert_in(&[moved], layout.clone());
+        assert_eq!((counts.unchanged, touched.len()), (1, 0));
     }
 
     #[derive(Debug, Clone)]
     enum Op {
-        Upsert(Vec<(u8, u8, Option<u8>)>),
+        /// (key, extensions, priority, section)
+        Upsert(Vec<(u8, u8, Option<u8>, u8)>),
         Delete(Vec<u8>),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            prop::collection::vec((any::<u8>(), 0u8..16, prop::option::of(0u8..=10)), 1..12).prop_map(Op::Upsert),
+            prop::collection::vec((any::<u8>(), 0u8..16, prop::option::of(0u8..=10), 0u8..4), 1..12)
+                .prop_map(Op::Upsert),
             prop::collection::vec(any::<u8>(), 1..6).prop_map(Op::Delete),
         ]
     }
@@ -652,16 +769,26 @@ mod tests {
             // As Config guarantees, an empty page has room for the largest entry without extensions (here ~120
             // bytes); an entry with extensions may be larger than any page, and is then refused.
             let limits = Limits { max_urls, max_bytes: ENVELOPE_RESERVE + 150 + extra };
+            // Sections: none, alpha (the default page size) and beta (one URL a page); most writes in none.
+            let layout = Layout { section_urls: [(2, 1)].into(), ..Layout::uniform(limits) };
             let mut m = Model::default();
             for op in ops {
                 match op {
                     Op::Upsert(items) => {
-                        let entries: Vec<_> = items.iter().map(|&(k, kind, p)| {
-                            Entry { ext: extensions(kind, k), ..entry(&path(k), p.map(|p| f64::from(p) / 10.0)) }
+                        let entries: Vec<_> = items.iter().map(|&(k, kind, p, s)| {
+                            let e = Entry { ext: extensions(kind, k), ..entry(&path(k), p.map(|p| f64::from(p) / 10.0)) };
+                            in_section(e, [None, None, Some("alpha"), Some("beta")][usize::from(s)])
                         }).collect();
                         let before = m.pages.clone();
                         let before_urls = m.urls.clone();
-                        let (_, touched) = m.upsert(&entries, limits);
+                        let (counts, touched) = m.upsert_in(&entries, layout.clone());
+                        // Every record stored is in its last entry's section (unless the write was refused).
+                        for e in entries.iter().filter(|_| counts.received > 0) {
+                            if let Some(u) = m.urls.values().find(|u| u.loc == e.loc.as_str()) {
+                                let last = entries.iter().rfind(|x| x.loc == e.loc).unwrap();
+                                prop_assert_eq!(section_of(u.page_id), section_id(last));
+                            }
+                        }
                         // A page whose entries changed in their news alone (or not at all) is not touched.
                         for id in &touched {
                             let rendered = |urls: &BTreeMap<i64, StoredUrl>| -> Vec<(String, i64)> {
@@ -690,7 +817,7 @@ mod tests {
                         m.delete(&locs);
                     }
                 }
-                m.check(limits);
+                m.check_in(&layout);
             }
         }
     }

@@ -180,7 +180,7 @@ pub(crate) async fn upsert<DB: Writes>(
     for (site, entries) in &groups {
         let stored = existing.remove(site).unwrap_or_default();
         let pages = DB::pages_in(&mut tx, *site).await?;
-        let plan = placement::plan_upsert(entries, stored, pages, limits, now)?;
+        let plan = placement::plan_upsert(entries, |_| 0, stored, pages, placement::Layout::uniform(limits), now)?;
         write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
         if let Err(e) = DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await {
             if matches!(lookup, Lookup::Skip) && stored_after_all(&e) {

@@ -7,7 +7,7 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Vis
 use serde_json::Value;
 
 use super::ext_input::{Budget, ExtInput, MAX_TREE_NODES};
-use super::{LastMod, Loc, LocScope};
+use super::{LastMod, Loc, LocScope, Section};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChangeFreq {
@@ -133,6 +133,8 @@ pub struct Entry {
     pub priority: Option<Priority>,
     /// Images, videos, news and alternates; `None` when the entry has none (never an empty `Extensions`).
     pub ext: Option<Box<super::Extensions>>,
+    /// The section whose pages list it; `None`: the default section.
+    pub section: Option<Section>,
 }
 
 /// One problem with one field of one entry; `field` is empty when the entry as a whole is wrong.
@@ -148,8 +150,8 @@ impl FieldError {
     }
 }
 
-/// The four scalar fields, in the order their errors are reported (the extension fields, [`super::ext_input::EXT_FIELDS`], follow).
-const FIELDS: [&str; 4] = ["loc", "lastmod", "changefreq", "priority"];
+/// The scalar fields, in the order their errors are reported (the extension fields, [`super::ext_input::EXT_FIELDS`], follow).
+const FIELDS: [&str; 5] = ["loc", "lastmod", "changefreq", "priority", "section"];
 
 /// Unknown fields of one entry named in its errors; any beyond are counted in one more error.
 const MAX_UNKNOWN_NAMED: usize = 8;
@@ -248,8 +250,8 @@ pub struct EntryInput {
     /// `Some(kind)` when the entry is not a JSON object.
     not_object: Option<&'static str>,
     /// By [`FIELDS`] position; `Some(JsonScalar::Null)` for an explicit `null`.
-    fields: [Option<JsonScalar>; 4],
-    repeated: [bool; 4],
+    fields: [Option<JsonScalar>; 5],
+    repeated: [bool; 5],
     ext: ExtInput,
     unknown: Vec<String>,
     more_unknown: u64,
@@ -355,7 +357,7 @@ impl Entry {
                 fields[i] = Some(JsonScalar::Null);
             }
         }
-        let [loc, lastmod, changefreq, priority] = fields;
+        let [loc, lastmod, changefreq, priority, section] = fields;
         fn check<T>(errors: &mut Vec<FieldError>, field: &str, result: Result<T, String>) -> Option<T> {
             result.map_err(|message| errors.push(FieldError::new(field, message))).ok()
         }
@@ -378,6 +380,9 @@ impl Entry {
             };
             check(&mut errors, "priority", value)
         });
+        let section = section
+            .filter(|v| *v != JsonScalar::Null)
+            .and_then(|v| check(&mut errors, "section", v.string().and_then(Section::parse)));
         let ext = input.ext.validate(loc.as_ref()).unwrap_or_else(|ext_errors| {
             errors.extend(ext_errors);
             None
@@ -385,14 +390,14 @@ impl Entry {
         for key in &input.unknown {
             errors.push(FieldError::new(
                 key,
-                "unknown field (allowed: loc, lastmod, changefreq, priority, images, videos, news, alternates)",
+                "unknown field (allowed: loc, lastmod, changefreq, priority, section, images, videos, news, alternates)",
             ));
         }
         if input.more_unknown > 0 {
             errors.push(FieldError::new("", format!("{} more unknown fields", input.more_unknown)));
         }
         match loc {
-            Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority, ext }),
+            Some(loc) if errors.is_empty() => Ok(Self { loc, lastmod, changefreq, priority, ext, section }),
             _ => Err(errors),
         }
     }

@@ -60,6 +60,33 @@ pub fn page_bytes(byte_size: i64) -> i64 {
     ENVELOPE_RESERVE as i64 + byte_size
 }
 
+/// A page's id holds its section and its number within the section: `section << SECTION_SHIFT | number`. The
+/// default section is 0, so every page stored before sections existed keeps its id, which is its number
+/// (`/sitemap-N.xml`), and no row is rewritten. A section has at most 49,999 pages (one index lists 50,000
+/// sitemaps), well within the 2^20 numbers its id range holds, and a site's pages of one section are one range of
+/// the `(site_id, id)` key.
+pub const SECTION_SHIFT: u32 = 20;
+
+/// The id of page `number` of section `section`.
+pub const fn page_id(section: i64, number: i64) -> i64 {
+    (section << SECTION_SHIFT) | number
+}
+
+/// The section of the page with id `id` (0: the default section).
+pub const fn section_of(id: i64) -> i64 {
+    id >> SECTION_SHIFT
+}
+
+/// The number of the page with id `id` within its section (from 1).
+pub const fn number_of(id: i64) -> i64 {
+    id & ((1 << SECTION_SHIFT) - 1)
+}
+
+/// The ids of section `section`'s pages: a range.
+pub const fn section_ids(section: i64) -> std::ops::RangeInclusive<i64> {
+    page_id(section, 1)..=page_id(section, (1 << SECTION_SHIFT) - 1)
+}
+
 /// A page's stored bookkeeping. `version` rises by one and `modified_us` (microseconds since the Unix epoch)
 /// strictly increases with every change to the page; both feed its ETag and Last-Modified.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
