@@ -52,6 +52,21 @@ struct Table {
     index_state: String,
     /// The index rendered from this table for one state of the news sitemap (the last one asked for).
     index: std::sync::Mutex<Option<Arc<IndexDocs>>>,
+    /// Each named section's own index, rendered from this table on first use.
+    section_indexes: std::sync::Mutex<std::collections::BTreeMap<i64, Arc<SectionIndex>>>,
+}
+
+/// A section's own index (`/sitemap-<section>.xml`): its pages alone, made once per table.
+pub struct SectionIndex {
+    /// What its bytes are a function of, for its ETag (with the site's URL and the section's name): every listed
+    /// page's id, version and date.
+    pub state: String,
+    /// The newest change to any of the section's pages, emptied ones included.
+    pub modified_us: i64,
+    pub identity: Bytes,
+    pub gzip: OnceCell<Bytes>,
+    /// Identity, gzip.
+    pub etags: [std::sync::OnceLock<String>; 2],
 }
 
 /// The index documents of one table and one state of the news sitemap, and their ETags, each made on first use:
@@ -80,7 +95,8 @@ impl Table {
         let index_state =
             listed.iter().map(|&i| &pages[i]).map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
         let index = std::sync::Mutex::new(None);
-        Self { changes, read_at: Instant::now(), pages, sections, listed, modified_us, index_state, index }
+        let section_indexes = std::sync::Mutex::default();
+        Self { changes, read_at: Instant::now(), pages, sections, listed, modified_us, index_state, index, section_indexes }
     }
 
     /// The URL of the page with id `id`, when its section is known.
@@ -175,6 +191,36 @@ impl Directory {
     /// The URL of the page with id `id` (`None` when its section's name is not known).
     pub fn page_url(&self, public_url: &PublicUrl, id: i64) -> Option<String> {
         self.table.page_url(public_url, id)
+    }
+
+    /// Section `section`'s own index (a named section's, by id), when it lists a page: made once per table.
+    pub fn section_index(&self, public_url: &PublicUrl, section: i64) -> Option<Arc<SectionIndex>> {
+        let name = self.table.sections.name(section).flatten()?;
+        let mut made = self.table.section_indexes.lock().expect("not poisoned");
+        if let Some(docs) = made.get(&section) {
+            return Some(docs.clone());
+        }
+        let all: Vec<&PageState> = self.table.pages.iter().filter(|p| section_of(p.id) == section).collect();
+        let listed: Vec<&PageState> = all.iter().copied().filter(|p| p.url_count > 0).collect();
+        if listed.is_empty() {
+            return None;
+        }
+        let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + listed.len() * 128);
+        body.extend_from_slice(INDEX_HEAD.as_bytes());
+        for page in &listed {
+            let url = public_url.section_page_url(Some(name), number_of(page.id));
+            write_index_entry(&mut body, &url, LastMod::from_unix_micros(page.modified_us.div_euclid(1000) * 1000).as_str());
+        }
+        body.extend_from_slice(INDEX_TAIL.as_bytes());
+        let docs = Arc::new(SectionIndex {
+            state: listed.iter().map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect(),
+            modified_us: all.iter().map(|p| p.modified_us).max().unwrap_or(0),
+            identity: Bytes::from(body),
+            gzip: OnceCell::new(),
+            etags: Default::default(),
+        });
+        made.insert(section, docs.clone());
+        Some(docs)
     }
 
     /// The pages of section `section` (by id) that have URLs, in number order.

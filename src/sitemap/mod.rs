@@ -349,6 +349,46 @@ fn asks_current(request: &HeaderMap) -> bool {
     directive(header::CACHE_CONTROL, &["no-cache", "max-age=0"]) || directive(header::PRAGMA, &["no-cache"])
 }
 
+/// A named section's own index (`/sitemap-<section>.xml[.gz]`): the section's pages alone, with validators as the
+/// site's index has them (a digest of its state; its newest page change); 404 for a section that is not stored
+/// or has no URL.
+async fn section_index_answer(
+    state: &impl Serving,
+    site: &crate::domain::Site,
+    name: &str,
+    encoding: Encoding,
+    method: &Method,
+    request: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let directory = directory_for(state, site.id, request).await?;
+    let not_found = || ApiError::not_found("no such section, or it has no URL");
+    let section = directory.sections().id(name).ok_or_else(not_found)?;
+    let docs = directory.section_index(&site.public_url, section).ok_or_else(not_found)?;
+    let level = state.config().gzip_level;
+    let etag = docs.etags[usize::from(encoding.gzip())]
+        .get_or_init(|| {
+            let parts: [&dyn std::fmt::Display; 6] =
+                [&"section-index", &INDEX_VERSION, &site.public_url, &name, &docs.modified_us, &docs.state];
+            etag(&parts, encoding, Gzip::Stream, level)
+        })
+        .clone();
+    let rep = Representation { encoding, etag, modified_us: docs.modified_us, length: None };
+    if let Some(answer) = rep.check_preconditions(request) {
+        return Ok(answer);
+    }
+    let body = if encoding.gzip() {
+        let gzip = docs.gzip.get_or_try_init(|| stream::gzip_bytes(docs.identity.clone(), level)).await;
+        gzip.map_err(|e| {
+            tracing::error!(error = %e, "cannot compress a section's index");
+            ApiError::internal()
+        })?
+        .clone()
+    } else {
+        docs.identity.clone()
+    };
+    Ok(rep.answer(method, Source::Bytes(body)))
+}
+
 /// The news sitemap of this read of the page table.
 async fn news_sitemap(state: &impl Serving, directory: &Directory) -> Result<Arc<NewsState>, ApiError> {
     Ok(directory.news(state.reads(), state.config().news_window_hours, state.config().gzip_level).await?)

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sitemapd::config::Config;
 use sitemapd::{AppState, app};
@@ -340,6 +340,44 @@ async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backe
     }
 }
 
+/// Sections (migration 0010): a database written by the release before them (59c08a3, migrations 1 to 9 on
+/// Postgres, 1 to 8 on SQLite, extensions on page 6; `tests/fixtures/v0009/`, made by `make.sh … current-ext`) is
+/// served byte for byte as that release served it, and opening it changes no page's row. Then writes to two new
+/// sections create their own pages: no page of the default section changes, the default section's pages keep
+/// their names and answers, and the index lists the sections' pages after them (by section name).
+async fn the_release_before_sections_is_served_byte_for_byte(backend: Backend) {
+    let Some(fixture) = fixture_db("v0009", backend).await else { return };
+    let applied = latest_migration(&fixture.url).await;
+    let previous = if backend == Backend::Postgres { 9 } else { 8 };
+    assert_eq!(applied, previous, "tests/fixtures/v0009 must be written by the release before migration 0010");
+    let (app, fixture) = compare_answers(fixture, "v0009", backend).await;
+    assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
+    let recorded = Recorded::load("v0009", backend);
+    let before = page_rows(&fixture.url).await;
+    let entry = |path: &str, section: &str| json!({"loc": format!("https://www.example.com/{path}"), "section": section});
+    let r = app.put_json(&json!([entry("shop/1", "shop"), entry("blog/1", "blog"), entry("shop/2", "shop")])).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text());
+    let after = page_rows(&fixture.url).await;
+    for (id, row) in &before {
+        assert_eq!(after.get(id), Some(row), "{backend:?}: page {id} of the default section changed");
+    }
+    for page in recorded.pages() {
+        for (name, suffix, headers) in REPRESENTATIONS {
+            let r = app.get(&format!("/sitemap-{page}{suffix}"), headers).await;
+            let old = recorded.answer(page, name);
+            assert_eq!(r.header("etag"), old["etag"].as_str(), "{backend:?} page {page} {name}: ETag");
+            assert_eq!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{backend:?} page {page} {name}: bytes");
+        }
+    }
+    let index = app.get("/sitemap.xml", &[]).await.text();
+    let locs = xml_texts(&index, "loc");
+    let tail: Vec<&str> = locs.iter().rev().take(2).rev().map(|l| l.rsplit('/').next().unwrap()).collect();
+    assert_eq!(tail, ["sitemap-blog-1.xml", "sitemap-shop-1.xml"], "{index}");
+    assert!(locs[..locs.len() - 2].iter().all(|l| !l.contains("blog") && !l.contains("shop")));
+    let shop = app.get("/sitemap-shop-1.xml", &[]).await.text();
+    assert_eq!(xml_texts(&shop, "loc").len(), 2);
+}
+
 /// Opens the database of fixture `set` with this version and compares every answer with the recorded ones; `None`
 /// for Postgres without `TEST_DATABASE_URL` (said once, by `support`).
 /// The fixture comes back with the app: the database lives as long as it does.
@@ -411,5 +449,6 @@ crate::both_backends!(
     pinned_answers_stay_byte_for_byte,
     the_release_before_sites_is_served_byte_for_byte,
     the_release_before_the_change_counter_is_served_byte_for_byte,
-    only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip
+    only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip,
+    the_release_before_sections_is_served_byte_for_byte
 );
