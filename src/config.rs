@@ -1,6 +1,7 @@
 //! Configuration: built-in defaults (`config/default.toml`, embedded) → a TOML file → environment variables,
 //! validated once at start so that a bad setting fails fast with a message naming it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::{RangeFrom, RangeInclusive, RangeToInclusive};
@@ -12,7 +13,7 @@ use serde::Deserialize;
 
 use crate::access::ApiTokens;
 use crate::domain::site::check_site_name;
-use crate::domain::{DEFAULT_SITE, PublicUrl, Site, SiteSpec};
+use crate::domain::{DEFAULT_SITE, PublicUrl, Section, Site, SiteSpec};
 use crate::host::{ForwardedHeader, TrustedProxies};
 use crate::page::Limits;
 use crate::redact::redact_url;
@@ -132,6 +133,8 @@ settings! {
              maximum)",
             Limits::least_max_bytes()
         );
+    /// Sections whose pages hold fewer URLs (`NAME=N, …`, in every site); the others take `page_max_urls`.
+    section_max_urls: BTreeMap<String, u32> = "SITEMAPD_SECTION_MAX_URLS", parse parse_section_max_urls;
     max_json_bytes: usize = "SITEMAPD_MAX_JSON_BYTES", in 1024..;
     max_line_bytes: usize = "SITEMAPD_MAX_LINE_BYTES", in 4096..;
     max_json_entries: usize = "SITEMAPD_MAX_JSON_ENTRIES", in 1..=1_000_000;
@@ -334,6 +337,25 @@ fn robots_body(value: &impl AsRef<str>, named: Named) -> anyhow::Result<()> {
         bail!("{named} must be at most 65536 bytes, not {}", value.len());
     }
     Ok(())
+}
+
+/// `NAME=N, …`: each NAME a section name ([`Section`]) given once, each N from 1 to the protocol's 50,000.
+fn parse_section_max_urls(raw: &str, named: Named) -> anyhow::Result<BTreeMap<String, u32>> {
+    let mut sizes = BTreeMap::new();
+    for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((name, max)) = item.split_once('=') else {
+            bail!("{named}: {item:?} must be SECTION=URLS, e.g. products=1000");
+        };
+        let section = Section::parse(name.trim()).map_err(|e| anyhow::anyhow!("{named}: {e}"))?;
+        let max: u32 = match max.trim().parse() {
+            Ok(n) if (1..=PROTOCOL_MAX_URLS).contains(&n) => n,
+            _ => bail!("{named}: {section}={} must give from 1 to {PROTOCOL_MAX_URLS} URLs a page", max.trim()),
+        };
+        if sizes.insert(section.as_str().to_owned(), max).is_some() {
+            bail!("{named}: section {section} is given twice");
+        }
+    }
+    Ok(sizes)
 }
 
 fn show_sites(sites: &[SiteSpec]) -> Vec<String> {
@@ -541,6 +563,7 @@ impl Config {
             read_url: Some(self.database_read_url.clone()).filter(|u| !u.is_empty()),
             sites: self.site_specs(),
             limits: self.limits(),
+            section_max_urls: self.section_max_urls.clone(),
             max_connections: self.db_max_connections,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
             notify_sites: self.indexnow_keys.iter().map(|(site, _)| site.to_owned()).collect(),
@@ -900,7 +923,7 @@ mod tests {
             format!("{:?}", load(&[]).unwrap()),
             "Config { database_url: \"sqlite://sitemapd.db\", database_read_url: \"\", public_url: \"http://localhost:8080/\", sites: [], \
              trusted_proxies: [], forwarded_header: XForwardedHost, bind: \
-             127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, max_json_bytes: \
+             127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, section_max_urls: {}, max_json_bytes: \
              16777216, max_line_bytes: 65536, max_json_entries: 50000, body_memory_bytes: 201326592, \
              api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \

@@ -1,6 +1,7 @@
 //! `GET /metrics`: the recorder's counters and histograms ([`crate::telemetry`]), and the state gauges computed
 //! from this app's state at each scrape.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use axum::extract::State;
@@ -8,7 +9,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::AppState;
-use crate::page::page_bytes;
+use crate::page::{PageState, page_bytes, section_of};
 use crate::placement::MAX_PAGES;
 use crate::telemetry::{self, INDEXNOW_OUTBOX};
 
@@ -20,20 +21,45 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
     };
-    // Per site: (name, URLs, listed pages, pages opened, fullest page by URLs, fullest page by bytes).
-    let mut sites = Vec::new();
+    // Per page set, a site's section: (labels, URLs, listed pages, fullest page by URLs, fullest page by bytes);
+    // per site: (name, pages opened). The default section's labels are the site's alone (`section=""` is no
+    // label to Prometheus), so a site without sections keeps its series.
+    let (mut sets, mut sites) = (Vec::new(), Vec::new());
     let mut up = true;
     for site in state.sites.iter() {
-        match state.reads().pages(site.id).await {
-            Ok(pages) => {
+        let read = async {
+            let pages = state.reads().pages(site.id).await?;
+            let names = state.section_names(site.id, pages.iter().map(|p| section_of(p.id))).await?;
+            Ok::<_, crate::store::StoreError>((pages, names))
+        };
+        match read.await {
+            Ok((pages, names)) => {
                 let limits = state.config.limits();
-                let fill_urls =
-                    pages.iter().map(|p| p.url_count as f64 / f64::from(limits.max_urls)).fold(0.0, f64::max);
-                let fill_bytes =
-                    pages.iter().map(|p| page_bytes(p.byte_size) as f64 / limits.max_bytes as f64).fold(0.0, f64::max);
-                let urls: i64 = pages.iter().map(|p| p.url_count).sum();
-                let listed = pages.iter().filter(|p| p.url_count > 0).count();
-                sites.push((site.name.as_str(), urls, listed, pages.len(), fill_urls, fill_bytes));
+                let mut by_section: BTreeMap<i64, Vec<&PageState>> = BTreeMap::new();
+                for p in &pages {
+                    by_section.entry(section_of(p.id)).or_default().push(p);
+                }
+                for (id, pages) in by_section {
+                    let Some(section) = names.name(id) else { continue };
+                    let labels = match section {
+                        None => format!("site=\"{}\"", site.name),
+                        Some(s) => format!("site=\"{}\",section=\"{s}\"", site.name),
+                    };
+                    let own = section.and_then(|s| state.config.section_max_urls.get(s.as_str()));
+                    let max_urls = own.copied().unwrap_or(limits.max_urls).min(limits.max_urls);
+                    let fill_urls = pages.iter().map(|p| p.url_count as f64 / f64::from(max_urls)).fold(0.0, f64::max);
+                    let fill_bytes = pages
+                        .iter()
+                        .map(|p| page_bytes(p.byte_size) as f64 / limits.max_bytes as f64)
+                        .fold(0.0, f64::max);
+                    let urls: i64 = pages.iter().map(|p| p.url_count).sum();
+                    let listed = pages.iter().filter(|p| p.url_count > 0).count();
+                    sets.push((labels, urls, listed, fill_urls, fill_bytes));
+                }
+                if pages.is_empty() {
+                    sets.push((format!("site=\"{}\"", site.name), 0, 0, 0.0, 0.0));
+                }
+                sites.push((site.name.as_str(), pages.len()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, site = %site.name, "metrics: cannot read the page table");
@@ -54,25 +80,27 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     };
     per_site(
         "sitemapd_urls",
-        "URLs stored, per site",
-        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.1 as f64)),
+        "URLs stored, per site and section (none: the default section)",
+        &mut sets.iter().map(|s| (s.0.clone(), s.1 as f64)),
     );
     per_site(
         "sitemapd_sitemap_pages",
-        "Sitemap pages listed in the site's index (pages with at least one URL)",
-        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.2 as f64)),
+        "Sitemap pages listed in the site's index (pages with at least one URL), per site and section",
+        &mut sets.iter().map(|s| (s.0.clone(), s.2 as f64)),
     );
     per_site(
         "sitemapd_index_fill_ratio",
-        "Pages the site has opened, as a fraction of the 49,999 its index may list (at 1, writes of new URLs get 507)",
-        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.3 as f64 / MAX_PAGES as f64)),
+        "Pages the site has opened, all sections together, as a fraction of the 49,999 its index may list (at 1, \
+         writes of new URLs get 507)",
+        &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.1 as f64 / MAX_PAGES as f64)),
     );
     per_site(
         "sitemapd_page_fill_ratio",
-        "The site's fullest page, as a fraction of each page limit (limit=\"urls\": page_max_urls, \"bytes\": page_max_bytes)",
-        &mut sites.iter().flat_map(|s| {
-            [(format!("site=\"{}\",limit=\"urls\"", s.0), s.4), (format!("site=\"{}\",limit=\"bytes\"", s.0), s.5)]
-        }),
+        "The fullest page of a site's section, as a fraction of each page limit (limit=\"urls\": page_max_urls or \
+         the section's own, \"bytes\": page_max_bytes)",
+        &mut sets
+            .iter()
+            .flat_map(|s| [(format!("{},limit=\"urls\"", s.0), s.3), (format!("{},limit=\"bytes\"", s.0), s.4)]),
     );
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");

@@ -11,7 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body_budget::BodyBudget;
 use crate::config::Config;
-use crate::domain::{Entry, Loc, Sites};
+use crate::domain::{Entry, Loc, SectionNames, Sites};
 use crate::error::ApiError;
 use crate::host::Hosts;
 use crate::placement::{Changes, UpsertCounts};
@@ -105,6 +105,19 @@ impl Inner {
     /// `site`'s page table as last read (`site` is one of [`Inner::sites`]).
     pub fn directories(&self, site: i64) -> &Directories {
         &self.directories[&site]
+    }
+
+    /// `site`'s section names, knowing every section of `ids`: as its directory last read them when they do,
+    /// else read now (names never change, so a name once read stays true). A site no longer configured has no
+    /// directory: read.
+    pub async fn section_names(&self, site: i64, ids: impl Iterator<Item = i64>) -> store::Result<Arc<SectionNames>> {
+        if let Some(directories) = self.directories.get(&site) {
+            let known = directories.get(self.reads()).await?.sections().clone();
+            if known.knows_all(ids) {
+                return Ok(known);
+            }
+        }
+        Ok(Arc::new(SectionNames::new(self.reads().sections(site).await?)))
     }
 
     /// The store's reads.

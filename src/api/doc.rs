@@ -56,6 +56,12 @@ pub struct Entry {
     /// 0.0 to 1.0, at most 6 decimal places.
     #[schema(minimum = 0.0, maximum = 1.0, example = 0.8)]
     priority: Option<f64>,
+    /// The section whose pages list it (`/sitemap-<section>-N.xml`); absent or `null`: the default section
+    /// (`/sitemap-N.xml`). 1 to 32 lower-case letters, digits and single hyphens, starting with a letter, not ending
+    /// with a hyphen and digits; `news`, `removed`, `default`, `index` and `all` are reserved. Sending an entry with
+    /// another section moves it there: its old page and its new one change.
+    #[schema(example = "products", pattern = "^[a-z](-?[a-z0-9])*$", max_length = 32)]
+    section: Option<String>,
     /// Google image extension: at most 1,000, each an absolute http(s) URL (any host, e.g. a CDN). `caption`,
     /// `title`, `geo_location` and `license` are refused: Google dropped them in 2022.
     images: Option<Vec<ext::Image>>,

@@ -12,8 +12,9 @@ use super::doc::{CommonErrors, ErrorBody};
 use super::urls::{Changes, Scope, authorize, query_loc, shown};
 use crate::AppState;
 use crate::access::Access;
-use crate::domain::{Extensions, Priority, ext};
+use crate::domain::{Extensions, Priority, Section, SectionNames, ext};
 use crate::error::ApiError;
+use crate::page::{number_of, section_of};
 use crate::store::SiteUrl;
 
 const DEFAULT_LIMIT: u32 = 100;
@@ -45,16 +46,22 @@ pub(crate) async fn get_urls(
 ) -> Result<Response, ApiError> {
     if let Some(raw) = &query.loc {
         let loc = query_loc(raw, &Scope { sites: &state.sites, access: &access })?;
-        if query.limit.is_some() || query.after.is_some() || query.site.is_some() {
-            return Err(ApiError::bad_request("loc cannot be combined with limit, after or site"));
+        if query.limit.is_some() || query.after.is_some() || query.site.is_some() || query.section.is_some() {
+            return Err(ApiError::bad_request("loc cannot be combined with limit, after, site or section"));
         }
         // One rule for every route: a loc belongs to the site it lies under now (a record still stored under
         // another site, after the sites' URLs changed, moves there when it is next written).
         authorize(&state, &access, [&loc], Changes::Read)?;
         let found = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
-        return Ok(Json(UrlRecord::new(&state, found)).into_response());
+        let names = state.section_names(found.site, [section_of(found.url.page_id)].into_iter()).await?;
+        return Ok(Json(UrlRecord::new(&state, found, &names)).into_response());
     }
-    let sites = list_sites(&state, &access, query.site.as_deref())?;
+    let section = query.section.as_deref().map(SectionFilter::parse).transpose()?;
+    let mut sites = list_sites(&state, &access, query.site.as_deref())?;
+    if let (Some(_), Listed::One(None)) = (&section, &sites) {
+        // A section is a site's: each site's records of the sections so named, merged.
+        sites = Listed::Several(state.sites.iter().map(|s| s.id).collect());
+    }
     let limit = match query.limit.as_deref() {
         None => DEFAULT_LIMIT,
         Some(raw) => raw
@@ -71,9 +78,26 @@ pub(crate) async fn get_urls(
             .filter(|n| *n >= 0)
             .ok_or_else(|| ApiError::bad_request("after must be a cursor returned as next by this API"))?,
     };
+    let list = async |site: Option<i64>| -> Result<Vec<SiteUrl>, ApiError> {
+        let (Some(site), Some(section)) = (site, &section) else {
+            return Ok(state.reads().list_after(site, after, limit).await?);
+        };
+        let id = match section {
+            SectionFilter::Default => 0,
+            SectionFilter::Named(name) => {
+                let names = state.section_names(site, std::iter::empty()).await?;
+                match names.id(name.as_str()) {
+                    Some(id) => id,
+                    // Named by no write to this site yet: none of its records.
+                    None => return Ok(Vec::new()),
+                }
+            }
+        };
+        Ok(state.reads().list_section_after(site, id, after, limit).await?)
+    };
     let (items, more) = match sites {
         Listed::One(site) => {
-            let items = state.reads().list_after(site, after, limit).await?;
+            let items = list(site).await?;
             let more = may_continue(items.len(), items.iter().map(Keyed::size).sum(), limit);
             (items, more)
         }
@@ -82,14 +106,35 @@ pub(crate) async fn get_urls(
             // of every site, so paging works alike whatever the token reaches.
             let mut listings = Vec::with_capacity(ids.len());
             for site in ids {
-                listings.push(state.reads().list_after(Some(site), after, limit).await?);
+                listings.push(list(Some(site)).await?);
             }
             merge_listings(listings, limit)
         }
     };
     let next = more.then(|| items.last().map(|u| u.url.id.to_string())).flatten();
-    let items = items.into_iter().map(|u| UrlRecord::new(&state, u)).collect();
-    Ok(Json(UrlList { items, next }).into_response())
+    let mut records = Vec::with_capacity(items.len());
+    for u in items {
+        let names = state.section_names(u.site, [section_of(u.url.page_id)].into_iter()).await?;
+        records.push(UrlRecord::new(&state, u, &names));
+    }
+    Ok(Json(UrlList { items: records, next }).into_response())
+}
+
+/// The `section` a listing is filtered by: a section's name, or `default` for the default section.
+enum SectionFilter {
+    Default,
+    Named(Section),
+}
+
+impl SectionFilter {
+    fn parse(raw: &str) -> Result<Self, ApiError> {
+        if raw == "default" {
+            return Ok(Self::Default);
+        }
+        Section::parse(raw)
+            .map(Self::Named)
+            .map_err(|e| ApiError::bad_request(format!("section: {e}; or default, for entries without a section")))
+    }
 }
 
 /// Which sites a listing is of.
@@ -212,6 +257,9 @@ pub(crate) struct UrlRecord {
     /// hreflang alternates, sorted by `hreflang`; absent when the entry has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     alternates: Vec<ext::Alternate>,
+    /// The section whose pages list it; `null`: the default section.
+    #[schema(example = "products")]
+    section: Option<String>,
     /// The name of the site it belongs to; `null` when that site is no longer configured.
     #[schema(example = "default")]
     site: Option<String>,
@@ -221,12 +269,16 @@ pub(crate) struct UrlRecord {
 }
 
 impl UrlRecord {
-    fn new(state: &AppState, SiteUrl { site, url }: SiteUrl) -> Self {
+    /// `url` as answered; `names` are its site's sections.
+    fn new(state: &AppState, SiteUrl { site, url }: SiteUrl, names: &SectionNames) -> Self {
         let Extensions { images, videos, news, alternates } = url.fields.ext.map(|e| *e).unwrap_or_default();
         let site = state.sites.by_id(site);
+        let section = names.name(section_of(url.page_id));
+        let number = number_of(url.page_id);
         Self {
+            section: section.flatten().map(|s| s.to_string()),
             site: site.map(|s| s.name.clone()),
-            sitemap: site.map(|s| s.public_url.page_url(url.page_id)),
+            sitemap: site.zip(section).map(|(s, section)| s.public_url.section_page_url(section, number)),
             loc: url.loc,
             lastmod: url.fields.lastmod,
             changefreq: url.fields.changefreq,
@@ -264,6 +316,9 @@ pub(crate) struct UrlsQuery {
     /// List this site only (its name). Default: every site the token reaches
     #[param(example = "default")]
     site: Option<String>,
+    /// List this section only (its name; `default`: the entries without a section)
+    #[param(example = "products")]
+    section: Option<String>,
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use tokio::sync::{Mutex, OnceCell};
 use tokio::time::Instant;
 
-use crate::domain::{LastMod, PublicUrl};
-use crate::page::PageState;
+use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
 use crate::page::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
+use crate::page::{PageState, SECTION_SHIFT, number_of, page_id, section_of};
 use crate::store::{Result, StoreReads};
 
 use super::news::{self, NewsSitemap, NewsState};
@@ -38,11 +38,17 @@ struct Table {
     changes: i64,
     /// When the pages were read.
     read_at: Instant,
-    /// By id.
+    /// By id (so by section id, then number).
     pages: Vec<PageState>,
+    /// The named sections of the pages, as read with them (or before: a name never changes).
+    sections: Arc<SectionNames>,
+    /// The positions in `pages` of the pages the index lists, in its order: the default section's, then each named
+    /// section's by name, each by number. A page of a section whose name is not known is not listed.
+    listed: Vec<usize>,
     /// The newest change to any page, emptied ones included (their leaving the index changes it).
     modified_us: i64,
-    /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date.
+    /// What the index's bytes are a function of, for its ETag: every listed page's id, version and date, in the
+    /// index's order (as it always was for a site without sections).
     index_state: String,
     /// The index rendered from this table for one state of the news sitemap (the last one asked for).
     index: std::sync::Mutex<Option<Arc<IndexDocs>>>,
@@ -60,15 +66,27 @@ struct IndexDocs {
 }
 
 impl Table {
-    fn new(changes: i64, mut pages: Vec<PageState>) -> Self {
+    fn new(changes: i64, mut pages: Vec<PageState>, sections: Arc<SectionNames>) -> Self {
         pages.sort_unstable_by_key(|p| p.id);
         let modified_us = pages.iter().map(|p| p.modified_us).max().unwrap_or(0);
-        let index_state = pages
-            .iter()
-            .filter(|p| p.url_count > 0)
-            .map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us))
-            .collect();
-        Self { changes, read_at: Instant::now(), pages, modified_us, index_state, index: std::sync::Mutex::new(None) }
+        let rank = |p: &PageState| -> Option<(Option<&Section>, i64)> {
+            let section = sections.name(section_of(p.id))?;
+            Some((section, number_of(p.id)))
+        };
+        let mut listed: Vec<usize> =
+            (0..pages.len()).filter(|&i| pages[i].url_count > 0 && rank(&pages[i]).is_some()).collect();
+        // The default section (`None`) sorts first, then sections by name.
+        listed.sort_by(|&a, &b| rank(&pages[a]).cmp(&rank(&pages[b])));
+        let index_state =
+            listed.iter().map(|&i| &pages[i]).map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
+        let index = std::sync::Mutex::new(None);
+        Self { changes, read_at: Instant::now(), pages, sections, listed, modified_us, index_state, index }
+    }
+
+    /// The URL of the page with id `id`, when its section is known.
+    fn page_url(&self, public_url: &PublicUrl, id: i64) -> Option<String> {
+        let section = self.sections.name(section_of(id))?;
+        Some(public_url.section_page_url(section, number_of(id)))
     }
 
     fn page(&self, id: i64) -> Option<&PageState> {
@@ -133,7 +151,40 @@ impl Directory {
 
     #[cfg(test)]
     fn of(site: i64, pages: Vec<PageState>) -> Self {
-        Self::new(site, Arc::new(Table::new(0, pages)), 0, 0)
+        Self::new(site, Arc::new(Table::new(0, pages, Arc::default())), 0, 0)
+    }
+
+    /// The site's named sections, as read with this table.
+    pub fn sections(&self) -> &Arc<SectionNames> {
+        &self.table.sections
+    }
+
+    /// The id of page `number` of the section named `section` (`None`: the default section), when it has URLs.
+    pub fn page_id(&self, section: Option<&str>, number: i64) -> Option<i64> {
+        if !(1..(1 << SECTION_SHIFT)).contains(&number) {
+            return None;
+        }
+        let section = match section {
+            None => 0,
+            Some(name) => self.table.sections.id(name)?,
+        };
+        let id = page_id(section, number);
+        self.page(id).map(|p| p.id)
+    }
+
+    /// The URL of the page with id `id` (`None` when its section's name is not known).
+    pub fn page_url(&self, public_url: &PublicUrl, id: i64) -> Option<String> {
+        self.table.page_url(public_url, id)
+    }
+
+    /// The pages of section `section` (by id) that have URLs, in number order.
+    pub fn section_pages(&self, section: i64) -> impl Iterator<Item = &PageState> {
+        self.table.pages.iter().filter(move |p| section_of(p.id) == section && p.url_count > 0)
+    }
+
+    /// Every page, empty ones included, by id.
+    pub fn pages(&self) -> &[PageState] {
+        &self.table.pages
     }
 
     /// A page with URLs on it.
@@ -202,14 +253,14 @@ impl Directory {
         if self.is_empty() {
             return None;
         }
-        let pages = &self.table.pages;
-        let listed = pages.iter().filter(|p| p.url_count > 0);
-        let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + pages.len() * 128);
+        let table = &self.table;
+        let mut body = Vec::with_capacity(INDEX_HEAD.len() + INDEX_TAIL.len() + table.listed.len() * 128);
         body.extend_from_slice(INDEX_HEAD.as_bytes());
-        for page in listed {
+        for page in table.listed.iter().map(|&i| &table.pages[i]) {
+            let Some(url) = table.page_url(public_url, page.id) else { continue };
             write_index_entry(
                 &mut body,
-                &public_url.page_url(page.id),
+                &url,
                 // Milliseconds, truncated: sitemap.js, a widely used parser, drops a lastmod with more than three
                 // fraction digits, and truncation never shows a later change at an earlier time.
                 LastMod::from_unix_micros(page.modified_us.div_euclid(1000) * 1000).as_str(),
@@ -274,7 +325,9 @@ impl Directories {
 
     async fn get_since(&self, store: &dyn StoreReads, asked: Option<Instant>) -> Result<Arc<Directory>> {
         if self.ttl.is_zero() {
-            let table = Arc::new(Table::new(0, store.pages(self.site).await?));
+            let pages = store.pages(self.site).await?;
+            let sections = self.sections_of(store, &pages, None).await?;
+            let table = Arc::new(Table::new(0, pages, sections));
             return Ok(Arc::new(Directory::new(self.site, table, 0, (self.clock)())));
         }
         let checked_since = |d: &Arc<Directory>| asked.is_none_or(|asked| d.read_at >= asked);
@@ -310,7 +363,9 @@ impl Directories {
                 match (young, &previous) {
                     (Some(p), _) => p.table.clone(),
                     (None, previous) => {
-                        let table = Arc::new(Table::new(changes, pages));
+                        let known = previous.as_ref().map(|p| &p.table.sections);
+                        let sections = self.sections_of(store, &pages, known).await?;
+                        let table = Arc::new(Table::new(changes, pages, sections));
                         if let (Some(on_change), Some(previous)) = (&self.on_change, previous) {
                             let (changed, replaced) = table.changed_since(&previous.table);
                             if !changed.is_empty() || !replaced.is_empty() {
@@ -325,6 +380,21 @@ impl Directories {
         let directory = Arc::new(Directory::new(self.site, table, generation, (self.clock)()));
         *self.current.write().expect("not poisoned") = Some(directory.clone());
         Ok(directory)
+    }
+
+    /// The names of the sections of `pages`: those `known` when it has them all (names never change), else read.
+    /// A site without sections reads nothing.
+    async fn sections_of(
+        &self,
+        store: &dyn StoreReads,
+        pages: &[PageState],
+        known: Option<&Arc<SectionNames>>,
+    ) -> Result<Arc<SectionNames>> {
+        let known = known.cloned().unwrap_or_default();
+        if known.knows_all(pages.iter().map(|p| section_of(p.id))) {
+            return Ok(known);
+        }
+        Ok(Arc::new(SectionNames::new(store.sections(self.site).await?)))
     }
 
     fn fresh(&self) -> Option<Arc<Directory>> {

@@ -18,12 +18,12 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use self::model::{EntryRow, PageRow, Record, grouped};
+use self::model::{EntryRow, PageRow, Record, SectionRow, grouped};
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
 use crate::domain::{Loc, MAX_LOC_LEN};
 use crate::error::RETRY_AFTER_SECS;
-use crate::page::StoredUrl;
+use crate::page::{PageState, StoredUrl, section_of};
 use crate::store::{LIST_MAX_BYTES, StoreError};
 
 /// Entries on one screen of a page.
@@ -281,6 +281,8 @@ struct SiteScreen {
     listed: String,
     empty: i64,
     page_count: String,
+    /// The site's sections with what each holds, when it has named ones.
+    sections: Vec<SectionRow>,
     rows: Vec<PageRow>,
     /// The first screen's link, when this is not the first.
     first: Option<String>,
@@ -298,9 +300,15 @@ async fn site_pages(
     let site = site_or_404(&data, &name, depth)?;
     let after = after_param(query.as_deref(), "a page number", depth)?;
     let pages = data.pages(&site).await.map_err(|e| ViewError::store(e, depth))?;
+    let names = data.sections(&site, &pages).await.map_err(|e| ViewError::store(e, depth))?;
+    let section = |p: &PageState| names.name(section_of(p.id)).flatten();
     let listed = pages.iter().filter(|p| p.url_count > 0).count() as i64;
-    let shown: Vec<PageRow> =
-        pages.iter().filter(|p| p.id > after).take(PAGES_PER_SCREEN + 1).map(|p| PageRow::new(p, &site)).collect();
+    let shown: Vec<PageRow> = pages
+        .iter()
+        .filter(|p| p.id > after)
+        .take(PAGES_PER_SCREEN + 1)
+        .map(|p| PageRow::new(p, &site, section(p)))
+        .collect();
     let next = (shown.len() > PAGES_PER_SCREEN).then(|| format!("./?after={}", shown[PAGES_PER_SCREEN - 1].id));
     let rows = shown.into_iter().take(PAGES_PER_SCREEN).collect();
     let screen = SiteScreen {
@@ -314,6 +322,7 @@ async fn site_pages(
         listed: grouped(listed),
         empty: pages.len() as i64 - listed,
         page_count: grouped(pages.len() as i64),
+        sections: if names.is_empty() { Vec::new() } else { SectionRow::of(&pages, &names, &site) },
         rows,
         first: (after > 0).then(|| "./".to_owned()),
         next,
@@ -353,7 +362,11 @@ async fn page_entries(
     let screen = PageScreen {
         chrome: Chrome::new(depth, Some(&site)),
         name: site.name.clone(),
-        row: PageRow::new(&state_of_page, &site),
+        row: {
+            let pages = std::slice::from_ref(&state_of_page);
+            let names = data.sections(&site, pages).await.map_err(|e| ViewError::store(e, depth))?;
+            PageRow::new(&state_of_page, &site, names.name(section_of(id)).flatten())
+        },
         after,
         entries: entries.iter().map(EntryRow::new).collect(),
         first: (after > 0).then(|| id.to_string()),
@@ -477,6 +490,7 @@ mod tests {
             name: name.into(),
             public_url: PublicUrl::parse(url).unwrap(),
             limits: Limits { max_urls: 10, max_bytes: 20_000 },
+            section_max_urls: Default::default(),
         };
         let html = sites_screen(&[
             site(1, "www", "https://www.example.com/"),

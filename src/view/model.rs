@@ -4,8 +4,8 @@
 
 use crate::domain::Extensions;
 use crate::domain::ext::Video;
-use crate::domain::{LastMod, PublicUrl};
-use crate::page::{PageState, StoredUrl, page_bytes};
+use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
+use crate::page::{PageState, StoredUrl, number_of, page_bytes, section_of};
 
 use super::source::ViewSite;
 
@@ -73,6 +73,12 @@ impl When {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PageRow {
     pub id: i64,
+    /// Its section's name (`None`: the default section).
+    pub section: Option<String>,
+    /// `Page 3`, or `products, page 2`.
+    pub label: String,
+    /// The name of its sitemap file: `sitemap-3.xml`, `sitemap-products-2.xml`.
+    pub file: String,
     pub urls: Fill,
     /// Against `page_max_bytes`: the entries and the envelope reserve, as the limit rule counts them.
     pub bytes: Fill,
@@ -84,8 +90,12 @@ pub struct PageRow {
 }
 
 impl PageRow {
-    pub fn new(page: &PageState, site: &ViewSite) -> Self {
+    /// `page`'s row; `section` is its section's name (`None`: the default section).
+    pub fn new(page: &PageState, site: &ViewSite, section: Option<&Section>) -> Self {
         let ns = page.ns;
+        let number = number_of(page.id);
+        let max_urls = section.and_then(|s| site.section_max_urls.get(s.as_str())).copied();
+        let max_urls = max_urls.unwrap_or(site.limits.max_urls).min(site.limits.max_urls);
         let mut parts = Vec::new();
         for (n, what) in [(ns.image, "with images"), (ns.video, "with videos"), (ns.xhtml, "with alternates")] {
             if n > 0 {
@@ -94,16 +104,62 @@ impl PageRow {
         }
         Self {
             id: page.id,
-            urls: Fill::new(page.url_count, i64::from(site.limits.max_urls)),
+            section: section.map(|s| s.to_string()),
+            label: match section {
+                None => format!("Page {number}"),
+                Some(s) => format!("{s}, page {number}"),
+            },
+            file: match section {
+                None => format!("sitemap-{number}.xml"),
+                Some(s) => format!("sitemap-{s}-{number}.xml"),
+            },
+            urls: Fill::new(page.url_count, i64::from(max_urls)),
             bytes: Fill::new(page_bytes(page.byte_size), site.limits.max_bytes as i64),
             lastmod: When::from_micros(page.modified_us),
-            sitemap: (page.url_count > 0).then(|| site.public_url.page_url(page.id)),
+            sitemap: (page.url_count > 0).then(|| site.public_url.section_page_url(section, number)),
             ns: parts.join(", "),
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.sitemap.is_none()
+    }
+}
+
+/// One section of a site as its screen sums it up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SectionRow {
+    /// Its name; `None`: the default section.
+    pub name: Option<String>,
+    pub urls: String,
+    /// Its pages listed (not empty).
+    pub listed: String,
+    /// Its own index (`/sitemap-<name>.xml`), for a named section with pages listed.
+    pub index: Option<String>,
+    /// The id of its first page, the row of the page table it starts at.
+    pub first_page: i64,
+}
+
+impl SectionRow {
+    /// Every section of `pages` (the default first, then by name), with what it holds.
+    pub fn of(pages: &[PageState], names: &SectionNames, site: &ViewSite) -> Vec<Self> {
+        let row = |id: i64, name: Option<&Section>| {
+            let mine: Vec<&PageState> = pages.iter().filter(|p| section_of(p.id) == id).collect();
+            let listed = mine.iter().filter(|p| p.url_count > 0).count() as i64;
+            Self {
+                name: name.map(|s| s.to_string()),
+                urls: grouped(mine.iter().map(|p| p.url_count).sum()),
+                listed: grouped(listed),
+                index: name.filter(|_| listed > 0).map(|s| site.public_url.section_index_url(s)),
+                first_page: mine.first().map_or(0, |p| p.id),
+            }
+        };
+        let mut rows = Vec::new();
+        if pages.iter().any(|p| section_of(p.id) == 0) {
+            rows.push(row(0, None));
+        }
+        rows.extend(names.by_name().into_iter().map(|(id, name)| row(id, Some(name))));
+        rows
     }
 }
 
@@ -337,6 +393,7 @@ mod tests {
             name: "default".into(),
             public_url: PublicUrl::parse("https://x.test/").unwrap(),
             limits: Limits { max_urls: 100, max_bytes: 10_240 },
+            section_max_urls: [("tiny".to_owned(), 50)].into(),
         };
         let page = PageState {
             id: 3,
@@ -347,7 +404,8 @@ mod tests {
             ns: NsCounts { image: 2, video: 0, xhtml: 1 },
             gzip: crate::page::Gzip::Blocks,
         };
-        let row = PageRow::new(&page, &site);
+        let row = PageRow::new(&page, &site, None);
+        assert_eq!((row.label.as_str(), row.file.as_str()), ("Page 3", "sitemap-3.xml"));
         assert_eq!(row.urls.percent, "25.0%");
         assert_eq!((row.bytes.used.as_str(), row.bytes.percent.as_str()), ("5,120", "50.0%"), "4,096 + 1,024 reserve");
         assert_eq!(row.sitemap.as_deref(), Some("https://x.test/sitemap-3.xml"));
@@ -356,8 +414,14 @@ mod tests {
             When { machine: "2023-11-14T22:13:20.123Z".into(), human: "2023-11-14 22:13:20 UTC".into() }
         );
         assert_eq!(row.ns, "2 with images, 1 with alternates");
-        let empty = PageRow::new(&PageState { url_count: 0, byte_size: 0, ..page }, &site);
+        let empty = PageRow::new(&PageState { url_count: 0, byte_size: 0, ..page }, &site, None);
         assert!(empty.is_empty() && empty.sitemap.is_none(), "an empty page is not listed: no live link");
+        // A section's page: its name, its file, and the section's own URL limit.
+        let tiny = Section::parse("tiny").unwrap();
+        let row = PageRow::new(&PageState { id: crate::page::page_id(4, 2), ..page }, &site, Some(&tiny));
+        assert_eq!((row.label.as_str(), row.file.as_str()), ("tiny, page 2", "sitemap-tiny-2.xml"));
+        assert_eq!(row.sitemap.as_deref(), Some("https://x.test/sitemap-tiny-2.xml"));
+        assert_eq!((row.urls.limit.as_str(), row.urls.percent.as_str()), ("50", "50.0%"));
     }
 
     fn ext() -> Extensions {

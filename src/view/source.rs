@@ -3,9 +3,12 @@
 //! so that serving several sites changes these bodies (per-site store calls, the configured sites) and not the
 //! handlers or the templates.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use crate::AppState;
-use crate::domain::{Loc, PublicUrl};
-use crate::page::{Limits, PageState, StoredUrl};
+use crate::domain::{Loc, PublicUrl, SectionNames};
+use crate::page::{Limits, PageState, StoredUrl, section_of};
 use crate::store;
 
 /// A site as the view shows it.
@@ -19,6 +22,8 @@ pub struct ViewSite {
     pub public_url: PublicUrl,
     /// Its pages' limits.
     pub limits: Limits,
+    /// The sections whose pages hold fewer URLs, by name.
+    pub section_max_urls: BTreeMap<String, u32>,
 }
 
 /// The view's reads over the service's state.
@@ -35,10 +40,17 @@ impl<'a> ViewData<'a> {
     /// Every site, in configuration order.
     pub fn sites(&self) -> Vec<ViewSite> {
         let limits = self.state.config.limits();
+        let section_max_urls = &self.state.config.section_max_urls;
         self.state
             .sites
             .iter()
-            .map(|s| ViewSite { id: s.id, name: s.name.clone(), public_url: s.public_url.clone(), limits })
+            .map(|s| ViewSite {
+                id: s.id,
+                name: s.name.clone(),
+                public_url: s.public_url.clone(),
+                limits,
+                section_max_urls: section_max_urls.clone(),
+            })
             .collect()
     }
 
@@ -50,6 +62,11 @@ impl<'a> ViewData<'a> {
     /// The site's page table, empty pages included, in page order: O(pages).
     pub async fn pages(&self, site: &ViewSite) -> store::Result<Vec<PageState>> {
         self.state.reads().pages(site.id).await
+    }
+
+    /// The site's section names, knowing the sections of every page of `pages`.
+    pub async fn sections(&self, site: &ViewSite, pages: &[PageState]) -> store::Result<Arc<SectionNames>> {
+        self.state.section_names(site.id, pages.iter().map(|p| section_of(p.id))).await
     }
 
     /// One page of the site, empty or not; `None` when it has no such page.

@@ -49,6 +49,13 @@ async fn all_urls(store: &dyn Store) -> Vec<StoredUrl> {
 /// The stored state is consistent: page counts and byte totals match the URLs, limits hold, each URL's size is
 /// its rendered size, and each page streams exactly its URLs in id order.
 pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_bytes: i64) {
+    assert_consistent_in(store, &|_| max_urls, max_bytes).await;
+}
+
+/// [`assert_consistent`] with sections: each section's pages are numbered 1..n, and hold at most `max_urls` of
+/// their section (by id) each.
+pub(crate) async fn assert_consistent_in(store: &dyn Store, max_urls: &dyn Fn(i64) -> i64, max_bytes: i64) {
+    use sitemapd::page::{number_of, section_of};
     let urls = all_urls(store).await;
     let pages = store.pages(1).await.unwrap();
     let mut by_page: BTreeMap<i64, Vec<&StoredUrl>> = BTreeMap::new();
@@ -56,10 +63,16 @@ pub(crate) async fn assert_consistent(store: &dyn Store, max_urls: i64, max_byte
         by_page.entry(u.page_id).or_default().push(u);
         assert_eq!(u.size as u64, url_len(&u.loc, &u.fields), "size of {}", u.loc);
     }
-    let ids: Vec<i64> = pages.iter().map(|p| p.id).collect();
-    assert_eq!(ids, (1..=pages.len() as i64).collect::<Vec<_>>(), "pages are numbered 1..n");
+    let mut numbers: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for p in &pages {
+        numbers.entry(section_of(p.id)).or_default().push(number_of(p.id));
+    }
+    for (section, numbers) in numbers {
+        assert_eq!(numbers, (1..=numbers.len() as i64).collect::<Vec<_>>(), "section {section}'s pages are 1..n");
+    }
     for page in &pages {
         let members = by_page.remove(&page.id).unwrap_or_default();
+        let max_urls = max_urls(section_of(page.id));
         assert_eq!(page.url_count, members.len() as i64, "count of page {}", page.id);
         assert_eq!(page.byte_size, members.iter().map(|u| u.size).sum::<i64>(), "bytes of page {}", page.id);
         assert!(page.url_count <= max_urls, "page {} has {} URLs", page.id, page.url_count);

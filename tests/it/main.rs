@@ -25,6 +25,7 @@ mod readme;
 mod recipes;
 mod replica;
 mod roundtrip;
+mod sections;
 mod sitemaps;
 mod sites;
 mod slow_readers;

@@ -170,7 +170,17 @@ async fn openapi_document_describes_every_write_route() {
         schemas["Entry"]["properties"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
     assert_eq!(
         entry_fields,
-        BTreeSet::from(["loc", "lastmod", "changefreq", "priority", "images", "videos", "news", "alternates"])
+        BTreeSet::from([
+            "loc",
+            "lastmod",
+            "changefreq",
+            "priority",
+            "section",
+            "images",
+            "videos",
+            "news",
+            "alternates"
+        ])
     );
     for name in ["Image", "Video", "News", "Publication", "Alternate", "Restriction", "Platform", "Uploader"] {
         assert!(schemas.contains_key(name), "schema {name} missing");

@@ -221,6 +221,13 @@ impl TestApp {
         Self::open(self.db.clone(), self.vars.clone()).await
     }
 
+    /// This process's configuration with `vars` on top (for a process that may refuse to start).
+    pub(crate) fn config_with(&self, vars: &[(&str, &str)]) -> Config {
+        let mut all = self.vars.clone();
+        all.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Config::load_from(None, |k| all.get(k).cloned()).expect("valid test configuration")
+    }
+
     /// Another process on the same database, configured with `vars` on top of this one's.
     pub(crate) async fn another_process_with(&self, vars: &[(&str, &str)]) -> Self {
         let mut all = self.vars.clone();

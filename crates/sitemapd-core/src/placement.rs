@@ -704,13 +704,13 @@ mod tests {
         // A URL sent to another section leaves its page for the other section's first page with room: two pages.
         let moved = in_section(entry("None/0", None), Some("alpha"));
         let before = m.pages.clone();
-        let (counts, touched) = m.upsert_in(&[moved.clone()], layout.clone());
+        let (counts, touched) = m.upsert_in(std::slice::from_ref(&moved), layout.clone());
         assert_eq!(counts.updated, 1);
         assert_eq!(touched, [page_id(0, 1), page_id(1, 2)].into());
         assert!(m.pages.iter().all(|(id, p)| touched.contains(id) || before[id] == *p));
         m.check_in(&layout);
         // Sent again as it is now: nothing changes.
-        let (counts, touched) = m.upsert_in(&[moved], layout.clone());
+        let (counts, touched) = m.upsert_in(&[moved], layout);
         assert_eq!((counts.unchanged, touched.len()), (1, 0));
     }
 

@@ -24,12 +24,12 @@ pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
 pub use self::sqlite::SqliteStore;
-pub use self::write::{DEFAULT_SITE_ID, Upsert};
+pub use self::write::{DEFAULT_SITE_ID, Shape, Upsert};
 use sitemapd_core::domain::Extensions;
 use sitemapd_core::domain::ext::News;
-use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
+use sitemapd_core::domain::{Entry, Loc, Priority, Section, SiteSpec, Sites};
 use sitemapd_core::page::EntryTooLarge;
-use sitemapd_core::page::{Fields, Gzip, Limits, NsCounts, PageState, StoredUrl, page_bytes};
+use sitemapd_core::page::{Fields, Gzip, Limits, NsCounts, PageState, StoredUrl, page_bytes, section_of};
 use sitemapd_core::placement::{Changes, IndexFull, PlanError, UpsertCounts};
 
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +162,11 @@ pub trait StoreReads: Send + Sync + 'static {
     /// Records in id order after the record with id `after` (keyset paging), of one site or of all: at most
     /// `limit`, and fewer once their rendered sizes pass [`LIST_MAX_BYTES`].
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>>;
+    /// [`StoreReads::list_after`] of one section (by id) of one site.
+    async fn list_section_after(&self, site: i64, section: i64, after: i64, limit: u32) -> Result<Vec<SiteUrl>>;
+    /// `site`'s named sections (id, name), in id order: a few rows. A section's id and name never change once
+    /// stored, so what was read stays true.
+    async fn sections(&self, site: i64) -> Result<Vec<(i64, Section)>>;
     /// Page `page_id` of `site`: its records in id order after the record with id `after` (keyset paging, through
     /// the `(site_id, page_id, id)` index): at most `limit`, and fewer once their rendered sizes pass
     /// [`LIST_MAX_BYTES`].
@@ -277,6 +282,20 @@ impl Backend {
     }
 }
 
+/// Stored section rows as sections; a name this version would refuse (written by hand) is left out, with a warning:
+/// its pages are then served by number under no name.
+fn named_sections(rows: Vec<(i64, String)>) -> Vec<(i64, Section)> {
+    rows.into_iter()
+        .filter_map(|(id, name)| match Section::parse(&name) {
+            Ok(section) => Some((id, section)),
+            Err(e) => {
+                tracing::warn!(target: LOG_TARGET, section = id, error = %e, "a stored section has a name this version refuses");
+                None
+            }
+        })
+        .collect()
+}
+
 /// How to open the database.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -287,6 +306,8 @@ pub struct StoreOptions {
     /// The configured sites: never empty.
     pub sites: Vec<SiteSpec>,
     pub limits: Limits,
+    /// Sections whose pages hold fewer URLs than `limits.max_urls`, by name (in every site).
+    pub section_max_urls: BTreeMap<String, u32>,
     pub max_connections: u32,
     /// The longest a request waits for a connection before it is answered 503.
     pub acquire_timeout: Duration,
@@ -296,6 +317,13 @@ pub struct StoreOptions {
     /// Whether this process serves the database (SQLite: it stamps the file and watches it, see `watch.rs`);
     /// false for the CLI's commands, which share the file with a running server.
     pub serving: bool,
+}
+
+impl StoreOptions {
+    /// How the store lays out pages.
+    fn shape(&self) -> write::Shape {
+        write::Shape { section_max_urls: self.section_max_urls.clone(), ..write::Shape::uniform(self.limits) }
+    }
 }
 
 /// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.
@@ -311,17 +339,36 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
         None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
     };
     store.migrate().await.context("cannot apply database migrations")?;
-    check_limits(&*store, options.limits).await?;
+    check_limits(&*store, options.limits, &options.section_max_urls).await?;
     store.read_from_replica();
     Ok(store)
 }
 
 /// Refuses limits lower than what stored pages already hold: they would break the limits and nothing rebalances
-/// pages (yet). O(pages).
-async fn check_limits(store: &dyn StoreReads, limits: Limits) -> anyhow::Result<()> {
+/// pages (yet). The same for a section's own page size (`section_max_urls`). O(pages).
+async fn check_limits(
+    store: &dyn StoreReads,
+    limits: Limits,
+    section_max_urls: &BTreeMap<String, u32>,
+) -> anyhow::Result<()> {
     for site in store.sites().iter() {
         let pages = store.pages(site.id).await.context("cannot read the page table")?;
         check_site_limits(&site.name, &pages, limits)?;
+        if section_max_urls.is_empty() {
+            continue;
+        }
+        for (id, name) in store.sections(site.id).await.context("cannot read the sections")? {
+            let Some(&max) = section_max_urls.get(name.as_str()) else { continue };
+            let held = pages.iter().filter(|p| section_of(p.id) == id).map(|p| p.url_count).max().unwrap_or(0);
+            if held > i64::from(max) {
+                anyhow::bail!(
+                    "a page of section {name} of site {} already holds {held} URLs, more than section_max_urls \
+                     (SITEMAPD_SECTION_MAX_URLS) gives it ({name}={max}): stored pages are not rebalanced, so keep \
+                     it at {held} or more",
+                    site.name
+                );
+            }
+        }
     }
     Ok(())
 }

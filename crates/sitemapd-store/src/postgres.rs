@@ -87,7 +87,7 @@ pub struct PgStore {
     read_pool: Option<PgPool>,
     /// Whether reads go to `read_pool` now; a probe task brings it back after a failure.
     replica: Arc<Replica>,
-    limits: Limits,
+    shape: write::Shape,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
     /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
@@ -132,7 +132,7 @@ impl PgStore {
             pool,
             read_pool,
             replica,
-            limits: options.limits,
+            shape: options.shape(),
             specs: options.sites.clone(),
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
@@ -148,7 +148,8 @@ impl PgStore {
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
         let sites = OnceLock::from(Arc::new(sites));
         let guess = write::Guess::default();
-        Self { pool, read_pool: None, replica: Arc::default(), limits, specs, sites, notify_names, notify, guess }
+        let shape = write::Shape::uniform(limits);
+        Self { pool, read_pool: None, replica: Arc::default(), shape, specs, sites, notify_names, notify, guess }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -330,7 +331,7 @@ impl Store for PgStore {
     async fn migrate(&self) -> anyhow::Result<()> {
         sqlx::migrate!("../../migrations/postgres").run(&self.pool).await?;
         // Under the write lock, so that replicas starting together repair once.
-        write::repair(self.begin_write().await?, self.limits).await?;
+        write::repair(self.begin_write().await?, self.shape.limits).await?;
         let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Postgres::stored_sites(&self.pool).await?, &sites);
         let _ = self.notify.set(super::site_ids(&sites, &self.notify_names));
@@ -361,7 +362,7 @@ impl Store for PgStore {
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
         let pool = Some(&self.pool);
-        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify(), pool).await
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.notify(), pool).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {

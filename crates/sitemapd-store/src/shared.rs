@@ -14,7 +14,7 @@ use super::{
     EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, Result, SiteUrl, StoreReads, UrlRow, page_columns,
     url_columns,
 };
-use sitemapd_core::domain::{Loc, Site, SiteSpec, Sites};
+use sitemapd_core::domain::{Loc, Section, Site, SiteSpec, Sites};
 use sitemapd_core::page::{PageState, StoredUrl};
 use sitemapd_core::placement;
 
@@ -57,6 +57,15 @@ const TOUCH_NEWS_SQL: &str = "UPDATE news_state SET modified_us = \
      CASE WHEN $1 > modified_us + 1000 THEN $1 ELSE modified_us + 1000 END WHERE site_id = $2";
 /// A site's change counter (moved on by the triggers of migration 0006): one primary-key read.
 const CHANGES_SQL: &str = "SELECT changes FROM sites WHERE id = $1";
+/// A site's sections, in id order: a few rows.
+const SECTIONS_SQL: &str = "SELECT id, name FROM sections WHERE site_id = $1 ORDER BY id";
+const ADD_SECTION_SQL: &str = "INSERT INTO sections (site_id, id, name) VALUES ($1, $2, $3)";
+/// One site's records of one section (a range of page ids) in id order.
+const LIST_SECTION_AFTER_SQL: &str = concat!(
+    "SELECT ",
+    url_columns!(),
+    " FROM urls WHERE id > $1 AND site_id = $3 AND page_id BETWEEN $4 AND $5 ORDER BY id LIMIT $2"
+);
 const REPAIR_URL_SQL: &str = "UPDATE urls SET loc = $2, page_id = $3, size = $4 WHERE id = $1";
 
 /// A backend's database with the queries both backends share. Implemented for every sqlx database that can run
@@ -72,6 +81,23 @@ pub(crate) trait Sql: Database {
         after: i64,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send;
+    /// [`Sql::list_after`] of one section of one site.
+    fn list_section_after(
+        pool: &Pool<Self>,
+        site: i64,
+        section: i64,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<SiteUrl>>> + Send;
+    /// A site's sections (id, name), in id order.
+    fn sections(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Vec<(i64, String)>>> + Send;
+    /// Records section `id` of `site`, named `name`.
+    fn add_section(
+        conn: &mut Self::Connection,
+        site: i64,
+        id: i64,
+        name: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// One page's records in id order after the record with id `after` (keyset paging), on `conn` (Postgres: in
     /// a transaction with [`super::postgres::PAGE_PLANNER_SETTINGS`]).
     fn page_urls(
@@ -140,6 +166,7 @@ where
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
     (i64, i64): for<'r> FromRow<'r, DB::Row>,
+    (i64, String): for<'r> FromRow<'r, DB::Row>,
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     (String, i64): for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
@@ -163,6 +190,32 @@ where
             }
         };
         listing(query.fetch(pool)).await
+    }
+
+    async fn list_section_after(
+        pool: &Pool<Self>,
+        site: i64,
+        section: i64,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<SiteUrl>> {
+        let ids = sitemapd_core::page::section_ids(section);
+        let query = sqlx::query_as::<_, UrlRow>(LIST_SECTION_AFTER_SQL)
+            .bind(after)
+            .bind(i64::from(limit))
+            .bind(site)
+            .bind(*ids.start())
+            .bind(*ids.end());
+        listing(query.fetch(pool)).await
+    }
+
+    async fn sections(conn: &mut Self::Connection, site: i64) -> Result<Vec<(i64, String)>> {
+        Ok(sqlx::query_as(SECTIONS_SQL).bind(site).fetch_all(conn).await?)
+    }
+
+    async fn add_section(conn: &mut Self::Connection, site: i64, id: i64, name: &str) -> Result<()> {
+        sqlx::query(ADD_SECTION_SQL).bind(site).bind(id).bind(name).execute(conn).await?;
+        Ok(())
     }
 
     async fn page_urls(
@@ -390,6 +443,19 @@ impl<B: Backend> StoreReads for B {
     async fn list_after(&self, site: Option<i64>, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
         let on_replica = self.on_replica();
         self.reading(on_replica, B::Db::list_after(self.read_pool(), site, after, limit).await)
+    }
+    async fn list_section_after(&self, site: i64, section: i64, after: i64, limit: u32) -> Result<Vec<SiteUrl>> {
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::list_section_after(self.read_pool(), site, section, after, limit).await)
+    }
+    async fn sections(&self, site: i64) -> Result<Vec<(i64, Section)>> {
+        let read = async {
+            let mut conn = self.read_pool().acquire().await?;
+            B::Db::sections(&mut conn, site).await
+        };
+        let on_replica = self.on_replica();
+        let rows = self.reading(on_replica, read.await)?;
+        Ok(super::named_sections(rows))
     }
     async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
         let on_replica = self.on_replica();

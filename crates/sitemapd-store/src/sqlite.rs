@@ -27,7 +27,7 @@ use super::{
     DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
 };
 use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
-use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl};
+use sitemapd_core::page::{Fields, PageState, StoredUrl};
 use sitemapd_core::placement::{NewUrl, UpsertCounts};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::sqlite`), so that `RUST_LOG`
@@ -55,7 +55,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// One connection, for every statement that writes.
     write_pool: SqlitePool,
-    limits: Limits,
+    shape: write::Shape,
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
     lock_timeout: Duration,
@@ -127,7 +127,7 @@ impl SqliteStore {
         Ok(Self {
             pool,
             write_pool,
-            limits: options.limits,
+            shape: options.shape(),
             writer: Mutex::new(()),
             lock_timeout: Duration::from_secs(5),
             watch,
@@ -307,7 +307,7 @@ impl Store for SqliteStore {
         sqlx::migrate!("../../migrations/sqlite").run(&self.pool).await?;
         let _writer = self.lock_writer().await?;
         let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::repair(tx, self.limits).await?;
+        write::repair(tx, self.shape.limits).await?;
         let sites = sqlx::Sqlite::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Sqlite::stored_sites(&self.pool).await?, &sites);
         let _ = self.notify.set(super::site_ids(&sites, &self.notify_names));
@@ -359,7 +359,7 @@ impl Store for SqliteStore {
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
         let written =
-            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.limits), self.notify(), None).await;
+            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.notify(), None).await;
         self.noted(written)
     }
 
@@ -584,6 +584,7 @@ pub async fn backup(url: &str, dest: &std::path::Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use sitemapd_core::domain::{DEFAULT_SITE, PublicUrl};
+    use sitemapd_core::page::Limits;
 
     /// Writes go through one connection of their own with the larger cache and checkpoint interval; reads keep
     /// SQLite's defaults, so that many readers do not each hold a writer's cache.
@@ -597,6 +598,7 @@ mod tests {
             read_url: None,
             sites: vec![SiteSpec { name: DEFAULT_SITE.to_owned(), public_url: public_url.clone() }],
             limits: Limits { max_urls: 50_000, max_bytes: 52_428_800 },
+            section_max_urls: Default::default(),
             max_connections: 10,
             acquire_timeout: Duration::from_secs(5),
             notify_sites: Default::default(),

@@ -20,8 +20,8 @@ use sqlx::Transaction;
 
 use super::shared::Sql;
 use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
-use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Sites};
-use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl};
+use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Section, Sites};
+use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl, section_of};
 use sitemapd_core::placement::{self, Changes, NewUrl, UpsertCounts};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::write`), so that `RUST_LOG`
@@ -126,7 +126,7 @@ pub(crate) async fn upsert<DB: Writes>(
     sites: &Sites,
     entries: &[Entry],
     mode: Upsert,
-    limits: Limits,
+    shape: &Shape,
     notify: &BTreeSet<i64>,
     lookup: Lookup<'_, DB>,
 ) -> Result<Written<UpsertCounts>> {
@@ -147,8 +147,19 @@ pub(crate) async fn upsert<DB: Writes>(
         Upsert::Replace => entries,
         Upsert::Import if no_news => entries,
         Upsert::Import => {
-            let stored: BTreeMap<&str, &Fields> =
-                existing.values().flatten().map(|u| (u.loc.as_str(), &u.fields)).collect();
+            // The sections of the records stored outside the default section, by site and section id.
+            let mut names: BTreeMap<(i64, i64), Section> = BTreeMap::new();
+            for (site, urls) in &existing {
+                if urls.iter().any(|u| section_of(u.page_id) != 0) {
+                    let rows = DB::sections(&mut tx, *site).await?;
+                    names.extend(super::named_sections(rows).into_iter().map(|(id, name)| ((*site, id), name)));
+                }
+            }
+            let stored: BTreeMap<&str, (&Fields, Option<Section>)> = existing
+                .iter()
+                .flat_map(|(site, urls)| urls.iter().map(move |u| (*site, u)))
+                .map(|(site, u)| (u.loc.as_str(), (&u.fields, names.get(&(site, section_of(u.page_id))).cloned())))
+                .collect();
             merged = import_merge(entries, &stored);
             &merged[..]
         }
@@ -179,8 +190,10 @@ pub(crate) async fn upsert<DB: Writes>(
     }
     for (site, entries) in &groups {
         let stored = existing.remove(site).unwrap_or_default();
+        let (layout, ids) = layout::<DB>(&mut tx, *site, entries, shape).await?;
         let pages = DB::pages_in(&mut tx, *site).await?;
-        let plan = placement::plan_upsert(entries, |_| 0, stored, pages, placement::Layout::uniform(limits), now)?;
+        let section = |e: &Entry| e.section.as_ref().map_or(0, |s| ids[s.as_str()]);
+        let plan = placement::plan_upsert(entries, section, stored, pages, layout, now)?;
         write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
         if let Err(e) = DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await {
             if matches!(lookup, Lookup::Skip) && stored_after_all(&e) {
@@ -197,6 +210,52 @@ pub(crate) async fn upsert<DB: Writes>(
     Ok(written)
 }
 
+/// How a store lays out pages, as configured: the page limits, the sections whose pages hold fewer URLs (by name,
+/// in every site), and how many of the index's entries are kept for sitemaps other than pages.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub limits: Limits,
+    pub section_max_urls: BTreeMap<String, u32>,
+    /// Index entries kept for other sitemaps (the news sitemap's is in [`placement::MAX_PAGES`] already).
+    pub reserved: i64,
+}
+
+impl Shape {
+    /// One page size for every section, and every index entry but the news sitemap's for pages.
+    pub fn uniform(limits: Limits) -> Self {
+        Self { limits, section_max_urls: BTreeMap::new(), reserved: 0 }
+    }
+}
+
+/// The layout `site`'s write plans with, and the ids of its sections by name, the sections `entries` name
+/// included: one a write names first is stored now, with the next id (the write lock is held, and the pages it
+/// is given are written in this transaction, so readers learn of both together). A write that names no section,
+/// to a deployment that sizes none, reads nothing.
+async fn layout<DB: Writes>(
+    conn: &mut DB::Connection,
+    site: i64,
+    entries: &[Entry],
+    shape: &Shape,
+) -> Result<(placement::Layout, BTreeMap<String, i64>)> {
+    let named: BTreeSet<&str> = entries.iter().filter_map(|e| e.section.as_ref().map(Section::as_str)).collect();
+    let mut ids = BTreeMap::new();
+    if !named.is_empty() || !shape.section_max_urls.is_empty() {
+        let stored = DB::sections(conn, site).await?;
+        let mut next = stored.iter().map(|(id, _)| *id).max().unwrap_or(0) + 1;
+        ids = stored.into_iter().map(|(id, name)| (name, id)).collect();
+        for name in named {
+            if !ids.contains_key(name) {
+                DB::add_section(conn, site, next, name).await?;
+                ids.insert(name.to_owned(), next);
+                next += 1;
+            }
+        }
+    }
+    let section_urls = shape.section_max_urls.iter().filter_map(|(name, max)| Some((*ids.get(name)?, *max))).collect();
+    let max_pages = placement::MAX_PAGES - shape.reserved;
+    Ok((placement::Layout { limits: shape.limits, section_urls, max_pages }, ids))
+}
+
 /// Upserts `entries` through the transactions `begin` gives. A large batch is planned as new records without a
 /// lookup when the large batch before was all new (a bulk load of new records, where the lookup finds nothing and
 /// costs the database an index search per row); otherwise with a lookup, and so is a guessed batch one of whose
@@ -207,7 +266,7 @@ pub(crate) async fn upsert_guessing<DB: Writes, F, Fut>(
     begin: F,
     sites: &Sites,
     entries: &[Entry],
-    (mode, limits): (Upsert, Limits),
+    (mode, shape): (Upsert, &Shape),
     notify: &BTreeSet<i64>,
     pool: Option<&sqlx::Pool<DB>>,
 ) -> Result<Written<UpsertCounts>>
@@ -217,7 +276,7 @@ where
 {
     let large = entries.len() >= Guess::LARGE;
     if large && guess.all_new.load(Ordering::Relaxed) {
-        match upsert(begin().await?, sites, entries, mode, limits, notify, Lookup::Skip).await {
+        match upsert(begin().await?, sites, entries, mode, shape, notify, Lookup::Skip).await {
             Err(e) if stored_after_all(&e) => {
                 sitemapd_metrics::write_guess("stored");
                 guess.all_new.store(false, Ordering::Relaxed);
@@ -230,7 +289,7 @@ where
             }
         }
     }
-    let written = upsert(begin().await?, sites, entries, mode, limits, notify, Lookup::Find(pool)).await?;
+    let written = upsert(begin().await?, sites, entries, mode, shape, notify, Lookup::Find(pool)).await?;
     if large {
         guess.all_new.store(written.counts.created == entries.len() as u64, Ordering::Relaxed);
     }
@@ -278,19 +337,19 @@ pub enum Upsert {
     Import,
 }
 
-/// `entries` as [`Upsert::Import`] merges them onto `stored` (by loc), in order: a later duplicate of a loc merges
-/// onto the earlier one.
-pub(crate) fn import_merge(entries: &[Entry], stored: &BTreeMap<&str, &Fields>) -> Vec<Entry> {
+/// `entries` as [`Upsert::Import`] merges them onto `stored` (by loc: the record and its section), in order: a
+/// later duplicate of a loc merges onto the earlier one.
+pub(crate) fn import_merge(entries: &[Entry], stored: &BTreeMap<&str, (&Fields, Option<Section>)>) -> Vec<Entry> {
     let mut latest: BTreeMap<&str, Entry> = BTreeMap::new();
     let mut out = Vec::with_capacity(entries.len());
     for entry in entries {
         let loc = entry.loc.as_str();
         let base = match latest.get(loc) {
-            Some(earlier) => Some(Fields::from(earlier)),
-            None => stored.get(loc).map(|f| (*f).clone()),
+            Some(earlier) => Some((Fields::from(earlier), earlier.section.clone())),
+            None => stored.get(loc).map(|(f, section)| ((*f).clone(), section.clone())),
         };
         let merged = match base {
-            Some(base) => merge_onto(entry, &base),
+            Some((base, section)) => merge_onto(entry, &base, section),
             None => entry.clone(),
         };
         latest.insert(loc, merged.clone());
@@ -299,12 +358,16 @@ pub(crate) fn import_merge(entries: &[Entry], stored: &BTreeMap<&str, &Fields>) 
     out
 }
 
-/// `entry` merged onto the record `base` by [`Upsert::Import`]'s rule.
-fn merge_onto(entry: &Entry, base: &Fields) -> Entry {
+/// `entry` merged onto the record `base` (in `section`) by [`Upsert::Import`]'s rule.
+fn merge_onto(entry: &Entry, base: &Fields, section: Option<Section>) -> Entry {
     let ext = entry.ext.as_deref();
     let mut merged = entry.clone();
     if ext.is_some_and(|x| x.news.is_some()) {
-        // A news sitemap's entry: what it does not say, the record keeps.
+        // A news sitemap's entry: what it does not say, the record keeps, its section included (a news sitemap
+        // is no section: the record stays where its other sitemap put it).
+        if merged.section.is_none() {
+            merged.section = section;
+        }
         if merged.lastmod.is_none() {
             merged.lastmod = base.lastmod.as_deref().and_then(|l| LastMod::parse(l).ok());
         }
@@ -489,7 +552,7 @@ mod tests {
             assert_eq!(merged.last().unwrap(), &both(), "{order:?}");
         }
         let stored = Fields::from(&both());
-        let on_record = BTreeMap::from([(LOC, &stored)]);
+        let on_record = BTreeMap::from([(LOC, (&stored, None))]);
         assert_eq!(import_merge(&[page()], &on_record), [both()], "the page keeps the stored news");
         assert_eq!(import_merge(&[news_only()], &on_record), [both()], "the news keeps the stored fields");
     }
@@ -497,7 +560,7 @@ mod tests {
     #[test]
     fn an_entry_with_news_keeps_what_it_does_not_give_and_any_other_keeps_only_the_news() {
         let stored = Fields::from(&both());
-        let on_record = BTreeMap::from([(LOC, &stored)]);
+        let on_record = BTreeMap::from([(LOC, (&stored, None))]);
         let fresh_news = entry(json!({"loc": LOC, "priority": 0.5, "lastmod": "2024-06-01", "news": news()}));
         let merged = import_merge(std::slice::from_ref(&fresh_news), &on_record);
         let lastmod = merged[0].lastmod.as_ref().map(LastMod::as_str);
@@ -510,5 +573,21 @@ mod tests {
         assert!(merged[0].ext.as_ref().unwrap().news.is_some(), "only the news stays");
         let other = BTreeMap::new();
         assert_eq!(import_merge(&[page()], &other), [page()], "nothing stored: as given");
+    }
+
+    #[test]
+    fn a_news_entry_keeps_the_section_its_other_sitemap_gave() {
+        let products = Section::parse("products").unwrap();
+        let in_products = |e: Entry| Entry { section: Some(products.clone()), ..e };
+        // Read in either order: the page sitemap's section stays.
+        for order in [[in_products(page()), news_only()], [news_only(), in_products(page())]] {
+            let merged = import_merge(&order, &BTreeMap::new());
+            assert_eq!(merged.last().unwrap(), &in_products(both()), "{order:?}");
+        }
+        // Stored in a section: a news entry leaves it there; a page entry names its own (none: the default).
+        let stored = Fields::from(&both());
+        let on_record = BTreeMap::from([(LOC, (&stored, Some(products.clone())))]);
+        assert_eq!(import_merge(&[news_only()], &on_record), [in_products(both())]);
+        assert_eq!(import_merge(&[page()], &on_record)[0].section, None);
     }
 }

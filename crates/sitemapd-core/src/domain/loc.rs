@@ -57,6 +57,19 @@ impl PublicUrl {
     pub fn page_url(&self, page: i64) -> String {
         format!("{}sitemap-{page}.xml", self.base)
     }
+
+    /// Page `number` of `section` (`None`: the default section, whose pages are [`PublicUrl::page_url`]).
+    pub fn section_page_url(&self, section: Option<&super::Section>, number: i64) -> String {
+        match section {
+            None => self.page_url(number),
+            Some(section) => format!("{}sitemap-{section}-{number}.xml", self.base),
+        }
+    }
+
+    /// `section`'s own index, listing its pages alone.
+    pub fn section_index_url(&self, section: &super::Section) -> String {
+        format!("{}sitemap-{section}.xml", self.base)
+    }
 }
 
 impl fmt::Display for PublicUrl {

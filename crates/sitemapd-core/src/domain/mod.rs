@@ -14,5 +14,5 @@ pub use ext::Extensions;
 pub use ext_input::{ExtInput, JsonTree};
 pub use lastmod::LastMod;
 pub use loc::{Loc, MAX_LOC_LEN, PublicUrl, absolute_url, rfc3986};
-pub use section::{MAX_SECTION_LEN, RESERVED_SECTIONS, Section};
+pub use section::{MAX_SECTION_LEN, RESERVED_SECTIONS, Section, SectionNames};
 pub use site::{DEFAULT_SITE, LocScope, Site, SiteSpec, Sites};

@@ -2,6 +2,7 @@
 //! kind of content. An entry without one is in the default section, whose pages keep the names they always had
 //! (`/sitemap-N.xml`); a named section's pages are `/sitemap-<name>-N.xml`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The longest section name.
@@ -16,7 +17,8 @@ pub const RESERVED_SECTIONS: [&str; 5] = ["news", "removed", "default", "index",
 /// that a page's file name reads one way only (`sitemap-top-10-2.xml` would be page 2 of `top-10`, or a page 10 of
 /// `top` followed by junk): the page number is what follows the last hyphen, and a section name never ends so.
 /// Not one of [`RESERVED_SECTIONS`].
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
 pub struct Section(String);
 
 impl Section {
@@ -72,6 +74,42 @@ impl fmt::Display for Section {
 impl AsRef<str> for Section {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+/// A site's named sections by id, as stored (the default section, 0, has no name).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SectionNames(BTreeMap<i64, Section>);
+
+impl SectionNames {
+    pub fn new(sections: impl IntoIterator<Item = (i64, Section)>) -> Self {
+        Self(sections.into_iter().collect())
+    }
+
+    /// Section `id`'s name: `Some(None)` for the default section, `None` for an id not (yet) known.
+    pub fn name(&self, id: i64) -> Option<Option<&Section>> {
+        if id == 0 { Some(None) } else { self.0.get(&id).map(Some) }
+    }
+
+    /// The id of the section named `name`.
+    pub fn id(&self, name: &str) -> Option<i64> {
+        self.0.iter().find(|(_, s)| s.as_str() == name).map(|(id, _)| *id)
+    }
+
+    /// Whether every id of `ids` is known (the default section always is).
+    pub fn knows_all(&self, mut ids: impl Iterator<Item = i64>) -> bool {
+        ids.all(|id| id == 0 || self.0.contains_key(&id))
+    }
+
+    /// The named sections, by name.
+    pub fn by_name(&self) -> Vec<(i64, &Section)> {
+        let mut named: Vec<(i64, &Section)> = self.0.iter().map(|(id, s)| (*id, s)).collect();
+        named.sort_by(|a, b| a.1.cmp(b.1));
+        named
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 

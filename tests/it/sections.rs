@@ -1,0 +1,207 @@
+//! Sections: a site's named sequences of pages (`/sitemap-<name>-N.xml`), on both backends: placement, limits and
+//! no churn per section, a move between sections, the section page sizes, the API's `section`, and what a bad
+//! section gets.
+
+use serde_json::{Value, json};
+use sitemapd::page::{number_of, page_id, section_of};
+use sitemapd::store::Store;
+
+use crate::both_backends;
+use crate::contract::assert_consistent_in;
+use crate::support::{Backend, PUBLIC_URL, TestApp, options};
+
+fn entry(path: &str, section: Option<&str>) -> Value {
+    match section {
+        Some(s) => json!({"loc": format!("{PUBLIC_URL}/{path}"), "section": s}),
+        None => json!({"loc": format!("{PUBLIC_URL}/{path}")}),
+    }
+}
+
+/// `n` entries `<prefix><i>` in `section`.
+fn batch(prefix: &str, n: usize, section: Option<&str>) -> Vec<Value> {
+    (0..n).map(|i| entry(&format!("{prefix}{i}"), section)).collect()
+}
+
+async fn page_ids(store: &dyn Store) -> Vec<i64> {
+    store.pages(1).await.unwrap().iter().map(|p| p.id).collect()
+}
+
+async fn each_section_has_its_own_pages_limits_and_no_churn(b: Backend) {
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "3"), ("SITEMAPD_SECTION_MAX_URLS", "tiny=2")];
+    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let mut all = batch("d", 5, None);
+    all.extend(batch("p", 5, Some("products")));
+    all.extend(batch("t", 5, Some("tiny")));
+    assert_eq!(app.put_json(&Value::Array(all.clone())).await.status, 200);
+    // Section ids are given in name order within a write: products 1, tiny 2.
+    let sections: Vec<(i64, String)> =
+        app.store.sections(1).await.unwrap().into_iter().map(|(id, s)| (id, s.to_string())).collect();
+    assert_eq!(sections, [(1, "products".to_owned()), (2, "tiny".to_owned())]);
+    let expected: Vec<i64> =
+        [(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2), (2, 3)].iter().map(|&(s, n)| page_id(s, n)).collect();
+    assert_eq!(page_ids(&*app.store).await, expected);
+    let max_urls = |section: i64| if section == 2 { 2 } else { 3 };
+    assert_consistent_in(&*app.store, &max_urls, 52_428_800).await;
+    // The default section's pages are numbered as they always were.
+    assert_eq!(app.find(&format!("{PUBLIC_URL}/d4")).await.json()["sitemap"], format!("{PUBLIC_URL}/sitemap-2.xml"));
+    let found = app.find(&format!("{PUBLIC_URL}/t4")).await.json();
+    assert_eq!(found["section"], "tiny");
+    assert_eq!(found["sitemap"], format!("{PUBLIC_URL}/sitemap-tiny-3.xml"));
+    assert_eq!(app.find(&format!("{PUBLIC_URL}/d0")).await.json()["section"], Value::Null);
+    // An identical re-send changes nothing.
+    let before = app.store.pages(1).await.unwrap();
+    let answer = app.put_json(&Value::Array(all)).await.json();
+    assert_eq!(answer["unchanged"], 15, "{answer}");
+    assert_eq!(app.store.pages(1).await.unwrap(), before);
+}
+
+async fn moving_an_entry_to_another_section_changes_two_pages(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let mut all = batch("d", 6, None);
+    all.extend(batch("p", 4, Some("products")));
+    app.put_json(&Value::Array(all)).await;
+    let before = app.store.pages(1).await.unwrap();
+    let written = app
+        .store
+        .upsert(&[sitemapd::domain::Entry::from_json(entry("d1", Some("products")), &app.config.public_url).unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(written.counts.updated, 1);
+    let changed: Vec<i64> = written.changes_in(1).pages.iter().map(|p| p.id).collect();
+    // Out of default page 1, into the first products page with room (page 2: page 1 is full).
+    assert_eq!(changed, [page_id(0, 1), page_id(1, 2)]);
+    let after = app.store.pages(1).await.unwrap();
+    let differing: Vec<i64> = after.iter().filter(|p| !before.contains(p)).map(|p| p.id).collect();
+    assert_eq!(differing, changed, "no other page changed");
+    assert_eq!(
+        app.find(&format!("{PUBLIC_URL}/d1")).await.json()["sitemap"],
+        format!("{PUBLIC_URL}/sitemap-products-2.xml")
+    );
+    // Back to the default section (no section): into the first default page with room, its old slot.
+    app.put_json(&json!([entry("d1", None)])).await;
+    let found = app
+        .store
+        .find(&sitemapd::domain::Loc::parse(&format!("{PUBLIC_URL}/d1"), &app.config.public_url).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.url.page_id, page_id(0, 1));
+    assert_consistent_in(&*app.store, &|_| 3, 52_428_800).await;
+}
+
+async fn bad_sections_are_refused_and_change_nothing(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    app.put_json(&json!([entry("a", Some("blog"))])).await;
+    let before = app.store.pages(1).await.unwrap();
+    for bad in [
+        json!("News"),
+        json!("news"),
+        json!("removed"),
+        json!("default"),
+        json!("top-10"),
+        json!("a--b"),
+        json!(""),
+        json!(7),
+        json!("x".repeat(33)),
+        json!("blog\u{0}"),
+        json!("é"),
+    ] {
+        let answer = app.put_json(&json!([{"loc": format!("{PUBLIC_URL}/b"), "section": bad}])).await;
+        assert_eq!(answer.status, 422, "{bad}: {}", answer.text());
+        let text = answer.text();
+        assert!(text.contains("section"), "{bad}: {text}");
+    }
+    let ndjson = format!("{{\"loc\":\"{PUBLIC_URL}/c\",\"section\":\"BAD\"}}\n");
+    assert_eq!(app.put_ndjson(&ndjson).await.status, 422);
+    // Given twice: which one was meant is unknown.
+    let twice = format!("{{\"loc\":\"{PUBLIC_URL}/c\",\"section\":\"a\",\"section\":\"b\"}}");
+    let headers = [("content-type", "application/json")];
+    let answer = app.request(axum::http::Method::PUT, "/api/v1/urls", &headers, format!("[{twice}]").into()).await;
+    assert_eq!(answer.status, 422, "{}", answer.text());
+    assert_eq!(app.store.pages(1).await.unwrap(), before, "nothing changed");
+    assert_eq!(app.store.sections(1).await.unwrap().len(), 1, "no section was stored for a refused write");
+}
+
+async fn the_listing_filters_by_section(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let mut all = batch("d", 3, None);
+    all.extend(batch("p", 4, Some("products")));
+    all.extend(batch("b", 2, Some("blog")));
+    app.put_json(&Value::Array(all)).await;
+    let locs = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["loc"].as_str().unwrap().rsplit('/').next().unwrap().to_owned())
+            .collect()
+    };
+    let page = app.get("/api/v1/urls?section=products&limit=3", &[]).await.json();
+    assert_eq!(locs(&page), ["p0", "p1", "p2"]);
+    assert!(page["items"].as_array().unwrap().iter().all(|i| i["section"] == "products"));
+    let next = page["next"].as_str().unwrap().to_owned();
+    let rest = app.get(&format!("/api/v1/urls?section=products&limit=3&after={next}"), &[]).await.json();
+    assert_eq!(locs(&rest), ["p3"]);
+    assert_eq!(locs(&app.get("/api/v1/urls?section=default", &[]).await.json()), ["d0", "d1", "d2"]);
+    assert_eq!(locs(&app.get("/api/v1/urls?section=nothing-here", &[]).await.json()), Vec::<String>::new());
+    assert_eq!(app.get("/api/v1/urls?section=Nope", &[]).await.status, 400);
+    assert_eq!(app.get(&format!("/api/v1/urls?section=blog&loc={PUBLIC_URL}/b0"), &[]).await.status, 400);
+    // Export writes each entry's section, as the write API takes it.
+    let mut out = Vec::new();
+    sitemapd::export::export(app.store.as_ref(), None, &mut out).await.unwrap();
+    let lines: Vec<Value> = String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 9);
+    assert_eq!(lines[0].get("section"), None, "the default section is no field");
+    assert_eq!(lines[3]["section"], "products");
+    assert_eq!(lines[8]["section"], "blog");
+}
+
+async fn a_section_page_size_below_what_is_stored_is_refused_at_start(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_SECTION_MAX_URLS", "products=3")]).await else { return };
+    app.put_json(&Value::Array(batch("p", 3, Some("products")))).await;
+    let lower = app.config_with(&[("SITEMAPD_SECTION_MAX_URLS", "products=2")]);
+    let e = sitemapd::store::open(&options(&lower)).await.err().expect("refused");
+    let message = format!("{e:#}");
+    assert!(message.contains("section products") && message.contains("products=2"), "{message}");
+    // The same size, a larger one, or one for a section that holds nothing yet, are taken.
+    for ok in ["products=3", "products=5, blog=1", ""] {
+        let config = app.config_with(&[("SITEMAPD_SECTION_MAX_URLS", ok)]);
+        assert!(sitemapd::store::open(&options(&config)).await.is_ok(), "{ok}");
+    }
+}
+
+/// The index room is the site's: one section's pages can take it, and a write that needs a page beyond it is
+/// refused whole (507, as ever), whatever its section.
+async fn sections_share_the_index_room(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "1")]).await else { return };
+    // 49,998 full pages of the default section: their rows alone (the room is counted in pages). Postgres's
+    // change-counter trigger would update one row 49,998 times in one transaction (quadratic): off meanwhile.
+    let insert = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 49998) \
+         INSERT INTO pages (site_id, id, url_count, byte_size, version, modified_us) SELECT 1, i, 1, 100, 1, 1 FROM n";
+    match b {
+        Backend::Sqlite => app.exec_sql(insert).await,
+        Backend::Postgres => {
+            app.exec_sql(&format!(
+                "ALTER TABLE pages DISABLE TRIGGER pages_count_change; {insert}; \
+                 ALTER TABLE pages ENABLE TRIGGER pages_count_change"
+            ))
+            .await
+        }
+    }
+    assert_eq!(app.put_json(&json!([entry("one", Some("last"))])).await.status, 200, "the last page of the room");
+    let full = app.put_json(&json!([entry("two", Some("more"))])).await;
+    assert_eq!(full.status, 507, "{}", full.text());
+    assert!(full.text().contains("index is full"), "{}", full.text());
+    assert_eq!(app.put_json(&json!([entry("two", None)])).await.status, 507);
+    let last = app.store.pages(1).await.unwrap().into_iter().last().unwrap();
+    assert_eq!((section_of(last.id), number_of(last.id)), (1, 1));
+}
+
+both_backends!(
+    each_section_has_its_own_pages_limits_and_no_churn,
+    moving_an_entry_to_another_section_changes_two_pages,
+    bad_sections_are_refused_and_change_nothing,
+    the_listing_filters_by_section,
+    a_section_page_size_below_what_is_stored_is_refused_at_start,
+    sections_share_the_index_room,
+);
