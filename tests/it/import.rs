@@ -692,6 +692,13 @@ const YOAST_LOCS: [(&str, Option<&str>); 8] = [
     ("default/1", None),
 ];
 
+/// The section the API says `path`'s record is in (`None`: the default section).
+async fn section_of(app: &TestApp, path: &str) -> Option<String> {
+    let found = app.find(&format!("{PUBLIC_URL}/{path}")).await;
+    assert_eq!(found.status, StatusCode::OK, "{path}: {}", found.text());
+    found.json()["section"].as_str().map(str::to_owned)
+}
+
 /// What the summary says it stored by section, as (name, count).
 fn by_section(summary: &Summary) -> Vec<(Option<&str>, u64)> {
     summary.by_section.iter().map(|c| (c.section.as_deref(), c.entries)).collect()
@@ -723,8 +730,28 @@ async fn a_yoast_site_keeps_its_sections(b: Backend) {
     let mut expected: Vec<String> = YOAST_LOCS.iter().map(|(path, _)| format!("{PUBLIC_URL}/{path}")).collect();
     expected.sort();
     assert_eq!(locs, expected);
+    for (path, section) in YOAST_LOCS {
+        assert_eq!(section_of(&app, path).await.as_deref(), section, "{path}");
+    }
+    let index = app.get("/sitemap.xml", &[]).await;
+    let pages: Vec<String> = ["1", "blog-1", "page-1", "post-1", "product-1"]
+        .iter()
+        .map(|page| format!("{PUBLIC_URL}/sitemap-{page}.xml"))
+        .collect();
+    assert_eq!(crate::support::xml_texts(&index.text(), "loc"), pages, "the default section's page, then by name");
     let again = import(&app, from_names).await;
     assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 8), "no churn: {again}");
+    assert_eq!(app.get("/sitemap.xml", &[]).await.header("etag"), index.header("etag"));
+
+    // What export writes, an import takes back section and all, and sections off keep the lines' own.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.ndjson");
+    let mut out = Vec::new();
+    sitemapd::export::export(&*app.store, None, &mut out).await.unwrap();
+    std::fs::write(&file, &out).unwrap();
+    let back = import(&app, options(&app, vec![Source::File(file)])).await;
+    assert_eq!((back.created, back.updated, back.unchanged), (0, 0, 8), "{back}");
+    assert_eq!(by_section(&back)[0], (Some("post"), 3), "an NDJSON line's section is counted: {back}");
     let plain = import(&app, options(&app, vec![peer.url("/product-sitemap.xml")])).await;
     assert!(plain.by_section.is_empty() && !plain.to_string().contains("by section"), "sections off: {plain}");
 }
@@ -738,6 +765,11 @@ async fn everything_goes_into_the_section_given(b: Backend) {
     let summary = import(&app, shop).await;
     assert!(summary.success(), "{summary}");
     assert_eq!(by_section(&summary), [(Some("shop"), 8)], "{summary}");
+    for (path, _) in YOAST_LOCS {
+        assert_eq!(section_of(&app, path).await.as_deref(), Some("shop"), "{path}");
+    }
+    let index = app.get("/sitemap.xml", &[]).await;
+    assert_eq!(crate::support::xml_texts(&index.text(), "loc"), [format!("{PUBLIC_URL}/sitemap-shop-1.xml")]);
 }
 
 /// The command line: a `--section` that is no valid section, or given with `--sections-from-names`, is a usage
@@ -780,6 +812,7 @@ async fn a_bad_section_fails_cleanly_and_writes_nothing(b: Backend) {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("stored by section:\n  post: 3\n  product: 2\n"), "{stdout}");
     assert_eq!(stored(&*app.store).await.len(), 8);
+    assert_eq!(section_of(&app, "post/3").await.as_deref(), Some("post"));
 }
 
 both_backends!(
