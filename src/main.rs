@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sitemapd::config::{Config, LogFormat};
 use sitemapd::db_files;
-use sitemapd::domain::{Site, Sites};
-use sitemapd::import::{HttpOptions, ImportOptions, Progress, Source};
+use sitemapd::domain::{Section, Site, Sites};
+use sitemapd::import::{HttpOptions, ImportOptions, Progress, Sections, Source};
 use sitemapd::store;
 use sitemapd::{AppState, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -68,6 +68,16 @@ enum Command {
         /// may be given more than once (the first that matches applies).
         #[arg(long, value_name = "FROM=TO")]
         rewrite: Vec<String>,
+        /// Put every entry read in section NAME (lower-case letters, digits and single hyphens, starting with a
+        /// letter, at most 32; not news, removed, default, index or all), NDJSON lines that name another included.
+        #[arg(long, value_name = "NAME", conflicts_with = "sections_from_names")]
+        section: Option<String>,
+        /// Take each sitemap's section from its file name, so a site keeps the structure its plugin gave it:
+        /// product-sitemap.xml (Yoast, Rank Math) is section product, wp-sitemap-posts-page-1.xml page,
+        /// sitemap-blog-2.xml blog, sitemap_products_1.xml products; a sitemap an index lists takes its own name's
+        /// (or the index's); a name that says none (sitemap.xml, sitemap1.xml) means the default section.
+        #[arg(long)]
+        sections_from_names: bool,
         /// Read and validate everything, count it, and write nothing (the database is not opened).
         #[arg(long)]
         dry_run: bool,
@@ -237,6 +247,8 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
     let Command::Import {
         sources,
         rewrite,
+        section,
+        sections_from_names,
         dry_run,
         delete_missing,
         rejects,
@@ -250,6 +262,11 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
     } = command
     else {
         unreachable!("only import")
+    };
+    let sections = match section {
+        Some(name) => Sections::All(Section::parse(&name).map_err(|e| Usage(format!("--section: {e}")))?),
+        None if sections_from_names => Sections::FromNames,
+        None => Sections::Off,
     };
     let sources = sources.iter().map(|s| Source::parse(s)).collect::<Result<Vec<_>, _>>().map_err(Usage)?;
     if sources.iter().any(|s| matches!(s, Source::File(f) if db_files::same_file(f, &rejects))) {
@@ -294,6 +311,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
     let options = ImportOptions {
         sources,
         rewrites,
+        sections,
         dry_run,
         delete_missing,
         rejects: Some(rejects),

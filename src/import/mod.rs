@@ -15,6 +15,7 @@
 pub mod fetch;
 mod progress;
 pub mod read;
+pub mod sections;
 mod summary;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -33,9 +34,10 @@ use tokio::task::JoinSet;
 pub use self::fetch::{HttpOptions, Source};
 pub use self::progress::Progress;
 use self::read::{Found, ReadOptions, Report};
-pub use self::summary::{Counters, SourceOutcome, Summary};
+pub use self::sections::Sections;
+pub use self::summary::{Counters, SectionCount, SourceOutcome, Summary};
 use self::summary::{MAX_NOTICE_KINDS, not_followed};
-use crate::domain::{Entry, FieldError, Sites};
+use crate::domain::{Entry, FieldError, Section, Sites};
 use crate::ingest::batch::{Batch, BatchLimits, store_or_reject};
 use crate::ingest::retry::Backoff;
 use crate::page::Limits;
@@ -51,6 +53,9 @@ pub struct ImportOptions {
     pub sources: Vec<Source>,
     /// `(from, to)`: an entry URL starting with `from` starts with `to` instead.
     pub rewrites: Vec<(String, String)>,
+    /// The section each entry goes to: none, one for all (`--section`), or each sitemap's file name's
+    /// (`--sections-from-names`).
+    pub sections: Sections,
     /// Validate and count; write nothing.
     pub dry_run: bool,
     /// Once every source was read whole and stored, delete the stored URLs of the sites the import wrote to that
@@ -151,6 +156,8 @@ struct Job {
     chain: Arc<Link>,
     /// The directory the files a local index lists must lie in: the first local source's ([`fetch::Base::Dir`]).
     root: Option<PathBuf>,
+    /// The section its entries go to ([`Sections::of`]); what it lists inherits it when their names say none.
+    section: Option<Section>,
 }
 
 /// What the jobs share.
@@ -226,7 +233,13 @@ pub async fn import(
         http: options.http.clone(),
         sites: sites.clone(),
         limits: options.limits,
-        read: ReadOptions { robots: false, rewrites: options.rewrites.clone(), max_line_bytes: options.max_line_bytes },
+        read: ReadOptions {
+            robots: false,
+            rewrites: options.rewrites.clone(),
+            max_line_bytes: options.max_line_bytes,
+            section: None,
+            section_replaces: options.sections.replaces(),
+        },
         counters: counters.clone(),
         tx,
         budget: Arc::new(tokio::sync::Semaphore::new(BUDGET_BYTES)),
@@ -240,7 +253,8 @@ pub async fn import(
     for source in options.sources {
         if seen.insert(source.key()) {
             let link = Link { name: source.to_string(), key: source.key(), parent: None, level: 1 };
-            queue.push_back(Job { chain: Arc::new(link), source, root: None });
+            let section = options.sections.of(&source, None);
+            queue.push_back(Job { chain: Arc::new(link), source, root: None, section });
         }
     }
     counters.sources_total.store(queue.len() as u64, Ordering::Relaxed);
@@ -307,7 +321,8 @@ pub async fn import(
             seen.insert(key.clone());
             let link =
                 Link { name: child.to_string(), key, parent: Some(job.chain.clone()), level: job.chain.level + 1 };
-            queue.push_back(Job { source: child, chain: Arc::new(link), root: job.root.clone() });
+            let section = options.sections.of(&child, job.section.as_ref());
+            queue.push_back(Job { source: child, chain: Arc::new(link), root: job.root.clone(), section });
             counters.sources_total.fetch_add(1, Ordering::Relaxed);
         }
         progress.source_done(&outcome);
@@ -328,6 +343,9 @@ pub async fn import(
     summary.rejected = written.rejected;
     summary.error = written.error;
     summary.entries = counters.entries.load(Ordering::Relaxed);
+    if options.sections != Sections::Off || written.by_section.keys().any(|name| !name.is_empty()) {
+        summary.by_section = SectionCount::list(written.by_section);
+    }
     if options.delete_missing {
         match (&store, written.listed) {
             _ if options.dry_run => summary.delete_skipped = Some("a dry run reads no stored URL".to_owned()),
@@ -402,6 +420,7 @@ async fn run_job(mut job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Ve
     }
     let mut options = ctx.read.clone();
     options.robots = job.source.is_robots();
+    options.section.clone_from(&job.section);
     let ctx2 = ctx.clone();
     let source_name: Arc<str> = name.clone().into();
     let blocking = tokio::task::spawn_blocking(move || {
@@ -556,6 +575,8 @@ struct Written {
     /// Rejected entries whose loc could not be read.
     unknown_locs: u64,
     rejects_error: Option<String>,
+    /// The entries stored (or, in a dry run, valid) by section name (`""`: the default section).
+    by_section: BTreeMap<String, u64>,
 }
 
 /// The one writer: stores the valid entries in batches of `batch` (none with no store: a dry run) and writes the
@@ -587,6 +608,7 @@ async fn write(
         unstored: Default::default(),
         unknown_locs: 0,
         rejects_error: None,
+        by_section: BTreeMap::new(),
     };
     // Each entry with where it was read and its share of the byte budget, held until its batch is stored.
     let mut batch: Batch<(Origin, tokio::sync::OwnedSemaphorePermit)> =
@@ -609,14 +631,25 @@ async fn write(
         if batch.is_full() || (end && !batch.is_empty()) {
             let before = reject_lines.len();
             let mut counts = UpsertCounts::default();
+            let mut refused = Vec::new();
             let stored = match &store {
                 Some(store) => {
-                    let mut reject = |index, e| reject_lines.push(store_reject(&sites, &batch, index, &e));
+                    let mut reject = |index, e| {
+                        refused.push(index);
+                        reject_lines.push(store_reject(&sites, &batch, index, &e));
+                    };
                     store_or_reject(&**store, batch.entries(), retry, &mut reject, &mut counts).await
                 }
                 None => Ok(()),
             };
             let done = counts.received.max(if stored.is_ok() { batch.entries().len() as u64 } else { 0 });
+            // The entries stored are the first `done` (one at a time after a refusal), less those refused.
+            let stored_entries = batch.entries().iter().take(usize::try_from(done).unwrap_or(usize::MAX));
+            for (index, entry) in stored_entries.enumerate() {
+                if !refused.contains(&index) {
+                    count_section(&mut written.by_section, entry.section.as_ref());
+                }
+            }
             written.counts += counts;
             let valid = done.saturating_sub((reject_lines.len() - before) as u64);
             written.valid += valid;
@@ -655,6 +688,17 @@ async fn write(
         }
     }
     written
+}
+
+/// Counts one entry stored in `section` (`""`: the default section), copying its name the first time only.
+fn count_section(counts: &mut BTreeMap<String, u64>, section: Option<&Section>) {
+    let name = section.map_or("", Section::as_str);
+    match counts.get_mut(name) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(name.to_owned(), 1);
+        }
+    }
 }
 
 /// Writes `reject_lines` to the rejects file (once it failed, no more) and counts them.

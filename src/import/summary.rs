@@ -38,6 +38,9 @@ pub struct Summary {
     /// Valid entries (stored, or in a dry run, that would be).
     pub valid: u64,
     pub rejected: u64,
+    /// The valid entries stored (in a dry run, valid) by section, the most first, when the import assigned sections
+    /// or an entry named one; empty otherwise.
+    pub by_section: Vec<SectionCount>,
     /// Of the valid entries stored: created, updated, unchanged (zero in a dry run).
     pub created: u64,
     pub updated: u64,
@@ -103,6 +106,12 @@ impl fmt::Display for Summary {
         if let (Some(path), true) = (&self.rejects_file, self.rejected > 0) {
             writeln!(f, "  rejects: {}", path.display())?;
         }
+        if !self.by_section.is_empty() {
+            writeln!(f, "{} by section:", if self.dry_run { "valid" } else { "stored" })?;
+            for SectionCount { section, entries } in &self.by_section {
+                writeln!(f, "  {}: {entries}", section.as_deref().unwrap_or("(default)"))?;
+            }
+        }
         if !self.dry_run {
             writeln!(f, "stored: {} created, {} updated, {} unchanged", self.created, self.updated, self.unchanged)?;
         }
@@ -124,6 +133,30 @@ impl fmt::Display for Summary {
             write!(f, "\nstopped: {e}")?;
         }
         Ok(())
+    }
+}
+
+/// The entries of one section, in the summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SectionCount {
+    /// `None`: the default section.
+    pub section: Option<String>,
+    pub entries: u64,
+}
+
+impl SectionCount {
+    /// The counts by name (`""`: the default section), the most first, then by name (the default section last
+    /// among equals).
+    pub(super) fn list(counts: BTreeMap<String, u64>) -> Vec<Self> {
+        let mut list: Vec<Self> = counts
+            .into_iter()
+            .map(|(name, entries)| Self { section: Some(name).filter(|n| !n.is_empty()), entries })
+            .collect();
+        list.sort_by(|a, b| {
+            let key = |c: &Self| (std::cmp::Reverse(c.entries), c.section.is_none());
+            key(a).cmp(&key(b)).then_with(|| a.section.cmp(&b.section))
+        });
+        list
     }
 }
 
@@ -151,5 +184,36 @@ pub(super) fn not_followed(summary: &mut Summary, what: String) {
         summary.not_followed.push(what);
     } else {
         summary.not_followed_more += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_has_a_line_per_section_the_most_first() {
+        let counts = BTreeMap::from([("".to_owned(), 12), ("post".to_owned(), 310), ("product".to_owned(), 1204)]);
+        let summary = Summary {
+            entries: 1526,
+            valid: 1526,
+            by_section: SectionCount::list(counts),
+            created: 1526,
+            ..Summary::default()
+        };
+        let text = summary.to_string();
+        assert!(
+            text.contains(
+                "entries: 1526 read, 1526 valid, 0 rejected\nstored by section:\n  product: 1204\n  post: 310\n  \
+                 (default): 12\nstored: 1526 created"
+            ),
+            "{text}"
+        );
+        let dry = Summary { dry_run: true, ..summary };
+        assert!(dry.to_string().contains("valid by section:\n  product: 1204"), "{dry}");
+        let ties = BTreeMap::from([("b".to_owned(), 1), ("".to_owned(), 1), ("a".to_owned(), 1)]);
+        let names: Vec<Option<String>> = SectionCount::list(ties).into_iter().map(|c| c.section).collect();
+        assert_eq!(names, [Some("a".to_owned()), Some("b".to_owned()), None]);
+        assert!(!Summary::default().to_string().contains("by section"), "no sections, no lines");
     }
 }

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use sitemapd::import::{HttpOptions, ImportOptions, Progress, Source, Summary};
+use sitemapd::import::{HttpOptions, ImportOptions, Progress, Sections, Source, Summary};
 use sitemapd::store::Store;
 
 use crate::both_backends;
@@ -101,6 +101,7 @@ fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
     ImportOptions {
         sources,
         rewrites: Vec::new(),
+        sections: Sections::Off,
         dry_run: false,
         delete_missing: false,
         rejects: None,
@@ -646,11 +647,182 @@ async fn a_news_sitemap_and_a_page_sitemap_make_one_record(b: Backend) {
     assert_eq!(app.get("/sitemap-news.xml", &[]).await.body, news_page.body);
 }
 
+/// A WordPress site with Yoast's sitemaps: an index (`sitemap_index.xml`) listing one sitemap per content type,
+/// a second page of posts, Yoast's news sitemap (`news` is no section), and an index of a section of its own
+/// (`sitemap-blog.xml`) whose sitemap's name says none. Each loc's path names the section it should land in.
+async fn yoast_site() -> Peer {
+    Peer::start(|base| {
+        let children: Vec<String> = [
+            "product-sitemap.xml",
+            "post-sitemap.xml",
+            "post-sitemap2.xml",
+            "page-sitemap.xml",
+            "sitemap-blog.xml",
+            "news-sitemap.xml",
+        ]
+        .iter()
+        .map(|name| format!("{base}/{name}"))
+        .collect();
+        let routes = [
+            ("/sitemap_index.xml", index(&children)),
+            ("/product-sitemap.xml", urlset(&(url("product/1") + &url("product/2")))),
+            ("/post-sitemap.xml", urlset(&(url("post/1") + &url("post/2")))),
+            ("/post-sitemap2.xml", urlset(&url("post/3"))),
+            ("/page-sitemap.xml", urlset(&url("page/about"))),
+            ("/sitemap-blog.xml", index(&[format!("{base}/archive/sitemap1.xml")])),
+            ("/archive/sitemap1.xml", urlset(&url("blog/1"))),
+            ("/news-sitemap.xml", urlset(&url("default/1"))),
+        ];
+        routes
+            .into_iter()
+            .fold(Router::new(), |router, (path, body)| router.route(path, get(move || async move { body })))
+    })
+    .await
+}
+
+/// The locs `yoast_site` lists: (path, the section it should land in with `--sections-from-names`).
+const YOAST_LOCS: [(&str, Option<&str>); 8] = [
+    ("product/1", Some("product")),
+    ("product/2", Some("product")),
+    ("post/1", Some("post")),
+    ("post/2", Some("post")),
+    ("post/3", Some("post")),
+    ("page/about", Some("page")),
+    ("blog/1", Some("blog")),
+    ("default/1", None),
+];
+
+/// The section the API says `path`'s record is in (`None`: the default section).
+async fn section_of(app: &TestApp, path: &str) -> Option<String> {
+    let found = app.find(&format!("{PUBLIC_URL}/{path}")).await;
+    assert_eq!(found.status, StatusCode::OK, "{path}: {}", found.text());
+    found.json()["section"].as_str().map(str::to_owned)
+}
+
+/// What the summary says it stored by section, as (name, count).
+fn by_section(summary: &Summary) -> Vec<(Option<&str>, u64)> {
+    summary.by_section.iter().map(|c| (c.section.as_deref(), c.entries)).collect()
+}
+
+/// With `--sections-from-names`, each sitemap's entries go to the section its file name says, an index's entries
+/// to their own sitemap's (or, when that names none, the index's): the site keeps the structure Yoast gave it, and
+/// the summary counts each section. A second import changes nothing.
+async fn a_yoast_site_keeps_its_sections(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let peer = yoast_site().await;
+    let mut from_names = options(&app, vec![peer.url("/sitemap_index.xml")]);
+    from_names.sections = Sections::FromNames;
+    let summary = import(&app, from_names.clone()).await;
+    assert!(summary.success(), "{summary}");
+    assert_eq!((summary.valid, summary.created), (8, 8), "{summary}");
+    assert_eq!(
+        by_section(&summary),
+        [(Some("post"), 3), (Some("product"), 2), (Some("blog"), 1), (Some("page"), 1), (None, 1)],
+        "{summary}"
+    );
+    let text = summary.to_string();
+    assert!(
+        text.contains("stored by section:\n  post: 3\n  product: 2\n  blog: 1\n  page: 1\n  (default): 1\n"),
+        "{text}"
+    );
+    let mut locs = stored(&*app.store).await;
+    locs.sort();
+    let mut expected: Vec<String> = YOAST_LOCS.iter().map(|(path, _)| format!("{PUBLIC_URL}/{path}")).collect();
+    expected.sort();
+    assert_eq!(locs, expected);
+    for (path, section) in YOAST_LOCS {
+        assert_eq!(section_of(&app, path).await.as_deref(), section, "{path}");
+    }
+    let index = app.get("/sitemap.xml", &[]).await;
+    let pages: Vec<String> = ["1", "blog-1", "page-1", "post-1", "product-1"]
+        .iter()
+        .map(|page| format!("{PUBLIC_URL}/sitemap-{page}.xml"))
+        .collect();
+    assert_eq!(crate::support::xml_texts(&index.text(), "loc"), pages, "the default section's page, then by name");
+    let again = import(&app, from_names).await;
+    assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 8), "no churn: {again}");
+    assert_eq!(app.get("/sitemap.xml", &[]).await.header("etag"), index.header("etag"));
+
+    // What export writes, an import takes back section and all, and sections off keep the lines' own.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.ndjson");
+    let mut out = Vec::new();
+    sitemapd::export::export(&*app.store, None, &mut out).await.unwrap();
+    std::fs::write(&file, &out).unwrap();
+    let back = import(&app, options(&app, vec![Source::File(file)])).await;
+    assert_eq!((back.created, back.updated, back.unchanged), (0, 0, 8), "{back}");
+    assert_eq!(by_section(&back)[0], (Some("post"), 3), "an NDJSON line's section is counted: {back}");
+    let plain = import(&app, options(&app, vec![peer.url("/product-sitemap.xml")])).await;
+    assert!(plain.by_section.is_empty() && !plain.to_string().contains("by section"), "sections off: {plain}");
+}
+
+/// `--section shop` puts every entry read in `shop`, whatever the sitemaps' names.
+async fn everything_goes_into_the_section_given(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let peer = yoast_site().await;
+    let mut shop = options(&app, vec![peer.url("/sitemap_index.xml")]);
+    shop.sections = Sections::All(sitemapd::domain::Section::parse("shop").unwrap());
+    let summary = import(&app, shop).await;
+    assert!(summary.success(), "{summary}");
+    assert_eq!(by_section(&summary), [(Some("shop"), 8)], "{summary}");
+    for (path, _) in YOAST_LOCS {
+        assert_eq!(section_of(&app, path).await.as_deref(), Some("shop"), "{path}");
+    }
+    let index = app.get("/sitemap.xml", &[]).await;
+    assert_eq!(crate::support::xml_texts(&index.text(), "loc"), [format!("{PUBLIC_URL}/sitemap-shop-1.xml")]);
+}
+
+/// The command line: a `--section` that is no valid section, or given with `--sections-from-names`, is a usage
+/// error (exit 2) before anything is read, opened or written; `--sections-from-names` prints a line per section.
+async fn a_bad_section_fails_cleanly_and_writes_nothing(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let peer = yoast_site().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = format!("{}/sitemap_index.xml", peer.base);
+    let cases: [(&[&str], &str); 5] = [
+        (&["--section", "news"], "--section: \"news\" is not a section name: \"news\" is reserved"),
+        (&["--section", "Products"], "is not a section name: a section is 1 to 32 lower-case letters"),
+        (&["--section", "top-10"], "not ending with a hyphen or a hyphen and digits"),
+        (&["--section", ""], "\"\" is not a section name"),
+        (&["--section", "shop", "--sections-from-names"], "cannot be used with"),
+    ];
+    for (flags, says) in cases {
+        let mut args = vec!["import"];
+        args.extend_from_slice(flags);
+        args.push(&source);
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let (db, d) = (app.db.url.clone(), dir.path().to_owned());
+        let out =
+            tokio::task::spawn_blocking(move || run(&d, &db, &args.iter().map(String::as_str).collect::<Vec<_>>()))
+                .await
+                .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}: no summary");
+    }
+    assert_eq!(peer.seen.lock().unwrap().len(), 0, "nothing was read");
+    assert!(!dir.path().join("import-rejects.ndjson").exists(), "no rejects file was made");
+    assert!(stored(&*app.store).await.is_empty(), "nothing was written");
+
+    let (db, d) = (app.db.url.clone(), dir.path().to_owned());
+    let out =
+        tokio::task::spawn_blocking(move || run(&d, &db, &["import", "--sections-from-names", &source])).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("stored by section:\n  post: 3\n  product: 2\n"), "{stdout}");
+    assert_eq!(stored(&*app.store).await.len(), 8);
+    assert_eq!(section_of(&app, "post/3").await.as_deref(), Some("post"));
+}
+
 both_backends!(
     #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
     a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing,
     an_export_imported_back_changes_nothing,
-    a_news_sitemap_and_a_page_sitemap_make_one_record
+    a_news_sitemap_and_a_page_sitemap_make_one_record,
+    a_yoast_site_keeps_its_sections,
+    everything_goes_into_the_section_given,
+    a_bad_section_fails_cleanly_and_writes_nothing
 );
 
 fn fixture(name: &str) -> PathBuf {

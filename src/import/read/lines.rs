@@ -93,7 +93,13 @@ pub(super) fn read_lines<R: BufRead>(
                         }
                         continue;
                     }
-                    let json = serde_json::json!({ "loc": options.rewrite(url) }).to_string();
+                    let json = match &options.section {
+                        Some(section) => {
+                            serde_json::json!({ "loc": options.rewrite(url), "section": section.as_str() })
+                        }
+                        None => serde_json::json!({ "loc": options.rewrite(url) }),
+                    }
+                    .to_string();
                     Found::Entry { line: line_no, loc: Some(url.to_owned()), json }
                 }
                 _ => {
@@ -130,18 +136,43 @@ fn is_http_url(line: &str) -> bool {
     (scheme("http://") || scheme("https://") || line.starts_with('/')) && !line.contains(char::is_whitespace)
 }
 
-/// One NDJSON line: its loc (for the rejects file) and the JSON to validate, rewritten when rewrites are given.
-/// Without rewrites the line is kept as sent, so a field given twice stays twice.
+/// One NDJSON line: its loc (for the rejects file) and the JSON to validate, rewritten when rewrites are given, in
+/// the import's section when it has one (a line's own section is kept unless the import's replaces it). Without
+/// rewrites or a section to replace, the line is kept as sent, so a field given twice stays twice.
 fn ndjson_line(text: &str, options: &ReadOptions) -> (Option<String>, String) {
     let Ok(mut value) = serde_json::from_str::<serde_json::Value>(text) else {
         return (None, text.to_owned());
     };
     let loc = value.get("loc").and_then(|l| l.as_str()).map(str::to_owned);
+    let section = match (&options.section, value.as_object()) {
+        (Some(section), Some(object)) if options.section_replaces || !object.contains_key("section") => {
+            Some(section.as_str())
+        }
+        _ => None,
+    };
     if options.rewrites.is_empty() {
-        return (loc, text.to_owned());
+        let text = match section {
+            Some(section) if value.get("section").is_none() => with_section(text, section),
+            Some(section) => {
+                value["section"] = section.into();
+                value.to_string()
+            }
+            None => text.to_owned(),
+        };
+        return (loc, text);
     }
     rewrite_value(&mut value, options);
+    if let Some(section) = section {
+        value["section"] = section.into();
+    }
     (loc, value.to_string())
+}
+
+/// `object` (the text of a JSON object) with `"section"` as its first field and the rest as sent.
+fn with_section(object: &str, section: &str) -> String {
+    let field = format!("{{\"section\":{}", serde_json::Value::from(section));
+    let rest = object.trim_start().strip_prefix('{').unwrap_or(object);
+    if rest.trim_start().starts_with('}') { format!("{field}{rest}") } else { format!("{field},{rest}") }
 }
 
 /// Applies the rewrites to the URL fields of an entry in the write API's form.
@@ -176,6 +207,7 @@ mod tests {
     use super::super::testing::{entries, options, read_all};
     use super::super::{MAX_BYTES, MAX_ROBOTS_BYTES, read};
     use super::*;
+    use crate::domain::Section;
 
     #[test]
     fn text_sitemaps_robots_and_ndjson_are_read_a_line_at_a_time() {
@@ -231,6 +263,52 @@ mod tests {
         let Found::Invalid { line: 1, reason, .. } = &items[0] else { panic!("not refused") };
         assert_eq!(reason, "the line is longer than 65536 bytes");
         assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/next"})], "the next line is read");
+    }
+
+    /// The import's section goes into each entry: a text line's, an NDJSON line's that names none (the rest of
+    /// the line as sent, a field twice still twice); an NDJSON line's own section stays unless the import's
+    /// replaces it (`--section`), rewrites or not.
+    #[test]
+    fn the_sections_go_into_each_lines_json() {
+        let blog = ReadOptions { section: Some(Section::parse("blog").unwrap()), ..options() };
+        let (items, _) = read_all(b"https://www.example.com/a\n", &blog);
+        assert_eq!(entries(&items), [json!({"loc": "https://www.example.com/a", "section": "blog"})]);
+
+        let ndjson = "{\"loc\":\"https://old.example/a\",\"loc\":\"x\"}\n{ }\n{\"loc\":\"https://old.example/b\",\
+                      \"section\":\"shop\"}\n{\"loc\":\"https://old.example/c\",\"section\":null}\n[1]\n";
+        let (items, _) = read_all(ndjson.as_bytes(), &blog);
+        let json: Vec<&str> = items
+            .iter()
+            .map(|f| match f {
+                Found::Entry { json, .. } => json.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            json,
+            [
+                "{\"section\":\"blog\",\"loc\":\"https://old.example/a\",\"loc\":\"x\"}",
+                "{\"section\":\"blog\" }",
+                "{\"loc\":\"https://old.example/b\",\"section\":\"shop\"}",
+                "{\"loc\":\"https://old.example/c\",\"section\":null}",
+                "[1]",
+            ],
+            "a line's own section (null: the default section) is kept; what is no object stays as it is, refused"
+        );
+        let replaced = ReadOptions { section_replaces: true, ..blog };
+        let (items, _) = read_all(ndjson.as_bytes(), &replaced);
+        let values = entries(&items[2..4]);
+        assert_eq!(values[0], json!({"loc": "https://old.example/b", "section": "blog"}));
+        assert_eq!(values[1], json!({"loc": "https://old.example/c", "section": "blog"}));
+        let rewritten =
+            ReadOptions { rewrites: vec![("https://old.example/".into(), "https://new.example/".into())], ..replaced };
+        let (items, _) = read_all(ndjson.as_bytes(), &rewritten);
+        assert_eq!(entries(&items[2..3]), [json!({"loc": "https://new.example/b", "section": "blog"})]);
+        let kept = ReadOptions { section_replaces: false, ..rewritten };
+        let (items, _) = read_all(ndjson.as_bytes(), &kept);
+        assert_eq!(entries(&items[2..3]), [json!({"loc": "https://new.example/b", "section": "shop"})]);
+        let (items, _) = read_all(ndjson.as_bytes(), &kept);
+        assert_eq!(entries(&items[1..2]), [json!({"section": "blog"})]);
     }
 
     #[test]

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::ops::ControlFlow;
 
+use crate::domain::Section;
+
 mod lines;
 mod metered;
 mod sniff;
@@ -126,6 +128,11 @@ pub struct ReadOptions {
     pub rewrites: Vec<(String, String)>,
     /// The longest NDJSON line, as the API's `max_line_bytes`.
     pub max_line_bytes: u64,
+    /// The section every entry read goes to (`"section"` in its JSON); `None`: the default section. An NDJSON
+    /// line that names a section of its own keeps it, unless `section_replaces`.
+    pub section: Option<Section>,
+    /// `section` replaces the one an NDJSON line names (`--section`: everything read goes there).
+    pub section_replaces: bool,
 }
 
 impl ReadOptions {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Found, ReadError, ReadOptions, Report, read};
 
 pub(super) fn options() -> ReadOptions {
-    ReadOptions { robots: false, rewrites: Vec::new(), max_line_bytes: 65_536 }
+    ReadOptions { robots: false, rewrites: Vec::new(), max_line_bytes: 65_536, section: None, section_replaces: false }
 }
 
 pub(super) fn read_all(bytes: &[u8], options: &ReadOptions) -> (Vec<Found>, Result<Report, ReadError>) {

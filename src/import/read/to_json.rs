@@ -80,6 +80,9 @@ pub(super) fn entry_json(url: &Node, options: &ReadOptions, report: &mut Report)
             _ => skip(report, child),
         }
     }
+    if let Some(section) = &options.section {
+        entry.push(("section".into(), string(section.as_str())));
+    }
     for (key, list) in [("images", images), ("videos", videos), ("alternates", alternates)] {
         if !list.is_empty() {
             entry.push((key.into(), JsonTree::Array(list)));
@@ -282,6 +285,24 @@ mod tests {
         let public = PublicUrl::parse("https://www.example.com/").unwrap();
         let input = serde_json::from_str::<EntryInput>(json).unwrap();
         assert!(Entry::from_input(input, &public).is_ok(), "{json}");
+    }
+
+    /// The import's section is the entry's `"section"`, which the API's own rules accept; none, no field.
+    #[test]
+    fn a_section_goes_into_each_entrys_json() {
+        let public = PublicUrl::parse("https://www.example.com").unwrap();
+        let shop = ReadOptions { section: Some(crate::domain::Section::parse("shop").unwrap()), ..options() };
+        let (items, _) = read_all(FULL.as_bytes(), &shop);
+        let entry = &entries(&items)[0];
+        assert_eq!(entry["section"], "shop");
+        assert_eq!(entry["loc"], "https://www.example.com/p?a=1&b=2", "the rest as without: {entry}");
+        let one = "<urlset><url><loc>https://www.example.com/a</loc><lastmod>2024-05-01</lastmod></url></urlset>";
+        let (items, _) = read_all(one.as_bytes(), &shop);
+        let Found::Entry { json, .. } = &items[0] else { panic!("an entry") };
+        let admitted = Entry::from_input(serde_json::from_str::<EntryInput>(json).unwrap(), &public).unwrap();
+        assert_eq!(admitted.section.as_ref().map(|s| s.as_str()), Some("shop"), "{json}");
+        let (items, _) = read_all(FULL.as_bytes(), &options());
+        assert!(entries(&items)[0].get("section").is_none(), "the default section: no field");
     }
 
     #[test]
