@@ -309,7 +309,7 @@ async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backe
     let previous = if backend == Backend::Postgres { 7 } else { 6 };
     assert_eq!(applied, previous, "tests/fixtures/v0007 must be written by the release before migration 0008");
     let (app, fixture) = compare_answers(fixture, "v0007", backend).await;
-    assert_eq!(latest_migration(&fixture.url).await, if backend == Backend::Postgres { 9 } else { 8 });
+    assert!(latest_migration(&fixture.url).await >= if backend == Backend::Postgres { 9 } else { 8 });
     let recorded = Recorded::load("v0007", backend);
     let pages = app.store.pages(1).await.unwrap();
     assert!(pages.iter().all(|p| p.gzip == Gzip::Stream), "{pages:?}");
