@@ -103,15 +103,17 @@ fn render(entries: &[(String, i64)], max_bytes: usize) -> Option<(Bytes, usize)>
     if entries.is_empty() {
         return None;
     }
-    let room = max_bytes.saturating_sub(URLSET_HEAD.len() + URLSET_TAIL.len());
-    let mut urls = Vec::with_capacity(entries.len().min(MAX_REMOVED as usize) * 128);
+    // Written in place, the tail's room kept: one buffer, never a copy of a document of up to 50 MiB.
+    let room = max_bytes.saturating_sub(URLSET_TAIL.len());
+    let mut body = Vec::with_capacity(URLSET_HEAD.len() + entries.len().min(MAX_REMOVED as usize) * 128);
+    body.extend_from_slice(URLSET_HEAD.as_bytes());
     let mut count = 0;
     for (loc, us) in entries {
         let fields = Fields { lastmod: Some(lastmod(*us).as_str().to_owned()), ..Fields::default() };
-        let before = urls.len();
-        write_url(&mut urls, loc, &fields);
-        if urls.len() > room {
-            urls.truncate(before);
+        let before = body.len();
+        write_url(&mut body, loc, &fields);
+        if body.len() > room {
+            body.truncate(before);
             break;
         }
         count += 1;
@@ -119,9 +121,6 @@ fn render(entries: &[(String, i64)], max_bytes: usize) -> Option<(Bytes, usize)>
     if count == 0 {
         return None;
     }
-    let mut body = Vec::with_capacity(URLSET_HEAD.len() + urls.len() + URLSET_TAIL.len());
-    body.extend_from_slice(URLSET_HEAD.as_bytes());
-    body.extend_from_slice(&urls);
     body.extend_from_slice(URLSET_TAIL.as_bytes());
     Some((Bytes::from(body), count))
 }
