@@ -163,6 +163,8 @@ settings! {
     state_ttl_ms: u64 = "SITEMAPD_STATE_TTL_MS", in 0..=MAX_STATE_TTL_MS;
     /// The news sitemap lists articles published within this many hours (Google News: two days).
     news_window_hours: u64 = "SITEMAPD_NEWS_WINDOW_HOURS", in 1..=720;
+    /// The removed-URLs sitemap keeps a deleted loc this many days (0: off, no tombstone kept).
+    removed_days: u32 = "SITEMAPD_REMOVED_DAYS", in 0..=365;
     /// `X-Robots-Tag` on every sitemap answer (empty: none), so that sitemap files stay out of search results.
     robots_tag: String = "SITEMAPD_ROBOTS_TAG", check header_text;
     /// Whether `GET /robots.txt` is answered: `robots_txt_body`, then the site's `Sitemap:` line.
@@ -567,6 +569,7 @@ impl Config {
             max_connections: self.db_max_connections,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
             notify_sites: self.indexnow_keys.iter().map(|(site, _)| site.to_owned()).collect(),
+            removed_days: self.removed_days,
             serving: true,
         }
     }
@@ -928,7 +931,7 @@ mod tests {
              api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
-             cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, robots_tag: \"noindex\", robots_txt: false, \
+             cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
              access_log: WritesAndErrors, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
              indexnow_retry_base_ms: 10000, indexnow_max_attempts: 30, indexnow_timeout_secs: 30 }"

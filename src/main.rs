@@ -203,6 +203,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             tracing::info!(address = %listener.local_addr()?, sites = ?sites, "listening");
             // Change notification (IndexNow), when a site has a key: a task of its own, never in a write's way.
             let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
+            // The removed-URLs sitemap's tombstones past the retention, when it is on: a task of its own.
+            let purge = sitemapd::sitemap::removed::start_purge(store.clone(), config.removed_days);
             let served = serve(
                 AppState::new(store.clone(), &config),
                 listener,
@@ -213,6 +215,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             // A send in flight may finish (briefly); what is left unsent stays in the outbox for the next start.
             if let Some(notifier) = notifier {
                 notifier.stop(store::CLOSE_TIMEOUT).await;
+            }
+            if let Some(purge) = purge {
+                purge.abort();
             }
             // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
             store.close().await;

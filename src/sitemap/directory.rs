@@ -17,6 +17,7 @@ use crate::page::{PageState, SECTION_SHIFT, number_of, page_id, section_of};
 use crate::store::{Result, StoreReads};
 
 use super::news::{self, NewsSitemap, NewsState};
+use super::removed::{self, RemovedSitemap, RemovedState};
 
 /// The longest a page table is kept on the strength of an unchanged change counter: then it is read again. O(pages)
 /// once a minute, against every `state_ttl_ms` without the counter.
@@ -54,6 +55,9 @@ struct Table {
     index: std::sync::Mutex<Option<Arc<IndexDocs>>>,
     /// Each named section's own index, rendered from this table on first use.
     section_indexes: std::sync::Mutex<std::collections::BTreeMap<i64, Arc<SectionIndex>>>,
+    /// The removed-URLs sitemap last read with this table: the tombstones cannot have changed without moving the
+    /// change counter, so it stays current until its window moves past it ([`RemovedState::current_for`]).
+    removed: std::sync::Mutex<Option<Arc<RemovedState>>>,
 }
 
 /// A section's own index (`/sitemap-<section>.xml`): its pages alone, made once per table.
@@ -69,11 +73,17 @@ pub struct SectionIndex {
     pub etags: [std::sync::OnceLock<String>; 2],
 }
 
+/// What the index's bytes and date take from the news or the removed-URLs sitemap: the one listed (its digest
+/// and date), if any, and the date the index folds in.
+type Listed = (Option<(String, i64)>, i64);
+
 /// The index documents of one table and one state of the news sitemap, and their ETags, each made on first use:
 /// an index answer, a 304 included, costs no pass over the page table while neither changes.
 struct IndexDocs {
     /// The news sitemap listed (its digest and date), if any, and the news dates the index's own date folds in.
-    news: (Option<(String, i64)>, i64),
+    news: Listed,
+    /// The same of the removed-URLs sitemap (`None`: it is off).
+    removed: Option<Listed>,
     identity: OnceCell<Option<Bytes>>,
     gzip: OnceCell<Option<Bytes>>,
     /// Identity, gzip.
@@ -94,9 +104,19 @@ impl Table {
         listed.sort_by(|&a, &b| rank(&pages[a]).cmp(&rank(&pages[b])));
         let index_state =
             listed.iter().map(|&i| &pages[i]).map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
-        let index = std::sync::Mutex::new(None);
-        let section_indexes = std::sync::Mutex::default();
-        Self { changes, read_at: Instant::now(), pages, sections, listed, modified_us, index_state, index, section_indexes }
+        let (index, removed, section_indexes) = Default::default();
+        Self {
+            changes,
+            read_at: Instant::now(),
+            pages,
+            sections,
+            listed,
+            modified_us,
+            index_state,
+            index,
+            removed,
+            section_indexes,
+        }
     }
 
     /// The URL of the page with id `id`, when its section is known.
@@ -110,15 +130,17 @@ impl Table {
         Some(&self.pages[i])
     }
 
-    /// The index documents for `news`: the same ones as long as the news sitemap is.
-    fn docs(&self, news: &NewsState) -> Arc<IndexDocs> {
+    /// The index documents for `news` and `removed`: the same ones as long as those sitemaps are.
+    fn docs(&self, news: &NewsState, removed: Option<&RemovedState>) -> Arc<IndexDocs> {
         let key = (news.sitemap.as_ref().map(|n| (n.digest.clone(), n.modified_us)), news.modified_us);
+        let removed = removed.map(|r| (r.sitemap.as_ref().map(|s| (s.digest.clone(), s.modified_us)), r.modified_us));
         let mut docs = self.index.lock().expect("not poisoned");
         match &*docs {
-            Some(d) if d.news == key => d.clone(),
+            Some(d) if d.news == key && d.removed == removed => d.clone(),
             _ => {
                 let d = Arc::new(IndexDocs {
                     news: key,
+                    removed,
                     identity: OnceCell::new(),
                     gzip: OnceCell::new(),
                     etags: Default::default(),
@@ -158,11 +180,13 @@ pub struct Directory {
     /// The clock's time at the read: the news window ends there.
     now_us: i64,
     news: OnceCell<Arc<NewsState>>,
+    removed: OnceCell<Arc<RemovedState>>,
 }
 
 impl Directory {
     fn new(site: i64, table: Arc<Table>, generation: u64, now_us: i64) -> Self {
-        Self { site, table, generation, read_at: Instant::now(), now_us, news: OnceCell::new() }
+        let (news, removed) = Default::default();
+        Self { site, table, generation, read_at: Instant::now(), now_us, news, removed }
     }
 
     #[cfg(test)]
@@ -260,17 +284,46 @@ impl Directory {
             .cloned()
     }
 
-    /// The index's ETag for `news` (as [`Directory::news`] gave it), identity or `gzip`: made by `make` (from
-    /// [`Directory::index_state`]) once per table and state of the news sitemap.
-    pub fn index_etag(&self, news: &NewsState, gzip: bool, make: impl FnOnce() -> String) -> String {
-        self.table.docs(news).etags[usize::from(gzip)].get_or_init(make).clone()
+    /// The removed-URLs sitemap as of this read, for a retention of `days` (built on first use, or the one read
+    /// with the same page table while it is still current).
+    pub async fn removed(&self, store: &dyn StoreReads, days: u32, level: u32) -> Result<Arc<RemovedState>> {
+        let since = removed::window_start(self.now_us, days);
+        self.removed
+            .get_or_try_init(|| async {
+                let kept = self.table.removed.lock().expect("not poisoned").clone();
+                if let Some(kept) = kept.filter(|r| r.current_for(since)) {
+                    return Ok(kept);
+                }
+                let built = Arc::new(removed::build(store, self.site, since, days, level).await?);
+                *self.table.removed.lock().expect("not poisoned") = Some(built.clone());
+                Ok(built)
+            })
+            .await
+            .cloned()
     }
 
-    /// The `<sitemapindex>` document listing every non-empty page, and the news sitemap when it has articles
-    /// (`news`: as [`Directory::news`] gave it); `None` when there is no page.
-    pub async fn index(&self, public_url: &PublicUrl, news: &NewsState) -> Option<Bytes> {
-        let docs = self.table.docs(news);
-        let listed = news.sitemap.as_ref();
+    /// The index's ETag for `news` (as [`Directory::news`] gave it) and `removed` (as [`Directory::removed`] gave
+    /// it; `None` when it is off), identity or `gzip`: made by `make` (from [`Directory::index_state`]) once per
+    /// table and state of those sitemaps.
+    pub fn index_etag(
+        &self,
+        (news, removed): (&NewsState, Option<&RemovedState>),
+        gzip: bool,
+        make: impl FnOnce() -> String,
+    ) -> String {
+        self.table.docs(news, removed).etags[usize::from(gzip)].get_or_init(make).clone()
+    }
+
+    /// The `<sitemapindex>` document listing every non-empty page, the news sitemap when it has articles (`news`:
+    /// as [`Directory::news`] gave it) and the removed-URLs sitemap when it has entries; `None` when there is no
+    /// page.
+    pub async fn index(
+        &self,
+        public_url: &PublicUrl,
+        (news, removed): (&NewsState, Option<&RemovedState>),
+    ) -> Option<Bytes> {
+        let docs = self.table.docs(news, removed);
+        let listed = (news.sitemap.as_ref(), removed.and_then(|r| r.sitemap.as_ref()));
         docs.identity.get_or_init(|| async { self.render_index(public_url, listed) }).await.clone()
     }
 
@@ -278,11 +331,11 @@ impl Directory {
     pub async fn index_gzip(
         &self,
         public_url: &PublicUrl,
-        news: &NewsState,
+        (news, removed): (&NewsState, Option<&RemovedState>),
         level: u32,
     ) -> std::io::Result<Option<Bytes>> {
-        let docs = self.table.docs(news);
-        let listed = news.sitemap.as_ref();
+        let docs = self.table.docs(news, removed);
+        let listed = (news.sitemap.as_ref(), removed.and_then(|r| r.sitemap.as_ref()));
         docs.gzip
             .get_or_try_init(|| async {
                 let identity = docs.identity.get_or_init(|| async { self.render_index(public_url, listed) }).await;
@@ -295,7 +348,11 @@ impl Directory {
             .cloned()
     }
 
-    fn render_index(&self, public_url: &PublicUrl, news: Option<&NewsSitemap>) -> Option<Bytes> {
+    fn render_index(
+        &self,
+        public_url: &PublicUrl,
+        (news, removed): (Option<&NewsSitemap>, Option<&RemovedSitemap>),
+    ) -> Option<Bytes> {
         if self.is_empty() {
             return None;
         }
@@ -315,6 +372,10 @@ impl Directory {
         if let Some(news) = news {
             let lastmod = LastMod::from_unix_micros(news.modified_us.div_euclid(1000) * 1000);
             write_index_entry(&mut body, &public_url.news_url(), lastmod.as_str());
+        }
+        if let Some(removed) = removed {
+            let lastmod = LastMod::from_unix_micros(removed.modified_us.div_euclid(1000) * 1000);
+            write_index_entry(&mut body, &format!("{}sitemap-removed.xml", public_url.as_str()), lastmod.as_str());
         }
         body.extend_from_slice(INDEX_TAIL.as_bytes());
         Some(Bytes::from(body))
@@ -473,11 +534,11 @@ mod tests {
         assert_eq!(d.modified_us(), 50, "an emptied page's change is a change to the index");
         let public = PublicUrl::parse("https://x.test/").unwrap();
         let no_news = NewsState { sitemap: None, modified_us: 0 };
-        let index = String::from_utf8(d.index(&public, &no_news).await.unwrap().to_vec()).unwrap();
+        let index = String::from_utf8(d.index(&public, (&no_news, None)).await.unwrap().to_vec()).unwrap();
         let one = index.find("https://x.test/sitemap-1.xml").unwrap();
         let three = index.find("https://x.test/sitemap-3.xml").unwrap();
         assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
-        assert!(Directory::of(1, vec![page(1, 0, 5)]).index(&public, &no_news).await.is_none());
+        assert!(Directory::of(1, vec![page(1, 0, 5)]).index(&public, (&no_news, None)).await.is_none());
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub use sitemapd_core::conditional;
 pub mod directory;
 pub mod news;
 pub mod prerender;
+pub mod removed;
 pub mod stream;
 
 use std::sync::Arc;
@@ -68,6 +69,8 @@ pub fn router<S: Serving>(state: S) -> Router<S> {
         .route("/sitemap.xml", get(get_index::<S>))
         .route("/sitemap-news.xml", get(get_news::<S>))
         .route("/sitemap-news.xml.gz", get(get_news_file::<S>))
+        .route("/sitemap-removed.xml", get(removed::get_removed::<S>))
+        .route("/sitemap-removed.xml.gz", get(removed::get_removed_file::<S>))
         .route("/{file}", get(get_page::<S>))
         .route_layer(middleware::from_fn_with_state(state, robots_tag::<S>))
         .route("/robots.txt", get(get_robots::<S>))
@@ -292,15 +295,22 @@ async fn get_index<S: Serving>(
     }
     let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
     let news_state = news_sitemap(&state, &directory).await?;
+    let removed_state = removed::removed_sitemap(&state, &directory).await?;
+    let listed = (&*news_state, removed_state.as_deref());
     // The news dates count whether or not the news sitemap is listed, so the index's date never goes back when its
     // last article leaves. Where there never was news they are 0: the index is what it was before news existed.
-    let modified_us = directory.modified_us().max(news_state.modified_us);
+    // The same of the removed-URLs sitemap's dates (none while it is off).
+    let modified_us =
+        directory.modified_us().max(news_state.modified_us).max(removed_state.as_ref().map_or(0, |r| r.modified_us));
     // The ETag is a digest of the whole index state (O(pages)): made once per page table and news state.
-    let etag = directory.index_etag(&news_state, encoding.gzip(), || {
-        let index_state = match &news_state.sitemap {
+    let etag = directory.index_etag(listed, encoding.gzip(), || {
+        let mut index_state = match &news_state.sitemap {
             None => directory.index_state().to_owned(),
             Some(n) => format!("{}news:{}:{};", directory.index_state(), n.digest, n.modified_us),
         };
+        if let Some(r) = removed_state.as_ref().and_then(|r| r.sitemap.as_ref()) {
+            index_state.push_str(&format!("removed:{}:{};", r.digest, r.modified_us));
+        }
         etag(
             &[&"index", &INDEX_VERSION, &site.public_url, &modified_us, &index_state],
             encoding,
@@ -314,12 +324,12 @@ async fn get_index<S: Serving>(
         return Ok(answer);
     }
     let body = if encoding.gzip() {
-        directory.index_gzip(&site.public_url, &news_state, state.config().gzip_level).await.map_err(|e| {
+        directory.index_gzip(&site.public_url, listed, state.config().gzip_level).await.map_err(|e| {
             tracing::error!(error = %e, "cannot compress the index");
             ApiError::internal()
         })?
     } else {
-        directory.index(&site.public_url, &news_state).await
+        directory.index(&site.public_url, listed).await
     };
     let body = body.ok_or_else(|| ApiError::not_found("no URLs are stored yet"))?;
     Ok(rep.answer(&method, Source::Bytes(body)))

@@ -23,6 +23,7 @@ mod process;
 mod protocol;
 mod readme;
 mod recipes;
+mod removed;
 mod replica;
 mod roundtrip;
 mod sections;

@@ -22,7 +22,7 @@ use futures_util::stream::BoxStream;
 
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
-pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL};
+pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL};
 pub use self::sqlite::SqliteStore;
 pub use self::write::{DEFAULT_SITE_ID, Shape, Upsert};
 use sitemapd_core::domain::Extensions;
@@ -128,6 +128,21 @@ pub struct NewsRead {
     pub newest_before_us: Option<i64>,
 }
 
+/// What the removed-URLs sitemap is made of, read from one snapshot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RemovedRead {
+    /// (loc, deletion time), newest first (ties: loc, descending); cut once the locs' bytes pass
+    /// [`SITEMAP_MAX_BYTES`] (a rendered document is longer than its locs).
+    pub entries: Vec<(String, i64)>,
+    /// The site's removed-URLs stamp (`removed_state`; 0 before the first tombstone).
+    pub changed_us: i64,
+    /// The newest deletion time before the window: the tombstone that left it last, if any.
+    pub newest_before_us: Option<i64>,
+}
+
+/// The most bytes one sitemap may have, uncompressed (sitemaps.org: 50 MiB).
+pub const SITEMAP_MAX_BYTES: i64 = 52_428_800;
+
 /// A write's outcome: its counts, and what it changed in each site (by site id; only sites it changed).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Written<C> {
@@ -185,6 +200,12 @@ pub trait StoreReads: Send + Sync + 'static {
     /// newest first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is
     /// made of.
     async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead>;
+    /// A site's removed-URLs sitemap rows: at most `limit` tombstones deleted at `since_us` or later, newest
+    /// first, through the `(site_id, removed_us, loc)` index (never a scan), and what its Last-Modified is made of.
+    async fn removed(&self, site: i64, since_us: i64, limit: u32) -> Result<RemovedRead>;
+    /// A site's removed-URLs stamp alone ([`RemovedRead::changed_us`]): one primary-key read. Unchanged, the
+    /// tombstones are the ones read with it.
+    async fn removed_stamp(&self, site: i64) -> Result<i64>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The change notifications queued (the IndexNow outbox), per site: (site id, locs), in site order. O(queued).
@@ -208,6 +229,10 @@ pub trait Store: StoreReads {
     async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>>;
     /// Deletes the records of `locs` in one transaction.
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
+    /// Deletes at most `limit` tombstones of each site that are older than the retention (`removed_days`), oldest
+    /// first, in one transaction, moving each site's removed-URLs stamp to the moment the newest of them left the
+    /// window; the number deleted. Nothing when the removed-URLs sitemap is off.
+    async fn purge_removed(&self, limit: u32) -> Result<u64>;
     /// Claims up to `limit` of `site`'s queued change notifications that are due, for `lease` (then another sender
     /// may claim them): `None` when none is due. Rows another sender holds are skipped, never waited for.
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>>;
@@ -314,17 +339,30 @@ pub struct StoreOptions {
     /// The sites whose changes are queued for notification (IndexNow), by name: writes to other sites queue
     /// nothing.
     pub notify_sites: BTreeSet<String>,
+    /// The removed-URLs sitemap's retention in days (`removed_days`): a deleted record's loc is kept as a tombstone
+    /// that long; 0 keeps none (the sitemap is off). On, the index lists one more sitemap
+    /// ([`StoreOptions::removed_on`]).
+    pub removed_days: u32,
     /// Whether this process serves the database (SQLite: it stamps the file and watches it, see `watch.rs`);
     /// false for the CLI's commands, which share the file with a running server.
     pub serving: bool,
 }
 
 impl StoreOptions {
-    /// How the store lays out pages.
+    /// How the store lays out pages: the removed-URLs sitemap, when on, takes one of the index's entries.
     fn shape(&self) -> write::Shape {
-        write::Shape { section_max_urls: self.section_max_urls.clone(), ..write::Shape::uniform(self.limits) }
+        let reserved = i64::from(self.removed_on());
+        write::Shape { section_max_urls: self.section_max_urls.clone(), reserved, ..write::Shape::uniform(self.limits) }
+    }
+
+    /// Whether the removed-URLs sitemap is on: the index then has one entry for it besides the pages.
+    pub fn removed_on(&self) -> bool {
+        self.removed_days > 0
     }
 }
+
+/// A day, in microseconds: the removed-URLs sitemap's retention is counted in days.
+pub const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// Opens the store `options.url` names (`sqlite:` or `postgres:`) and applies migrations.
 pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {

@@ -95,6 +95,8 @@ pub struct PgStore {
     notify: OnceLock<BTreeSet<i64>>,
     /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
     guess: write::Guess,
+    /// The removed-URLs sitemap's retention in days ([`StoreOptions::removed_days`]): 0 keeps no tombstone.
+    removed_days: u32,
 }
 
 impl PgStore {
@@ -138,6 +140,7 @@ impl PgStore {
             notify_names: options.notify_sites.clone(),
             notify: OnceLock::new(),
             guess: write::Guess::default(),
+            removed_days: options.removed_days,
         })
     }
 
@@ -148,8 +151,19 @@ impl PgStore {
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
         let sites = OnceLock::from(Arc::new(sites));
         let guess = write::Guess::default();
-        let shape = write::Shape::uniform(limits);
-        Self { pool, read_pool: None, replica: Arc::default(), shape, specs, sites, notify_names, notify, guess }
+        let removed_days = 0;
+        Self {
+            pool,
+            read_pool: None,
+            replica: Arc::default(),
+            shape: write::Shape::uniform(limits),
+            specs,
+            sites,
+            notify_names,
+            notify,
+            guess,
+            removed_days,
+        }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -321,6 +335,28 @@ impl Writes for sqlx::Postgres {
         Ok(())
     }
 
+    async fn add_removed(conn: &mut PgConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO removed (site_id, loc, removed_us) SELECT $1, loc, $3 FROM UNNEST($2::text[]) AS t (loc) \
+             ON CONFLICT (site_id, loc) DO UPDATE SET removed_us = excluded.removed_us",
+        )
+        .bind(site)
+        .bind(locs)
+        .bind(now_us)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    async fn forget_removed(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<u64> {
+        let done = sqlx::query("DELETE FROM removed WHERE site_id = $1 AND loc = ANY($2)")
+            .bind(site)
+            .bind(locs)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn enqueue_notifications(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
         outbox::pg_enqueue(conn, site, locs).await
     }
@@ -370,7 +406,14 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        write::delete(self.begin_write().await?, &locs, self.notify()).await
+        write::delete(self.begin_write().await?, &locs, self.notify(), self.removed_days > 0).await
+    }
+
+    async fn purge_removed(&self, limit: u32) -> Result<u64> {
+        if self.removed_days == 0 {
+            return Ok(0);
+        }
+        write::purge_removed(self.begin_write().await?, &Backend::sites(self), self.removed_days, limit).await
     }
 
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {

@@ -11,8 +11,8 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction
 use std::sync::Arc;
 
 use super::{
-    EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, Result, SiteUrl, StoreReads, UrlRow, page_columns,
-    url_columns,
+    EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, RemovedRead, Result, SiteUrl, StoreReads, UrlRow,
+    page_columns, url_columns,
 };
 use sitemapd_core::domain::{Loc, Section, Site, SiteSpec, Sites};
 use sitemapd_core::page::{PageState, StoredUrl};
@@ -43,6 +43,28 @@ const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE site_id =
 /// The newest publication date before the window, through the same index.
 pub const NEWS_BEFORE_SQL: &str =
     "SELECT news_us FROM urls WHERE site_id = $2 AND news_us < $1 ORDER BY site_id DESC, news_us DESC LIMIT 1";
+/// A site's removed-URLs window, newest first, through `removed_site_time` (a backward scan, index only).
+pub const REMOVED_SQL: &str = "SELECT loc, removed_us FROM removed WHERE site_id = $1 AND removed_us >= $2 \
+     ORDER BY site_id DESC, removed_us DESC, loc DESC LIMIT $3";
+/// The newest deletion time before the window, through the same index.
+const REMOVED_BEFORE_SQL: &str = "SELECT removed_us FROM removed WHERE site_id = $1 AND removed_us < $2 \
+     ORDER BY site_id DESC, removed_us DESC LIMIT 1";
+const REMOVED_STATE_SQL: &str = "SELECT modified_us FROM removed_state WHERE site_id = $1";
+/// Whether a site has any tombstone: the first entry of its primary key, if any.
+const HAS_REMOVED_SQL: &str = "SELECT site_id FROM removed WHERE site_id = $1 LIMIT 1";
+/// The removed-URLs stamp of a write: moves to `now`, and at least a millisecond on (as a page's does). The row is
+/// inserted by a site's first change; either way the site's change counter moves (migration 0011).
+const TOUCH_REMOVED_SQL: &str = "INSERT INTO removed_state (site_id, modified_us) VALUES ($2, $1) \
+     ON CONFLICT (site_id) DO UPDATE SET modified_us = CASE WHEN excluded.modified_us > removed_state.modified_us + 1000 \
+     THEN excluded.modified_us ELSE removed_state.modified_us + 1000 END";
+/// The removed-URLs stamp of a purge: moves to `$1` if that is later (the moment the purged tombstones left the
+/// window, which the sitemap's Last-Modified already counted), else stays, and the change counter with it.
+const RAISE_REMOVED_SQL: &str = "INSERT INTO removed_state (site_id, modified_us) VALUES ($2, $1) \
+     ON CONFLICT (site_id) DO UPDATE SET modified_us = excluded.modified_us \
+     WHERE excluded.modified_us > removed_state.modified_us";
+/// At most `$3` of a site's tombstones deleted before `$2`, oldest first (the index, forwards).
+const PURGE_REMOVED_SQL: &str = "DELETE FROM removed WHERE site_id = $1 AND loc IN (SELECT loc FROM removed \
+     WHERE site_id = $1 AND removed_us < $2 ORDER BY site_id, removed_us LIMIT $3) RETURNING removed_us";
 /// A configured site's row: added the first time its name is configured, found by name after that.
 const ADD_SITE_SQL: &str = "INSERT INTO sites (name) VALUES ($1) ON CONFLICT (name) DO NOTHING";
 const SITE_ID_SQL: &str = "SELECT id FROM sites WHERE name = $1";
@@ -144,6 +166,28 @@ pub(crate) trait Sql: Database {
     ) -> impl Future<Output = Result<Vec<(StoredUrl, String)>>> + Send;
     /// Records that an entry of `site` with news changed, at `now_us` ([`TOUCH_NEWS_SQL`]).
     fn touch_news(conn: &mut Self::Connection, site: i64, now_us: i64) -> impl Future<Output = Result<()>> + Send;
+    /// The removed-URLs sitemap's rows ([`StoreReads::removed`]), read in `tx` (one snapshot).
+    fn removed_in(
+        tx: Transaction<'static, Self>,
+        site: i64,
+        since_us: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<RemovedRead>> + Send;
+    /// `site`'s removed-URLs stamp ([`StoreReads::removed_stamp`]).
+    fn removed_stamp(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<i64>> + Send;
+    /// Whether `site` has any tombstone: one index probe.
+    fn has_removed(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<bool>> + Send;
+    /// Moves `site`'s removed-URLs stamp for a write at `now_us` ([`TOUCH_REMOVED_SQL`]).
+    fn touch_removed(conn: &mut Self::Connection, site: i64, now_us: i64) -> impl Future<Output = Result<()>> + Send;
+    /// Deletes at most `limit` of `site`'s tombstones older than `before_us`, oldest first, and moves its stamp to
+    /// the moment the newest of them left a window of `window_us`; how many it deleted.
+    fn purge_removed_in(
+        conn: &mut Self::Connection,
+        site: i64,
+        before_us: i64,
+        window_us: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<u64>> + Send;
     /// `site`'s change counter ([`StoreReads::changes`]).
     fn changes(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<i64>> + Send;
     /// `site`'s change counter, inside a transaction.
@@ -337,6 +381,69 @@ where
         Ok(())
     }
 
+    async fn removed_in(
+        mut tx: Transaction<'static, Self>,
+        site: i64,
+        since_us: i64,
+        limit: u32,
+    ) -> Result<RemovedRead> {
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        {
+            let mut rows = sqlx::query_as::<_, (String, i64)>(REMOVED_SQL)
+                .bind(site)
+                .bind(since_us)
+                .bind(i64::from(limit))
+                .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                bytes += row.0.len() as i64;
+                if bytes > super::SITEMAP_MAX_BYTES {
+                    break;
+                }
+                entries.push(row);
+            }
+        }
+        let changed: Option<(i64,)> = sqlx::query_as(REMOVED_STATE_SQL).bind(site).fetch_optional(&mut *tx).await?;
+        let before: Option<(i64,)> =
+            sqlx::query_as(REMOVED_BEFORE_SQL).bind(site).bind(since_us).fetch_optional(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(RemovedRead { entries, changed_us: changed.map_or(0, |(us,)| us), newest_before_us: before.map(|(us,)| us) })
+    }
+
+    async fn removed_stamp(pool: &Pool<Self>, site: i64) -> Result<i64> {
+        let changed: Option<(i64,)> = sqlx::query_as(REMOVED_STATE_SQL).bind(site).fetch_optional(pool).await?;
+        Ok(changed.map_or(0, |(us,)| us))
+    }
+
+    async fn has_removed(conn: &mut Self::Connection, site: i64) -> Result<bool> {
+        let any: Option<(i64,)> = sqlx::query_as(HAS_REMOVED_SQL).bind(site).fetch_optional(conn).await?;
+        Ok(any.is_some())
+    }
+
+    async fn touch_removed(conn: &mut Self::Connection, site: i64, now_us: i64) -> Result<()> {
+        sqlx::query(TOUCH_REMOVED_SQL).bind(now_us).bind(site).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn purge_removed_in(
+        conn: &mut Self::Connection,
+        site: i64,
+        before_us: i64,
+        window_us: i64,
+        limit: u32,
+    ) -> Result<u64> {
+        let purged: Vec<(i64,)> = sqlx::query_as(PURGE_REMOVED_SQL)
+            .bind(site)
+            .bind(before_us)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *conn)
+            .await?;
+        if let Some(newest) = purged.iter().map(|(us,)| *us).max() {
+            sqlx::query(RAISE_REMOVED_SQL).bind(newest + window_us).bind(site).execute(conn).await?;
+        }
+        Ok(purged.len() as u64)
+    }
+
     async fn changes(pool: &Pool<Self>, site: i64) -> Result<i64> {
         let (changes,): (i64,) = sqlx::query_as(CHANGES_SQL).bind(site).fetch_one(pool).await?;
         Ok(changes)
@@ -492,6 +599,15 @@ impl<B: Backend> StoreReads for B {
         let read = async { B::Db::news_in(self.snapshot().await?, site, since_us, until_us, limit).await };
         let on_replica = self.on_replica();
         self.reading(on_replica, read.await)
+    }
+    async fn removed(&self, site: i64, since_us: i64, limit: u32) -> Result<RemovedRead> {
+        let read = async { B::Db::removed_in(self.snapshot().await?, site, since_us, limit).await };
+        let on_replica = self.on_replica();
+        self.reading(on_replica, read.await)
+    }
+    async fn removed_stamp(&self, site: i64) -> Result<i64> {
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::removed_stamp(self.read_pool(), site).await)
     }
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
         B::Db::outbox_size(self.pool()).await

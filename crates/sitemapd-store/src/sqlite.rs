@@ -73,6 +73,8 @@ pub struct SqliteStore {
     notify: OnceLock<BTreeSet<i64>>,
     /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
     guess: write::Guess,
+    /// The removed-URLs sitemap's retention in days ([`StoreOptions::removed_days`]): 0 keeps no tombstone.
+    removed_days: u32,
 }
 
 impl SqliteStore {
@@ -138,6 +140,7 @@ impl SqliteStore {
             notify_names: options.notify_sites.clone(),
             notify: OnceLock::new(),
             guess: write::Guess::default(),
+            removed_days: options.removed_days,
         })
     }
 
@@ -262,6 +265,31 @@ impl Writes for sqlx::Sqlite {
         Ok(())
     }
 
+    async fn add_removed(conn: &mut SqliteConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+        let json = serde_json::to_string(locs).expect("strings serialize");
+        // `WHERE true`: SQLite reads an `ON` after a bare `FROM` as a join's.
+        sqlx::query(
+            "INSERT INTO removed (site_id, loc, removed_us) SELECT ?1, value, ?3 FROM json_each(?2) WHERE true \
+             ON CONFLICT (site_id, loc) DO UPDATE SET removed_us = excluded.removed_us",
+        )
+        .bind(site)
+        .bind(json)
+        .bind(now_us)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    async fn forget_removed(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<u64> {
+        let json = serde_json::to_string(locs).expect("strings serialize");
+        let done = sqlx::query("DELETE FROM removed WHERE site_id = ?1 AND loc IN (SELECT value FROM json_each(?2))")
+            .bind(site)
+            .bind(json)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn enqueue_notifications(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
         outbox::sqlite_enqueue(conn, site, locs).await
     }
@@ -370,10 +398,22 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         let deleted = match self.begin_write().await {
-            Ok(tx) => write::delete(tx, &locs, self.notify()).await,
+            Ok(tx) => write::delete(tx, &locs, self.notify(), self.removed_days > 0).await,
             Err(e) => Err(e),
         };
         self.noted(deleted)
+    }
+
+    async fn purge_removed(&self, limit: u32) -> Result<u64> {
+        if self.removed_days == 0 {
+            return Ok(0);
+        }
+        let _writer = self.lock_writer().await?;
+        let purged = async {
+            let tx = self.begin_write().await?;
+            write::purge_removed(tx, &Backend::sites(self), self.removed_days, limit).await
+        };
+        self.noted(purged.await)
     }
 
     // The sender's statements write too: under the writer lock, like a write, so that they queue behind writes
@@ -602,6 +642,7 @@ mod tests {
             max_connections: 10,
             acquire_timeout: Duration::from_secs(5),
             notify_sites: Default::default(),
+            removed_days: 0,
             serving: true,
         };
         let store = SqliteStore::connect(&options).await.unwrap();

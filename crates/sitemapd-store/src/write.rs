@@ -64,6 +64,20 @@ pub(crate) trait Writes: Sql {
         inserts: &[NewUrl],
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
+    /// Keeps `locs` (deleted from `site` at `now_us`) as tombstones of the removed-URLs sitemap, a loc already kept
+    /// with its new deletion time.
+    fn add_removed(
+        conn: &mut Self::Connection,
+        site: i64,
+        locs: &[&str],
+        now_us: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Drops the tombstones of `locs` in `site` (stored again); how many there were.
+    fn forget_removed(
+        conn: &mut Self::Connection,
+        site: i64,
+        locs: &[&str],
+    ) -> impl Future<Output = Result<u64>> + Send;
     /// Queues change notifications of `locs` (distinct, sorted) in `site`'s outbox: one row per loc, a loc already
     /// queued marked as changed again ([`super::outbox`]).
     fn enqueue_notifications(
@@ -109,6 +123,31 @@ async fn write_changes<DB: Writes>(
     DB::write_pages(conn, site, pages).await?;
     if news_changed {
         DB::touch_news(conn, site, now).await?;
+    }
+    Ok(())
+}
+
+/// Keeps the locs a delete removed from `site` as tombstones, and moves the site's removed-URLs stamp (and so its
+/// change counter); a delete that removed nothing there writes nothing. Only while the removed-URLs sitemap is on.
+async fn keep_removed<DB: Writes>(conn: &mut DB::Connection, site: i64, locs: &[String], now: i64) -> Result<()> {
+    if locs.is_empty() {
+        return Ok(());
+    }
+    let locs: Vec<&str> = locs.iter().map(String::as_str).collect();
+    DB::add_removed(conn, site, &locs, now).await?;
+    DB::touch_removed(conn, site, now).await
+}
+
+/// Drops the tombstones of the locs an upsert stores in `site`, so that they leave the removed-URLs sitemap at
+/// once, and moves the site's stamp when there were any. A site without tombstones (always, while the sitemap is
+/// off) costs one index probe and nothing else: a bulk load does not send its locs twice.
+async fn forget_removed<DB: Writes>(conn: &mut DB::Connection, site: i64, entries: &[Entry], now: i64) -> Result<()> {
+    if !DB::has_removed(conn, site).await? {
+        return Ok(());
+    }
+    let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+    if DB::forget_removed(conn, site, &locs).await? > 0 {
+        DB::touch_removed(conn, site, now).await?;
     }
     Ok(())
 }
@@ -202,6 +241,7 @@ pub(crate) async fn upsert<DB: Writes>(
             }
             return Err(e);
         }
+        forget_removed::<DB>(&mut tx, *site, entries, now).await?;
         written.counts += plan.counts;
         merge(&mut written.changes, *site, plan.into_changes());
     }
@@ -438,11 +478,13 @@ fn merge(changes: &mut BTreeMap<i64, Changes>, site: i64, more: Changes) {
 }
 
 /// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits. Each is
-/// deleted from the site it is stored in.
+/// deleted from the site it is stored in; with `tombstones` (the removed-URLs sitemap is on), its loc is kept as a
+/// tombstone there ([`keep_removed`]). A loc stored nowhere changes nothing.
 pub(crate) async fn delete<DB: Writes>(
     mut tx: Transaction<'_, DB>,
     locs: &[&str],
     notify: &BTreeSet<i64>,
+    tombstones: bool,
 ) -> Result<Written<DeleteCounts>> {
     let now = DB::now(&mut tx).await?;
     let mut found: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
@@ -456,6 +498,9 @@ pub(crate) async fn delete<DB: Writes>(
         if !plan.ids.is_empty() {
             DB::delete_ids(&mut tx, &plan.ids).await?;
         }
+        if tombstones {
+            keep_removed::<DB>(&mut tx, site, &plan.locs, now).await?;
+        }
         write_changes::<DB>(&mut tx, site, &plan.pages, plan.news_changed, now).await?;
         written.counts.deleted += plan.deleted;
         written.counts.missing -= plan.deleted;
@@ -464,6 +509,26 @@ pub(crate) async fn delete<DB: Writes>(
     enqueue::<DB>(&mut tx, notify, &written.changes).await?;
     tx.commit().await?;
     Ok(written)
+}
+
+/// Deletes at most `limit` tombstones of each of `sites` that are older than `days` days (by the write's clock),
+/// in `tx`, which holds the write lock, and commits; how many it deleted. The sitemap never lists them anyway (its
+/// window is the same), so a late purge shows nowhere; each site's stamp moves to the moment its newest purged
+/// tombstone left the window, which the sitemap's Last-Modified already counted.
+pub(crate) async fn purge_removed<DB: Writes>(
+    mut tx: Transaction<'_, DB>,
+    sites: &Sites,
+    days: u32,
+    limit: u32,
+) -> Result<u64> {
+    let window = i64::from(days) * super::MICROS_PER_DAY;
+    let before = DB::now(&mut tx).await? - window;
+    let mut purged = 0;
+    for site in sites.iter() {
+        purged += DB::purge_removed_in(&mut tx, site.id, before, window, limit).await?;
+    }
+    tx.commit().await?;
+    Ok(purged)
 }
 
 /// The one-time repair that migration 0002 leaves to the application (see [`placement::plan_repair`]).
