@@ -454,10 +454,19 @@ async fn get_page<S: Serving>(
     let not_found = || ApiError::not_found("no such sitemap page");
     // The raw path, not the percent-decoded one: a page has one URL (`/sitemap-1%2exml` is not `/sitemap-1.xml`).
     let file = uri.path().strip_prefix('/').unwrap_or_default();
-    // News has routes of its own; text pages, a section's index and the removed-URLs sitemap are not served here.
+    // News has routes of its own; text pages and the removed-URLs sitemap are not served here.
     let (section, number, gz_file) = match SitemapFile::parse(file) {
         Some(SitemapFile::Page { section, number, format: Format::Xml }) => (section, number, false),
         Some(SitemapFile::Page { section, number, format: Format::XmlGz }) => (section, number, true),
+        Some(SitemapFile::SectionIndex { section, gz }) => {
+            let encoding = if gz {
+                Encoding::GzipFile
+            } else {
+                let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
+                encoding
+            };
+            return section_index_answer(&state, &site, section, encoding, &method, &request).await;
+        }
         _ => return Err(ApiError::not_found("no such resource")),
     };
     let encoding = if gz_file {
@@ -468,7 +477,7 @@ async fn get_page<S: Serving>(
     };
     let level = state.config().gzip_level;
     let directory = directory_for(&state, site.id, &request).await?;
-    let id = page_id_for(&directory, section, number).ok_or_else(not_found)?;
+    let id = directory.page_id(section, number).ok_or_else(not_found)?;
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
@@ -500,18 +509,6 @@ async fn get_page<S: Serving>(
         Source::Inflated { gzip: rendered.gzip, len }
     };
     Ok(rep.answer(&method, body))
-}
-
-/// The id of page `number` of `section` (`None`: the default section) in this read of the page table, `None` when
-/// no such section exists.
-///
-/// FOR THE LEAD (sections): only the default section is served so far. Resolve a named section to its numeric id
-/// here (e.g. from the sections read with the directory) and return `Some(page::page_id(section_id, number))`.
-fn page_id_for(_directory: &Directory, section: Option<&str>, number: i64) -> Option<i64> {
-    match section {
-        None => Some(crate::page::page_id(0, number)),
-        Some(_) => None,
-    }
 }
 
 /// Page `id` of `site` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a

@@ -97,7 +97,7 @@ impl Peer {
     }
 }
 
-fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
+pub(crate) fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
     ImportOptions {
         sources,
         rewrites: Vec::new(),
@@ -117,7 +117,7 @@ fn options(app: &TestApp, sources: Vec<Source>) -> ImportOptions {
     }
 }
 
-async fn import(app: &TestApp, options: ImportOptions) -> Summary {
+pub(crate) async fn import(app: &TestApp, options: ImportOptions) -> Summary {
     sitemapd::import::import(Some(app.store.clone()), app.store.sites(), options).await.expect("import runs")
 }
 

@@ -197,7 +197,110 @@ async fn sections_share_the_index_room(b: Backend) {
     assert_eq!((section_of(last.id), number_of(last.id)), (1, 1));
 }
 
+/// A TestApp whose public URL is where it is served on loopback, so that its index lists URLs a reader can fetch.
+async fn served(b: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, String)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mut all = vec![("SITEMAPD_PUBLIC_URL", base.as_str())];
+    all.extend_from_slice(vars);
+    let app = TestApp::spawn(b, &all).await?;
+    let router = app.router.clone().into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Some((app, base))
+}
+
+/// Three sections and the default one, served: the index lists the default section's pages, then each section's by
+/// name; each section's pages and its own index are served with validators, validate against the official
+/// schemas, and are read back whole by `sitemapd import`, which takes each page's section from its file name.
+async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_SECTION_MAX_URLS", "blog=2")];
+    let Some((app, base)) = served(b, &vars).await else { return };
+    let at = |path: &str, section: Option<&str>| match section {
+        Some(s) => json!({"loc": format!("{base}/{path}"), "section": s, "lastmod": "2026-11-01"}),
+        None => json!({"loc": format!("{base}/{path}")}),
+    };
+    let mut all: Vec<Value> = (0..5).map(|i| at(&format!("p/{i}"), Some("products"))).collect();
+    all.extend((0..3).map(|i| at(&format!("blog/{i}"), Some("blog"))));
+    all.extend((0..2).map(|i| at(&format!("docs/{i}"), Some("docs"))));
+    all.extend((0..6).map(|i| at(&format!("about/{i}"), None)));
+    assert_eq!(app.put_json(&Value::Array(all)).await.status, 200);
+    let index = app.get("/sitemap.xml", &[]).await;
+    let files: Vec<String> = crate::support::xml_texts(&index.text(), "loc")
+        .iter()
+        .map(|l| l.strip_prefix(&format!("{base}/")).unwrap().to_owned())
+        .collect();
+    let expected = [
+        "sitemap-1.xml",
+        "sitemap-2.xml",
+        "sitemap-blog-1.xml",
+        "sitemap-blog-2.xml",
+        "sitemap-docs-1.xml",
+        "sitemap-products-1.xml",
+        "sitemap-products-2.xml",
+    ];
+    assert_eq!(files, expected);
+    let mut bodies = vec![("index.xml".to_owned(), index.body.to_vec())];
+    for file in &files {
+        let page = app.get(&format!("/{file}"), &[]).await;
+        assert_eq!(page.status, 200, "{file}");
+        let gz = app.get(&format!("/{file}.gz"), &[]).await;
+        assert_eq!(crate::support::gunzip(&gz.body), page.text(), "{file}.gz");
+        bodies.push((file.clone(), page.body.to_vec()));
+    }
+    let products = app.get("/sitemap-products.xml", &[]).await;
+    assert_eq!(products.status, 200);
+    let listed = crate::support::xml_texts(&products.text(), "loc");
+    assert_eq!(listed, [format!("{base}/sitemap-products-1.xml"), format!("{base}/sitemap-products-2.xml")]);
+    bodies.push(("products-index.xml".to_owned(), products.body.to_vec()));
+    let named: Vec<(&str, &[u8])> = bodies.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    crate::support::validate_xsd(&named);
+    // Validators: a section's page and its index answer conditional requests; HEAD as GET.
+    for path in ["/sitemap-blog-2.xml", "/sitemap-blog.xml", "/sitemap-blog.xml.gz"] {
+        let first = app.get(path, &[("accept-encoding", "gzip")]).await;
+        let etag = first.header("etag").unwrap().to_owned();
+        let again = app.get(path, &[("accept-encoding", "gzip"), ("if-none-match", &etag)]).await;
+        assert_eq!(again.status, 304, "{path}");
+        let head = app.head(path, &[("accept-encoding", "gzip")]).await;
+        assert_eq!((head.header("etag"), head.header("content-length")), (Some(etag.as_str()), first.header("content-length")));
+        assert!(head.body.is_empty());
+    }
+    // What does not exist is 404.
+    for path in ["/sitemap-nothing-1.xml", "/sitemap-products-3.xml", "/sitemap-nothing.xml", "/sitemap-products-0.xml"] {
+        assert_eq!(app.get(path, &[]).await.status, 404, "{path}");
+    }
+    // A write to products changes its pages' and its index's ETags and the site's index, not blog's.
+    let etag = |r: crate::support::TestResponse| r.header("etag").unwrap().to_owned();
+    let before = [etag(app.get("/sitemap-products.xml", &[]).await), etag(app.get("/sitemap-blog.xml", &[]).await)];
+    let site_index = etag(app.get("/sitemap.xml", &[]).await);
+    app.put_json(&json!([at("p/new", Some("products"))])).await;
+    let after = [etag(app.get("/sitemap-products.xml", &[]).await), etag(app.get("/sitemap-blog.xml", &[]).await)];
+    assert_ne!(after[0], before[0]);
+    assert_eq!(after[1], before[1], "another section's index does not change");
+    assert_ne!(etag(app.get("/sitemap.xml", &[]).await), site_index);
+    // Read back: sitemapd import of the index, each page's section from its name, into another database.
+    let Some(copy) = TestApp::spawn(b, &[("SITEMAPD_PUBLIC_URL", base.as_str())]).await else { return };
+    let source = sitemapd::import::Source::parse(&format!("{base}/sitemap.xml")).unwrap();
+    let mut options = crate::import::options(&copy, vec![source]);
+    options.sections = sitemapd::import::Sections::FromNames;
+    let summary = crate::import::import(&copy, options).await;
+    assert!(summary.success(), "{summary}");
+    let list = |app: &TestApp| {
+        let app = app.store.clone();
+        async move {
+            let mut out = Vec::new();
+            sitemapd::export::export(app.as_ref(), None, &mut out).await.unwrap();
+            let mut lines: Vec<Value> =
+                String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            lines.sort_by(|a, b| a["loc"].as_str().cmp(&b["loc"].as_str()));
+            lines
+        }
+    };
+    assert_eq!(list(&copy).await, list(&app).await, "every entry, with its section, read back");
+}
+
 both_backends!(
+    #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
+    sections_are_served_validated_and_read_back_by_import,
     each_section_has_its_own_pages_limits_and_no_churn,
     moving_an_entry_to_another_section_changes_two_pages,
     bad_sections_are_refused_and_change_nothing,
