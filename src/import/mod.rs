@@ -295,6 +295,13 @@ pub async fn import(
             *summary.notices.entry(if room { notice } else { "other notices".to_owned() }).or_default() += n;
         }
         for child in listed {
+            if lists_removed_urls(&child.to_string()) {
+                // The URLs a site deleted, listed so that crawlers drop them soon: importing them would bring
+                // them back. Given as a source itself, it is read.
+                let notice = "a removed-URLs sitemap (sitemap-removed.xml) listed: not read, its URLs are gone";
+                *summary.notices.entry(notice.to_owned()).or_default() += 1;
+                continue;
+            }
             let key = child.key();
             if seen.contains(&key) {
                 let name = child.to_string();
@@ -475,6 +482,13 @@ async fn run_job(mut job: Job, ctx: Arc<Ctx>) -> (Job, SourceOutcome, Report, Ve
         }
     }
     (job, outcome, report, children)
+}
+
+/// Whether `url` names a removed-URLs sitemap as sitemapd serves it (`…/sitemap-removed.xml[.gz]`, any query).
+fn lists_removed_urls(url: &str) -> bool {
+    let path = url.split(['?', '#']).next().unwrap_or_default();
+    let name = path.rsplit('/').next().unwrap_or_default();
+    matches!(name, "sitemap-removed.xml" | "sitemap-removed.xml.gz")
 }
 
 /// One item a reader found: an entry validated as the API validates it (then sent to the writer, or rejected), or
@@ -741,5 +755,20 @@ fn store_reject<T>(sites: &Sites, batch: &Batch<(Origin, T)>, index: usize, e: &
         listed: sites.for_loc(loc).map(|site| (site.id, digest(loc))),
         no_loc: false,
         permit: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_removed_urls_sitemap_is_known_by_its_name() {
+        for yes in ["https://x.test/sitemap-removed.xml", "https://x.test/a/sitemap-removed.xml.gz?x=1"] {
+            assert!(super::lists_removed_urls(yes), "{yes}");
+        }
+        for no in
+            ["https://x.test/sitemap-removed-1.xml", "https://x.test/sitemap-removed.xml/x", "https://x.test/r.xml"]
+        {
+            assert!(!super::lists_removed_urls(no), "{no}");
+        }
     }
 }

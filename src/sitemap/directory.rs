@@ -233,7 +233,11 @@ impl Directory {
         body.extend_from_slice(INDEX_HEAD.as_bytes());
         for page in &listed {
             let url = public_url.section_page_url(Some(name), number_of(page.id));
-            write_index_entry(&mut body, &url, LastMod::from_unix_micros(page.modified_us.div_euclid(1000) * 1000).as_str());
+            write_index_entry(
+                &mut body,
+                &url,
+                LastMod::from_unix_micros(page.modified_us.div_euclid(1000) * 1000).as_str(),
+            );
         }
         body.extend_from_slice(INDEX_TAIL.as_bytes());
         let docs = Arc::new(SectionIndex {

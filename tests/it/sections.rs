@@ -213,7 +213,8 @@ async fn served(b: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, String)> 
 /// name; each section's pages and its own index are served with validators, validate against the official
 /// schemas, and are read back whole by `sitemapd import`, which takes each page's section from its file name.
 async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
-    let vars = [("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_SECTION_MAX_URLS", "blog=2")];
+    let vars =
+        [("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_SECTION_MAX_URLS", "blog=2"), ("SITEMAPD_REMOVED_DAYS", "30")];
     let Some((app, base)) = served(b, &vars).await else { return };
     let at = |path: &str, section: Option<&str>| match section {
         Some(s) => json!({"loc": format!("{base}/{path}"), "section": s, "lastmod": "2026-11-01"}),
@@ -261,11 +262,15 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
         let again = app.get(path, &[("accept-encoding", "gzip"), ("if-none-match", &etag)]).await;
         assert_eq!(again.status, 304, "{path}");
         let head = app.head(path, &[("accept-encoding", "gzip")]).await;
-        assert_eq!((head.header("etag"), head.header("content-length")), (Some(etag.as_str()), first.header("content-length")));
+        assert_eq!(
+            (head.header("etag"), head.header("content-length")),
+            (Some(etag.as_str()), first.header("content-length"))
+        );
         assert!(head.body.is_empty());
     }
     // What does not exist is 404.
-    for path in ["/sitemap-nothing-1.xml", "/sitemap-products-3.xml", "/sitemap-nothing.xml", "/sitemap-products-0.xml"] {
+    for path in ["/sitemap-nothing-1.xml", "/sitemap-products-3.xml", "/sitemap-nothing.xml", "/sitemap-products-0.xml"]
+    {
         assert_eq!(app.get(path, &[]).await.status, 404, "{path}");
     }
     // A write to products changes its pages' and its index's ETags and the site's index, not blog's.
@@ -277,6 +282,10 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
     assert_ne!(after[0], before[0]);
     assert_eq!(after[1], before[1], "another section's index does not change");
     assert_ne!(etag(app.get("/sitemap.xml", &[]).await), site_index);
+    // A deletion: the index lists the removed-URLs sitemap, which the import must not take for live URLs.
+    assert_eq!(app.delete_loc(&format!("{base}/p/0")).await.status, 204);
+    let index = app.get("/sitemap.xml", &[]).await.text();
+    assert!(index.contains(&format!("{base}/sitemap-removed.xml")), "{index}");
     // Read back: sitemapd import of the index, each page's section from its name, into another database.
     let Some(copy) = TestApp::spawn(b, &[("SITEMAPD_PUBLIC_URL", base.as_str())]).await else { return };
     let source = sitemapd::import::Source::parse(&format!("{base}/sitemap.xml")).unwrap();
@@ -284,6 +293,8 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
     options.sections = sitemapd::import::Sections::FromNames;
     let summary = crate::import::import(&copy, options).await;
     assert!(summary.success(), "{summary}");
+    let skipped = "a removed-URLs sitemap (sitemap-removed.xml) listed: not read, its URLs are gone";
+    assert_eq!(summary.notices.get(skipped), Some(&1), "{summary}");
     let list = |app: &TestApp| {
         let app = app.store.clone();
         async move {

@@ -354,7 +354,8 @@ async fn the_release_before_sections_is_served_byte_for_byte(backend: Backend) {
     assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
     let recorded = Recorded::load("v0009", backend);
     let before = page_rows(&fixture.url).await;
-    let entry = |path: &str, section: &str| json!({"loc": format!("https://www.example.com/{path}"), "section": section});
+    let entry =
+        |path: &str, section: &str| json!({"loc": format!("https://www.example.com/{path}"), "section": section});
     let r = app.put_json(&json!([entry("shop/1", "shop"), entry("blog/1", "blog"), entry("shop/2", "shop")])).await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.text());
     let after = page_rows(&fixture.url).await;
