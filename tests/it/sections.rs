@@ -309,7 +309,44 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
     assert_eq!(list(&copy).await, list(&app).await, "every entry, with its section, read back");
 }
 
+/// The view sums up each section and labels each page with its section and file.
+async fn the_view_groups_pages_by_section(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let before = app.get("/view/default/", &[]).await.text();
+    let mut all = batch("d", 3, None);
+    all.extend(batch("p", 3, Some("products")));
+    app.put_json(&Value::Array(all)).await;
+    let html = app.get("/view/default/", &[]).await.text();
+    assert!(!before.contains("Sections:"), "no section table without sections");
+    for shown in [
+        "Sections:",
+        "(no section)",
+        &format!("{PUBLIC_URL}/sitemap-products.xml"),
+        "products, page 2",
+        ">sitemap-products-2.xml<",
+        ">Page 2<",
+        ">sitemap-2.xml<",
+    ] {
+        assert!(html.contains(shown), "{shown}: {html}");
+    }
+    // Metrics: named sections get a label, the default section's series keep theirs.
+    let metrics = app.get("/metrics", &[]).await.text();
+    for line in [
+        "sitemapd_urls{site=\"default\"} 3",
+        "sitemapd_urls{site=\"default\",section=\"products\"} 3",
+        "sitemapd_sitemap_pages{site=\"default\",section=\"products\"} 2",
+        "sitemapd_page_fill_ratio{site=\"default\",section=\"products\",limit=\"urls\"} 1",
+        "sitemapd_index_fill_ratio{site=\"default\"} ",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
+    let id = page_id(1, 2);
+    let page = app.get(&format!("/view/default/pages/{id}"), &[]).await.text();
+    assert!(page.contains("<h1>products, page 2</h1>") && page.contains("/p2"), "{page}");
+}
+
 both_backends!(
+    the_view_groups_pages_by_section,
     #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
     sections_are_served_validated_and_read_back_by_import,
     each_section_has_its_own_pages_limits_and_no_churn,
