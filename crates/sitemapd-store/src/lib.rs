@@ -377,21 +377,28 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
         None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
     };
     store.migrate().await.context("cannot apply database migrations")?;
-    check_limits(&*store, options.limits, &options.section_max_urls).await?;
+    check_limits(&*store, options).await?;
     store.read_from_replica();
     Ok(store)
 }
 
 /// Refuses limits lower than what stored pages already hold: they would break the limits and nothing rebalances
 /// pages (yet). The same for a section's own page size (`section_max_urls`). O(pages).
-async fn check_limits(
-    store: &dyn StoreReads,
-    limits: Limits,
-    section_max_urls: &BTreeMap<String, u32>,
-) -> anyhow::Result<()> {
+/// And refuses the removed-URLs sitemap for a site whose pages already take every entry of its index.
+async fn check_limits(store: &dyn StoreReads, options: &StoreOptions) -> anyhow::Result<()> {
+    let (limits, section_max_urls) = (options.limits, &options.section_max_urls);
+    let room = sitemapd_core::placement::MAX_PAGES - options.shape().reserved;
     for site in store.sites().iter() {
         let pages = store.pages(site.id).await.context("cannot read the page table")?;
         check_site_limits(&site.name, &pages, limits)?;
+        if pages.len() as i64 > room {
+            anyhow::bail!(
+                "site {} has {} pages, and its index lists at most 49,999 besides the news sitemap: it has no room \
+                 for the removed-URLs sitemap, so keep removed_days (SITEMAPD_REMOVED_DAYS) at 0",
+                site.name,
+                pages.len()
+            );
+        }
         if section_max_urls.is_empty() {
             continue;
         }
