@@ -1,5 +1,5 @@
-//! Rendered gzip pages, kept in memory by page state: a page is read and compressed once per version, however
-//! many crawlers fetch it. Bounded in bytes (moka's size-aware TinyLFU), and per process: the ETags come from the
+//! Rendered gzip pages, kept in memory by page state and form (XML or text): a page is read and compressed once
+//! per version and form, however many crawlers fetch it. Bounded in bytes (moka's size-aware TinyLFU), and per process: the ETags come from the
 //! database alone, so replicas with different cache contents still agree.
 
 use std::sync::Arc;
@@ -16,12 +16,19 @@ pub struct Rendered {
     pub gzip: Bytes,
 }
 
-/// Everything a page's bytes are a function of (with the gzip level, fixed per process): its site, and its state,
-/// the way its gzip is made included.
-type Key = (i64, i64, i64, i64, i64, i64, i32);
+/// A page's form: its `<urlset>` (`/sitemap-N.xml`) or its text sitemap (`/sitemap-N.txt`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Xml,
+    Text,
+}
 
-fn key(site: i64, p: &PageState) -> Key {
-    (site, p.id, p.version, p.modified_us, p.url_count, p.byte_size, p.gzip.code())
+/// Everything a page's bytes are a function of (with the gzip level, fixed per process): its site, its state (the
+/// way its gzip is made included), and its form.
+type Key = (i64, i64, i64, i64, i64, i64, i32, Kind);
+
+fn key(site: i64, p: &PageState, kind: Kind) -> Key {
+    (site, p.id, p.version, p.modified_us, p.url_count, p.byte_size, p.gzip.code(), kind)
 }
 
 #[derive(Clone)]
@@ -45,12 +52,17 @@ impl PageCache {
         self.inner.is_some()
     }
 
+    /// The page's XML render, if cached.
     pub async fn get(&self, site: i64, page: &PageState) -> Option<Rendered> {
-        self.inner.as_ref()?.get(&key(site, page)).await
+        self.get_as(Kind::Xml, site, page).await
     }
 
-    /// The page from the cache, or rendered by `render`: concurrent misses for one page wait for a single
-    /// render. An error is not cached; every waiter gets it.
+    /// The page's render in form `kind`, if cached.
+    pub async fn get_as(&self, kind: Kind, site: i64, page: &PageState) -> Option<Rendered> {
+        self.inner.as_ref()?.get(&key(site, page, kind)).await
+    }
+
+    /// The page's XML from the cache, or rendered by `render` (see [`PageCache::get_or_render_as`]).
     pub async fn get_or_render<F>(
         &self,
         site: i64,
@@ -60,20 +72,36 @@ impl PageCache {
     where
         F: Future<Output = Result<Rendered, crate::error::ApiError>>,
     {
+        self.get_or_render_as(Kind::Xml, site, page, render).await
+    }
+
+    /// The page in form `kind` from the cache, or rendered by `render`: concurrent misses for one page and form
+    /// wait for a single render. An error is not cached; every waiter gets it.
+    pub async fn get_or_render_as<F>(
+        &self,
+        kind: Kind,
+        site: i64,
+        page: &PageState,
+        render: F,
+    ) -> Result<Rendered, Arc<crate::error::ApiError>>
+    where
+        F: Future<Output = Result<Rendered, crate::error::ApiError>>,
+    {
         let Some(cache) = &self.inner else { return render.await.map_err(Arc::new) };
-        let rendered = cache.try_get_with(key(site, page), render).await?;
+        let rendered = cache.try_get_with(key(site, page, kind), render).await?;
         // A snapshot older than the state asked for (a read replica behind the page table as last read) is sent
         // with its own validators, but not kept under the newer state: the next request renders it again.
         if rendered.state.version < page.version {
-            cache.invalidate(&key(site, page)).await;
+            cache.invalidate(&key(site, page, kind)).await;
         }
         Ok(rendered)
     }
 
-    /// Forgets `page`'s render in `site`, if cached (a state no longer current).
+    /// Forgets `page`'s renders in `site`, in both forms, if cached (a state no longer current).
     pub async fn invalidate(&self, site: i64, page: &PageState) {
         if let Some(cache) = &self.inner {
-            cache.invalidate(&key(site, page)).await;
+            cache.invalidate(&key(site, page, Kind::Xml)).await;
+            cache.invalidate(&key(site, page, Kind::Text)).await;
         }
     }
 
@@ -135,6 +163,21 @@ mod tests {
         let newer = Rendered { state: page(3), gzip: Bytes::from_static(b"new") };
         cache.get_or_render(1, &page(2), async { Ok(newer) }).await.unwrap();
         assert!(cache.get(1, &page(2)).await.is_some(), "a newer snapshot is kept (it is what the next read shows)");
+    }
+
+    #[tokio::test]
+    async fn a_pages_forms_are_kept_apart_and_forgotten_together() {
+        let cache = PageCache::new(1 << 20);
+        let render =
+            |bytes: &'static [u8]| async move { Ok(Rendered { state: page(1), gzip: Bytes::from_static(bytes) }) };
+        cache.get_or_render(1, &page(1), render(b"xml")).await.unwrap();
+        let text = cache.get_or_render_as(Kind::Text, 1, &page(1), render(b"text")).await.unwrap();
+        assert_eq!(&text.gzip[..], b"text", "not the XML's render");
+        assert_eq!(cache.get(1, &page(1)).await.map(|r| r.gzip), Some(Bytes::from_static(b"xml")));
+        assert_eq!(cache.get_as(Kind::Text, 1, &page(1)).await.map(|r| r.gzip), Some(Bytes::from_static(b"text")));
+        cache.invalidate(1, &page(1)).await;
+        assert!(cache.get(1, &page(1)).await.is_none());
+        assert!(cache.get_as(Kind::Text, 1, &page(1)).await.is_none());
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
-//! The public sitemap routes: `/sitemap.xml` (the index) and `/sitemap-N.xml[.gz]` (the pages), with gzip,
-//! strong ETags and Last-Modified derived from stored page state, and conditional GET/HEAD.
+//! The public sitemap routes: `/sitemap.xml` (the index) and `/sitemap-N.xml[.gz]` (the pages) and
+//! `/sitemap-N.txt[.gz]` (the pages as text sitemaps), with gzip, strong ETags and Last-Modified derived from stored
+//! page state, and conditional GET/HEAD.
 
 pub mod cache;
 pub use sitemapd_core::conditional;
@@ -9,6 +10,7 @@ pub mod news;
 pub mod prerender;
 pub mod removed;
 pub mod stream;
+pub mod text;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,7 +25,7 @@ use axum::routing::get;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-pub use self::cache::{PageCache, Rendered};
+pub use self::cache::{Kind, PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
 use self::files::{Format, SitemapFile};
 use self::news::NewsState;
@@ -47,6 +49,7 @@ fn gzip_encoder(gzip: Gzip) -> &'static str {
 }
 
 const CONTENT_TYPE_XML: &str = "application/xml; charset=utf-8";
+const CONTENT_TYPE_TEXT: &str = "text/plain; charset=utf-8";
 const CONTENT_TYPE_GZIP: &str = "application/gzip";
 /// Caches may store a sitemap but must revalidate it (cheaply, with the validators) before each use.
 const CACHE_CONTROL: &str = "no-cache";
@@ -102,13 +105,13 @@ async fn get_robots<S: Serving>(State(state): State<S>, RequestSite(site): Reque
     }
     body.push_str(&format!("Sitemap: {}\n", site.public_url.index_url()));
     let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")),
+        (header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT)),
         (header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL)),
     ];
     Ok((headers, body).into_response())
 }
 
-/// How a response is encoded: negotiated on `.xml`, always gzip as a file on `.xml.gz`.
+/// How a response is encoded: negotiated on `.xml` and `.txt`, always gzip as a file on `.xml.gz` and `.txt.gz`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Encoding {
     Identity,
@@ -164,11 +167,24 @@ fn etag(parts: &[&dyn std::fmt::Display], encoding: Encoding, gzip: Gzip, gzip_l
     tag
 }
 
+/// The ETag of `page`'s XML (`/sitemap-N.xml`), gzip or identity.
 pub fn page_etag(page: &PageState, gzip: bool, gzip_level: u32) -> String {
+    page_etag_as(Kind::Xml, page, gzip, gzip_level)
+}
+
+/// The ETag of `page` in form `kind`. The XML's digest is what it always was; the text's has one more part, so the
+/// two forms of a page never share an ETag.
+pub fn page_etag_as(kind: Kind, page: &PageState, gzip: bool, gzip_level: u32) -> String {
     let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
     let parts: [&dyn std::fmt::Display; 6] =
         [&"page", &page.id, &page.version, &page.modified_us, &page.url_count, &page.byte_size];
-    etag(&parts, encoding, page.gzip, gzip_level)
+    match kind {
+        Kind::Xml => etag(&parts, encoding, page.gzip, gzip_level),
+        Kind::Text => {
+            let [a, b, c, d, e, f] = parts;
+            etag(&[a, b, c, d, e, f, &"text"], encoding, page.gzip, gzip_level)
+        }
+    }
 }
 
 /// 406: the request excludes identity and every coding the page has (see [`conditional::negotiate`]).
@@ -186,6 +202,8 @@ fn system_time(us: i64) -> SystemTime {
 /// One representation's validators and size, and the answers derived from them.
 struct Representation {
     encoding: Encoding,
+    /// The body's media type before any coding: a sitemap's XML, or a text sitemap.
+    kind: Kind,
     etag: String,
     modified_us: i64,
     /// The body's length, when known before sending it.
@@ -193,11 +211,12 @@ struct Representation {
 }
 
 impl Representation {
-    /// The validators of `page`; its length is set once the page is rendered.
-    fn page(page: &PageState, encoding: Encoding, gzip_level: u32) -> Self {
+    /// The validators of `page` in form `kind`; its length is set once the page is rendered.
+    fn page(kind: Kind, page: &PageState, encoding: Encoding, gzip_level: u32) -> Self {
         Self {
             encoding,
-            etag: page_etag(page, encoding.gzip(), gzip_level),
+            kind,
+            etag: page_etag_as(kind, page, encoding.gzip(), gzip_level),
             modified_us: page.modified_us,
             length: None,
         }
@@ -229,7 +248,11 @@ impl Representation {
     /// The 200 headers: validators plus type, encoding, and the length when it is known before streaming.
     fn headers(&self) -> HeaderMap {
         let mut h = self.validators();
-        let content_type = if self.encoding == Encoding::GzipFile { CONTENT_TYPE_GZIP } else { CONTENT_TYPE_XML };
+        let content_type = match (self.encoding, self.kind) {
+            (Encoding::GzipFile, _) => CONTENT_TYPE_GZIP,
+            (_, Kind::Xml) => CONTENT_TYPE_XML,
+            (_, Kind::Text) => CONTENT_TYPE_TEXT,
+        };
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if self.encoding == Encoding::Gzip {
             h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
@@ -308,7 +331,7 @@ async fn get_index<S: Serving>(
         )
     });
     // Validators first: a 304 or 412 touches no body.
-    let rep = Representation { encoding, etag, modified_us, length: None };
+    let rep = Representation { encoding, kind: Kind::Xml, etag, modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
@@ -371,7 +394,7 @@ async fn section_index_answer(
             etag(&parts, encoding, Gzip::Stream, level)
         })
         .clone();
-    let rep = Representation { encoding, etag, modified_us: docs.modified_us, length: None };
+    let rep = Representation { encoding, kind: Kind::Xml, etag, modified_us: docs.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);
     }
@@ -430,7 +453,7 @@ async fn news_answer(
         .as_ref()
         .ok_or_else(|| ApiError::not_found("no news article was published within the news window"))?;
     let etag = etag(&[&"news", &news.digest], encoding, Gzip::Stream, state.config().gzip_level);
-    let rep = Representation { encoding, etag, modified_us: news.modified_us, length: None };
+    let rep = Representation { encoding, kind: Kind::Xml, etag, modified_us: news.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);
     }
@@ -438,12 +461,13 @@ async fn news_answer(
     Ok(rep.answer(method, Source::Bytes(body)))
 }
 
-/// `GET|HEAD /sitemap-N.xml` and `/sitemap-N.xml.gz`. Validators come from the directory; the body from the page's
-/// gzip, taken from the page cache or else rendered from one database snapshot (once for every concurrent request
-/// when the cache is on, for this request alone when it is off). The page-stream slot and the snapshot are released
-/// when the render ends, before a byte is sent: a client that reads slowly or not at all holds neither. gzip is
-/// sent as rendered; identity is inflated from it as it is sent, so no page is held uncompressed. HEAD renders the
-/// page as GET does, so that both carry the same headers, `Content-Length` included.
+/// `GET|HEAD /sitemap-N.xml`, `/sitemap-N.xml.gz`, and the text forms `/sitemap-N.txt` and `/sitemap-N.txt.gz`
+/// (any other name is 404; see [`SitemapFile`]). Validators come from the directory; the body from the page's
+/// gzip in that form, taken from the page cache or else rendered from one database snapshot (once for every
+/// concurrent request when the cache is on, for this request alone when it is off). The page-stream slot and the
+/// snapshot are released when the render ends, before a byte is sent: a client that reads slowly or not at all
+/// holds neither. gzip is sent as rendered; identity is inflated from it as it is sent, so no page is held
+/// uncompressed. HEAD renders the page as GET does, so that both carry the same headers, `Content-Length` included.
 async fn get_page<S: Serving>(
     State(state): State<S>,
     RequestSite(site): RequestSite,
@@ -454,10 +478,9 @@ async fn get_page<S: Serving>(
     let not_found = || ApiError::not_found("no such sitemap page");
     // The raw path, not the percent-decoded one: a page has one URL (`/sitemap-1%2exml` is not `/sitemap-1.xml`).
     let file = uri.path().strip_prefix('/').unwrap_or_default();
-    // News has routes of its own; text pages and the removed-URLs sitemap are not served here.
-    let (section, number, gz_file) = match SitemapFile::parse(file) {
-        Some(SitemapFile::Page { section, number, format: Format::Xml }) => (section, number, false),
-        Some(SitemapFile::Page { section, number, format: Format::XmlGz }) => (section, number, true),
+    // News has routes of its own; the removed-URLs sitemap too.
+    let (section, number, format) = match SitemapFile::parse(file) {
+        Some(SitemapFile::Page { section, number, format }) => (section, number, format),
         Some(SitemapFile::SectionIndex { section, gz }) => {
             let encoding = if gz {
                 Encoding::GzipFile
@@ -469,7 +492,8 @@ async fn get_page<S: Serving>(
         }
         _ => return Err(ApiError::not_found("no such resource")),
     };
-    let encoding = if gz_file {
+    let kind = if format.text() { Kind::Text } else { Kind::Xml };
+    let encoding = if format.gz_file() {
         Encoding::GzipFile
     } else {
         let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
@@ -479,17 +503,17 @@ async fn get_page<S: Serving>(
     let directory = directory_for(&state, site.id, &request).await?;
     let id = directory.page_id(section, number).ok_or_else(not_found)?;
     let page = directory.page(id).ok_or_else(not_found)?;
-    let rep = Representation::page(page, encoding, level);
+    let rep = Representation::page(kind, page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
     let rendered = state
         .page_cache()
-        .get_or_render(site.id, page, render_gzip(state.clone(), site.id, id))
+        .get_or_render_as(kind, site.id, page, render_as(kind, state.clone(), site.id, id))
         .await
         .map_err(|e| ApiError::clone(&e))?;
     // The render's snapshot may be newer than the directory: its state names what is sent.
-    let rep = Representation::page(&rendered.state, encoding, level);
+    let rep = Representation::page(kind, &rendered.state, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(answer);
     }
@@ -501,38 +525,57 @@ async fn get_page<S: Serving>(
             tracing::error!(page = id, "a rendered page is not a gzip member");
             ApiError::internal()
         })?;
-        let head = urlset_head(rendered.state.ns.used()).len();
-        let expected = (head + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
-        if len != expected {
-            tracing::warn!(page = id, length = len, expected, "a page's rendered size differs from its stored size");
+        if format == Format::Xml {
+            let head = urlset_head(rendered.state.ns.used()).len();
+            let expected = (head + URLSET_TAIL.len()) as u64 + rendered.state.byte_size as u64;
+            if len != expected {
+                tracing::warn!(
+                    page = id,
+                    length = len,
+                    expected,
+                    "a page's rendered size differs from its stored size"
+                );
+            }
         }
         Source::Inflated { gzip: rendered.gzip, len }
     };
     Ok(rep.answer(&method, body))
 }
 
-/// Page `id` of `site` from one database snapshot: its state, and its `<urlset>` read and rendered by a task that holds a
-/// page-stream slot for at most the stream timeout. The chunks are cut by content, so every consumer (streamed or
-/// cached, identity or gzip) sees the same bytes in the same pieces.
+/// Page `id` of `site` from one database snapshot: its state, and its body in form `kind` (the `<urlset>`, or the
+/// text sitemap) read and rendered by a task that holds a page-stream slot for at most the stream timeout. The
+/// chunks are cut by content, so every consumer (streamed or cached, identity or gzip) sees the same bytes in the
+/// same pieces.
 async fn read_page(
     state: &impl Serving,
     site: i64,
     id: i64,
+    kind: Kind,
 ) -> Result<(PageState, impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static), ApiError> {
+    use futures_util::future::Either;
     let slot = state.page_stream_slot().await?;
     let (snapshot, entries) =
         state.reads().page_entries(site, id).await?.ok_or_else(|| ApiError::not_found("no such sitemap page"))?;
-    let body = stream::urlset(entries, snapshot.ns.used());
+    let body = match kind {
+        Kind::Xml => Either::Left(stream::urlset(entries, snapshot.ns.used())),
+        Kind::Text => Either::Right(text::lines(entries)),
+    };
     Ok((snapshot, stream::detach(body, Duration::from_secs(state.config().stream_timeout_secs), slot)))
 }
 
-/// Page `id` read from one snapshot and compressed whole (in this task, while another reads and renders), within
-/// the stream timeout. The slot and the snapshot are released when this returns.
+/// Page `id`'s XML read from one snapshot and compressed whole: [`render_as`] for [`Kind::Xml`].
 async fn render_gzip<S: Serving>(state: S, site: i64, id: i64) -> Result<Rendered, ApiError> {
+    render_as(Kind::Xml, state, site, id).await
+}
+
+/// Page `id` in form `kind` read from one snapshot and compressed whole (in this task, while another reads and
+/// renders) in the page's own way ([`Gzip`]), within the stream timeout. The slot and the snapshot are released
+/// when this returns.
+async fn render_as<S: Serving>(kind: Kind, state: S, site: i64, id: i64) -> Result<Rendered, ApiError> {
     let work = async {
-        let (snapshot, rendered) = read_page(&state, site, id).await?;
-        // Sitemaps compress 5 to 8 times; a third of the page is room enough, and what is not written to is not
-        // resident.
+        let (snapshot, rendered) = read_page(&state, site, id, kind).await?;
+        // Sitemaps compress 5 to 8 times; a third of the page is room enough (the text is shorter than the XML),
+        // and what is not written to is not resident.
         let capacity = (crate::page::page_bytes(snapshot.byte_size) / 3) as usize;
         let level = state.config().gzip_level;
         let gzip = match snapshot.gzip {
@@ -540,14 +583,14 @@ async fn render_gzip<S: Serving>(state: S, site: i64, id: i64) -> Result<Rendere
             Gzip::Blocks => stream::gzip_blocks(rendered, level, capacity).await,
         };
         let gzip = gzip.map_err(|e| {
-            tracing::warn!(error = %e, page = id, "cannot render a sitemap page");
+            tracing::warn!(error = %e, page = id, ?kind, "cannot render a sitemap page");
             ApiError::unavailable()
         })?;
         crate::telemetry::page_rendered();
         Ok(Rendered { state: snapshot, gzip })
     };
     tokio::time::timeout(Duration::from_secs(state.config().stream_timeout_secs), work).await.unwrap_or_else(|_| {
-        tracing::warn!(page = id, "rendering a sitemap page took longer than the stream timeout");
+        tracing::warn!(page = id, ?kind, "rendering a sitemap page took longer than the stream timeout");
         Err(ApiError::unavailable())
     })
 }
@@ -576,5 +619,14 @@ mod tests {
         // Pinned: the digest's input and its hex form are what every earlier release answered.
         assert_eq!(a, "\"5b91010e3174ea58d92a7c0d49c4cea9\"");
         assert_eq!(page_etag(&page, true, 6), "\"92952f50be696c876d09eba140ad745e-gz\"");
+        // The text form has ETags of its own, which follow the same state.
+        let text = page_etag_as(Kind::Text, &page, false, 6);
+        assert_eq!(text, page_etag_as(Kind::Text, &page, false, 6));
+        assert_ne!(text, a);
+        assert_ne!(page_etag_as(Kind::Text, &page, true, 6), page_etag(&page, true, 6));
+        assert_ne!(text, page_etag_as(Kind::Text, &PageState { version: 8, ..page }, false, 6));
+        assert!(page_etag_as(Kind::Text, &page, true, 6).ends_with("-gz\""));
+        // Pinned too: a text page keeps its ETags across releases unless its bytes change.
+        assert_eq!(text, "\"a7164b2cc3925769dc1fa2b6fc922b5a\"");
     }
 }

@@ -175,7 +175,7 @@ async fn removed_answer(
     let removed = removed_sitemap(state, &directory).await?.ok_or_else(not_found)?;
     let sitemap = removed.sitemap.as_ref().ok_or_else(not_found)?;
     let etag = etag(&[&"removed", &sitemap.digest], encoding, Gzip::Stream, state.config().gzip_level);
-    let rep = Representation { encoding, etag, modified_us: sitemap.modified_us, length: None };
+    let rep = Representation { encoding, kind: super::Kind::Xml, etag, modified_us: sitemap.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);
     }

@@ -815,6 +815,27 @@ async fn a_bad_section_fails_cleanly_and_writes_nothing(b: Backend) {
     assert_eq!(section_of(&app, "post/3").await.as_deref(), Some("post"));
 }
 
+/// A running sitemapd's text sitemaps, plain and gzip, imported into another database: the same locs, read as
+/// text sitemaps.
+async fn a_running_sitemapds_text_pages_import_into_another_database(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    app.put_paths(&["a", "b?x=1&y=2", "caf\u{e9}", "d", "e"]).await;
+    let router = app.router.clone();
+    let server = Peer::start(move |_| router).await;
+    let Some(copy) = TestApp::spawn(b, &[]).await else { return };
+    let sources = vec![server.url("/sitemap-1.txt"), server.url("/sitemap-2.txt.gz")];
+    let summary = import(&copy, options(&copy, sources)).await;
+    assert!(summary.success(), "{summary}");
+    assert!(summary.sources.iter().all(|s| s.format == Some("text sitemap")), "{summary}");
+    assert_eq!(summary.created, 5, "{summary}");
+    let mut original = stored(&*app.store).await;
+    let mut imported = stored(&*copy.store).await;
+    original.sort();
+    imported.sort();
+    assert_eq!(imported, original);
+    assert!(imported.contains(&format!("{PUBLIC_URL}/caf%C3%A9")), "{imported:?}");
+}
+
 both_backends!(
     #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
     a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing,
@@ -822,7 +843,8 @@ both_backends!(
     a_news_sitemap_and_a_page_sitemap_make_one_record,
     a_yoast_site_keeps_its_sections,
     everything_goes_into_the_section_given,
-    a_bad_section_fails_cleanly_and_writes_nothing
+    a_bad_section_fails_cleanly_and_writes_nothing,
+    a_running_sitemapds_text_pages_import_into_another_database,
 );
 
 fn fixture(name: &str) -> PathBuf {
