@@ -74,8 +74,6 @@ pub fn router<S: Serving>(state: S) -> Router<S> {
         .route("/sitemap.xml", get(get_index::<S>))
         .route("/sitemap-news.xml", get(get_news::<S>))
         .route("/sitemap-news.xml.gz", get(get_news_file::<S>))
-        .route("/sitemap-removed.xml", get(removed::get_removed::<S>))
-        .route("/sitemap-removed.xml.gz", get(removed::get_removed_file::<S>))
         .route("/{file}", get(get_page::<S>))
         .route_layer(middleware::from_fn_with_state(state, robots_tag::<S>))
         .route("/robots.txt", get(get_robots::<S>))
@@ -131,6 +129,11 @@ impl Encoding {
 
     fn gzip(self) -> bool {
         self != Self::Identity
+    }
+
+    /// A `.gz` file's (always gzip, as a file), or else negotiated: `None` when the client accepts neither coding.
+    fn of_file(gz_file: bool, headers: &HeaderMap) -> Option<Self> {
+        if gz_file { Some(Self::GzipFile) } else { Self::negotiate(headers) }
     }
 }
 
@@ -478,27 +481,24 @@ async fn get_page<S: Serving>(
     let not_found = || ApiError::not_found("no such sitemap page");
     // The raw path, not the percent-decoded one: a page has one URL (`/sitemap-1%2exml` is not `/sitemap-1.xml`).
     let file = uri.path().strip_prefix('/').unwrap_or_default();
-    // News has routes of its own; the removed-URLs sitemap too.
-    let (section, number, format) = match SitemapFile::parse(file) {
-        Some(SitemapFile::Page { section, number, format }) => (section, number, format),
-        Some(SitemapFile::SectionIndex { section, gz }) => {
-            let encoding = if gz {
-                Encoding::GzipFile
-            } else {
-                let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
-                encoding
-            };
+    // The news sitemap has routes of its own (named in the request metrics, as before).
+    let Some(parsed) = SitemapFile::parse(file) else { return Err(ApiError::not_found("no such resource")) };
+    let gz_file = match parsed {
+        SitemapFile::Page { format, .. } => format.gz_file(),
+        SitemapFile::SectionIndex { gz, .. } | SitemapFile::News { gz } | SitemapFile::Removed { gz } => gz,
+    };
+    let Some(encoding) = Encoding::of_file(gz_file, &request) else { return Ok(not_acceptable()) };
+    let (section, number, format) = match parsed {
+        SitemapFile::Page { section, number, format } => (section, number, format),
+        SitemapFile::SectionIndex { section, .. } => {
             return section_index_answer(&state, &site, section, encoding, &method, &request).await;
         }
-        _ => return Err(ApiError::not_found("no such resource")),
+        SitemapFile::News { .. } => return news_answer(&state, site.id, encoding, &method, &request).await,
+        SitemapFile::Removed { .. } => {
+            return removed::removed_answer(&state, site.id, encoding, &method, &request).await;
+        }
     };
     let kind = if format.text() { Kind::Text } else { Kind::Xml };
-    let encoding = if format.gz_file() {
-        Encoding::GzipFile
-    } else {
-        let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
-        encoding
-    };
     let level = state.config().gzip_level;
     let directory = directory_for(&state, site.id, &request).await?;
     let id = directory.page_id(section, number).ok_or_else(not_found)?;

@@ -11,16 +11,14 @@
 //! deletion listed and the moment the last tombstone left the window (its deletion time plus the window). The
 //! window starts on a whole second, so replicas whose clocks agree to the second answer alike.
 
-use axum::extract::State;
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{Encoding, Representation, Serving, Source, directory_for, etag, not_acceptable};
+use super::{Encoding, Representation, Serving, Source, directory_for, etag};
 use crate::domain::LastMod;
 use crate::error::ApiError;
-use crate::host::RequestSite;
 use crate::page::render::{URLSET_HEAD, URLSET_TAIL, write_url};
 use crate::page::{Fields, Gzip};
 use crate::store::{MICROS_PER_DAY, RemovedRead, Result, SITEMAP_MAX_BYTES, Store, StoreError, StoreReads};
@@ -137,30 +135,9 @@ pub(super) async fn removed_sitemap(
     Ok(Some(directory.removed(state.reads(), days, state.config().gzip_level).await?))
 }
 
-/// `GET|HEAD /sitemap-removed.xml`: the removed-URLs sitemap, gzip when acceptable.
-pub(super) async fn get_removed<S: Serving>(
-    State(state): State<S>,
-    RequestSite(site): RequestSite,
-    method: Method,
-    request: HeaderMap,
-) -> Result<Response, ApiError> {
-    let Some(encoding) = Encoding::negotiate(&request) else { return Ok(not_acceptable()) };
-    removed_answer(&state, site.id, encoding, &method, &request).await
-}
-
-/// `GET|HEAD /sitemap-removed.xml.gz`: the removed-URLs sitemap as a gzip file.
-pub(super) async fn get_removed_file<S: Serving>(
-    State(state): State<S>,
-    RequestSite(site): RequestSite,
-    method: Method,
-    request: HeaderMap,
-) -> Result<Response, ApiError> {
-    removed_answer(&state, site.id, Encoding::GzipFile, &method, &request).await
-}
-
 /// The removed-URLs sitemap in `encoding`, with the same validators and preconditions as a page; 404 when it is
 /// off or no tombstone is in the window.
-async fn removed_answer(
+pub(super) async fn removed_answer(
     state: &impl Serving,
     site: i64,
     encoding: Encoding,
