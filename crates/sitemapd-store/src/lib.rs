@@ -340,8 +340,7 @@ pub struct StoreOptions {
     /// nothing.
     pub notify_sites: BTreeSet<String>,
     /// The removed-URLs sitemap's retention in days (`removed_days`): a deleted record's loc is kept as a tombstone
-    /// that long; 0 keeps none (the sitemap is off). On, the index lists one more sitemap
-    /// ([`StoreOptions::removed_on`]).
+    /// that long; 0 keeps none (the sitemap is off). On, the index lists one more sitemap ([`Shape::max_pages`]).
     pub removed_days: u32,
     /// Whether this process serves the database (SQLite: it stamps the file and watches it, see `watch.rs`);
     /// false for the CLI's commands, which share the file with a running server.
@@ -351,13 +350,8 @@ pub struct StoreOptions {
 impl StoreOptions {
     /// How the store lays out pages: the removed-URLs sitemap, when on, takes one of the index's entries.
     fn shape(&self) -> write::Shape {
-        let reserved = i64::from(self.removed_on());
-        write::Shape { section_max_urls: self.section_max_urls.clone(), reserved, ..write::Shape::uniform(self.limits) }
-    }
-
-    /// Whether the removed-URLs sitemap is on: the index then has one entry for it besides the pages.
-    pub fn removed_on(&self) -> bool {
-        self.removed_days > 0
+        let (section_max_urls, removed_days) = (self.section_max_urls.clone(), self.removed_days);
+        write::Shape { section_max_urls, removed_days, ..write::Shape::uniform(self.limits) }
     }
 }
 
@@ -387,7 +381,7 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
 /// And refuses the removed-URLs sitemap for a site whose pages already take every entry of its index.
 async fn check_limits(store: &dyn StoreReads, options: &StoreOptions) -> anyhow::Result<()> {
     let (limits, section_max_urls) = (options.limits, &options.section_max_urls);
-    let room = sitemapd_core::placement::MAX_PAGES - options.shape().reserved;
+    let room = options.shape().max_pages();
     for site in store.sites().iter() {
         let pages = store.pages(site.id).await.context("cannot read the page table")?;
         check_site_limits(&site.name, &pages, limits)?;

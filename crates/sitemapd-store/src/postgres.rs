@@ -95,8 +95,6 @@ pub struct PgStore {
     notify: OnceLock<BTreeSet<i64>>,
     /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
     guess: write::Guess,
-    /// The removed-URLs sitemap's retention in days ([`StoreOptions::removed_days`]): 0 keeps no tombstone.
-    removed_days: u32,
 }
 
 impl PgStore {
@@ -140,7 +138,6 @@ impl PgStore {
             notify_names: options.notify_sites.clone(),
             notify: OnceLock::new(),
             guess: write::Guess::default(),
-            removed_days: options.removed_days,
         })
     }
 
@@ -150,20 +147,8 @@ impl PgStore {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
         let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
         let sites = OnceLock::from(Arc::new(sites));
-        let guess = write::Guess::default();
-        let removed_days = 0;
-        Self {
-            pool,
-            read_pool: None,
-            replica: Arc::default(),
-            shape: write::Shape::uniform(limits),
-            specs,
-            sites,
-            notify_names,
-            notify,
-            guess,
-            removed_days,
-        }
+        let (guess, shape) = (write::Guess::default(), write::Shape::uniform(limits));
+        Self { pool, read_pool: None, replica: Arc::default(), shape, specs, sites, notify_names, notify, guess }
     }
 
     /// The sites whose changes are queued for notification (none before `migrate`).
@@ -406,14 +391,14 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        write::delete(self.begin_write().await?, &locs, self.notify(), self.removed_days > 0).await
+        write::delete(self.begin_write().await?, &locs, self.notify(), self.shape.removed_days > 0).await
     }
 
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
-        if self.removed_days == 0 {
+        if self.shape.removed_days == 0 {
             return Ok(0);
         }
-        write::purge_removed(self.begin_write().await?, &Backend::sites(self), self.removed_days, limit).await
+        write::purge_removed(self.begin_write().await?, &Backend::sites(self), self.shape.removed_days, limit).await
     }
 
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {

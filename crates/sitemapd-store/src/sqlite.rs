@@ -73,8 +73,6 @@ pub struct SqliteStore {
     notify: OnceLock<BTreeSet<i64>>,
     /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
     guess: write::Guess,
-    /// The removed-URLs sitemap's retention in days ([`StoreOptions::removed_days`]): 0 keeps no tombstone.
-    removed_days: u32,
 }
 
 impl SqliteStore {
@@ -140,7 +138,6 @@ impl SqliteStore {
             notify_names: options.notify_sites.clone(),
             notify: OnceLock::new(),
             guess: write::Guess::default(),
-            removed_days: options.removed_days,
         })
     }
 
@@ -398,20 +395,20 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         let deleted = match self.begin_write().await {
-            Ok(tx) => write::delete(tx, &locs, self.notify(), self.removed_days > 0).await,
+            Ok(tx) => write::delete(tx, &locs, self.notify(), self.shape.removed_days > 0).await,
             Err(e) => Err(e),
         };
         self.noted(deleted)
     }
 
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
-        if self.removed_days == 0 {
+        if self.shape.removed_days == 0 {
             return Ok(0);
         }
         let _writer = self.lock_writer().await?;
         let purged = async {
             let tx = self.begin_write().await?;
-            write::purge_removed(tx, &Backend::sites(self), self.removed_days, limit).await
+            write::purge_removed(tx, &Backend::sites(self), self.shape.removed_days, limit).await
         };
         self.noted(purged.await)
     }

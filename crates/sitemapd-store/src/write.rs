@@ -256,14 +256,20 @@ pub(crate) async fn upsert<DB: Writes>(
 pub struct Shape {
     pub limits: Limits,
     pub section_max_urls: BTreeMap<String, u32>,
-    /// Index entries kept for other sitemaps (the news sitemap's is in [`placement::MAX_PAGES`] already).
-    pub reserved: i64,
+    /// The removed-URLs sitemap's retention in days (0: off, no tombstone kept). When on, it takes one of the
+    /// index's entries (the news sitemap's is in [`placement::MAX_PAGES`] already).
+    pub removed_days: u32,
 }
 
 impl Shape {
     /// One page size for every section, and every index entry but the news sitemap's for pages.
     pub fn uniform(limits: Limits) -> Self {
-        Self { limits, section_max_urls: BTreeMap::new(), reserved: 0 }
+        Self { limits, section_max_urls: BTreeMap::new(), removed_days: 0 }
+    }
+
+    /// The pages of all sections a site's index has room for.
+    pub fn max_pages(&self) -> i64 {
+        placement::MAX_PAGES - i64::from(self.removed_days > 0)
     }
 }
 
@@ -292,7 +298,7 @@ async fn layout<DB: Writes>(
         }
     }
     let section_urls = shape.section_max_urls.iter().filter_map(|(name, max)| Some((*ids.get(name)?, *max))).collect();
-    let max_pages = placement::MAX_PAGES - shape.reserved;
+    let max_pages = shape.max_pages();
     Ok((placement::Layout { limits: shape.limits, section_urls, max_pages }, ids))
 }
 
