@@ -4,6 +4,7 @@
 //! runtime, no database or server; the crate's dependencies keep it so (see ARCHITECTURE.md).
 
 pub mod conditional;
+pub mod crawler;
 pub mod domain;
 pub mod page;
 pub mod placement;

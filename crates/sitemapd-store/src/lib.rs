@@ -5,6 +5,7 @@
 //! sequence is written once (`write.rs`), and so are the queries both backends run as they are (`shared.rs`); each
 //! backend keeps what differs: its lock and clock, how it binds a batch, how it reads a page's snapshot.
 
+mod crawls;
 mod outbox;
 pub mod postgres;
 mod shared;
@@ -20,6 +21,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
+pub use self::crawls::{FetchRecord, PageRead};
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL};
@@ -210,6 +212,15 @@ pub trait StoreReads: Send + Sync + 'static {
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// The change notifications queued (the IndexNow outbox), per site: (site id, locs), in site order. O(queued).
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>>;
+    /// Crawler telemetry: `site`'s fetch records as merged, one per resource, crawler and trust. O(resources ×
+    /// crawlers). Read from the primary.
+    async fn crawler_fetches(&self, site: i64) -> Result<Vec<FetchRecord>>;
+    /// The newest version of each page each crawler read (one [`PageRead`] per page and crawler: the greatest
+    /// `version_us`, with its `first_us`), of one page or of all the site's. Read from the primary.
+    async fn crawler_seen(&self, site: i64, page: Option<i64>) -> Result<Vec<PageRead>>;
+    /// The lags (`first_us - version_us`) of the page reads first made at `since_us` or later, as (crawler, lag in
+    /// µs): at most `limit`, newest first. Read from the primary.
+    async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
 }
@@ -239,6 +250,14 @@ pub trait Store: StoreReads {
     /// Ends `claim` after its send: its rows are done, or due again later ([`Settle`]); a row changed since the
     /// claim stays queued either way.
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled>;
+    /// Merges one flush of crawler telemetry in one transaction (fetch records: `first_us` the least, `last_us` the
+    /// greatest, the last answer's fields from the later, counts added; page reads: the earliest `first_us` of a
+    /// version). Returns the page reads that were new (no process had recorded that page version for that crawler):
+    /// each one is a change's lag closed. Moves no change counter.
+    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>>;
+    /// Deletes the page reads first made before `before_us` that a newer version of the same page read by the same
+    /// crawler supersedes (the newest read of each page and crawler is kept whatever its age); the number deleted.
+    async fn purge_crawls(&self, before_us: i64) -> Result<u64>;
     /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
     /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as

@@ -394,6 +394,18 @@ impl Store for PgStore {
         write::delete(self.begin_write().await?, &locs, self.notify(), self.shape.removed_days > 0).await
     }
 
+    async fn record_crawls(
+        &self,
+        _fetches: &[super::FetchRecord],
+        _reads: &[super::PageRead],
+    ) -> Result<Vec<super::PageRead>> {
+        unimplemented!("crawler telemetry: the store half is being written")
+    }
+
+    async fn purge_crawls(&self, _before_us: i64) -> Result<u64> {
+        unimplemented!("crawler telemetry: the store half is being written")
+    }
+
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
         if self.shape.removed_days == 0 {
             return Ok(0);

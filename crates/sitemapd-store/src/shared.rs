@@ -612,4 +612,13 @@ impl<B: Backend> StoreReads for B {
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
         B::Db::outbox_size(self.pool()).await
     }
+    async fn crawler_fetches(&self, _site: i64) -> Result<Vec<super::FetchRecord>> {
+        unimplemented!("crawler telemetry: the store half is being written")
+    }
+    async fn crawler_seen(&self, _site: i64, _page: Option<i64>) -> Result<Vec<super::PageRead>> {
+        unimplemented!("crawler telemetry: the store half is being written")
+    }
+    async fn crawler_lags(&self, _site: i64, _since_us: i64, _limit: u32) -> Result<Vec<(String, i64)>> {
+        unimplemented!("crawler telemetry: the store half is being written")
+    }
 }
