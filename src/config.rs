@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::access::ApiTokens;
+use crate::crawlers::RangeSources;
 use crate::domain::site::check_site_name;
 use crate::domain::{DEFAULT_SITE, PublicUrl, Section, Site, SiteSpec};
 use crate::host::{ForwardedHeader, TrustedProxies};
@@ -177,6 +178,20 @@ settings! {
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
     /// Which requests' `answered` line is logged at INFO (the others at DEBUG). See [`AccessLog`].
     access_log: AccessLog = "SITEMAPD_ACCESS_LOG", parse parse_access_log;
+    /// Record which crawler fetched which sitemap, verified, and how long after each page's change (see
+    /// [`crate::crawlers`]).
+    crawler_telemetry: bool = "SITEMAPD_CRAWLER_TELEMETRY";
+    /// Crawlers' IP ranges from a file or URL instead of the shipped ones (`NAME=SOURCE, …`).
+    crawler_ranges: RangeSources = "SITEMAPD_CRAWLER_RANGES", parse parse_crawler_ranges, show RangeSources::shown;
+    /// How often the range files and URLs are read again.
+    crawler_ranges_refresh_hours: u64 = "SITEMAPD_CRAWLER_RANGES_REFRESH_HOURS", in 1..=720;
+    /// Verify a crawler by forward-confirmed reverse DNS (the system resolver) when its address is in no range.
+    crawler_rdns: bool = "SITEMAPD_CRAWLER_RDNS";
+    /// How often the telemetry recorded in memory is written to the database.
+    crawler_flush_ms: u64 = "SITEMAPD_CRAWLER_FLUSH_MS", in 50..=300_000;
+    /// The window of the lag figures (median, p90) the API, the view and the metrics give; older page reads that a
+    /// newer one replaced are deleted.
+    crawler_window_days: u32 = "SITEMAPD_CRAWLER_WINDOW_DAYS", in 1..=365;
     /// IndexNow keys by site (empty: no change notification). See [`IndexNowKeys`].
     indexnow_keys: IndexNowKeys = "SITEMAPD_INDEXNOW_KEYS", parse IndexNowKeys::parse, show IndexNowKeys::shown;
     /// Where change notifications are sent (`POST`).
@@ -370,6 +385,10 @@ fn parse_bind(raw: &str, named: Named) -> anyhow::Result<SocketAddr> {
 
 fn parse_trusted_proxies(raw: &str, named: Named) -> anyhow::Result<TrustedProxies> {
     TrustedProxies::parse(raw).map_err(|e| anyhow::anyhow!("{named}: {e}"))
+}
+
+fn parse_crawler_ranges(raw: &str, named: Named) -> anyhow::Result<RangeSources> {
+    RangeSources::parse(raw).map_err(|e| anyhow::anyhow!("{named}: {e}"))
 }
 
 fn parse_api_tokens(raw: &str, named: Named) -> anyhow::Result<ApiTokens> {
@@ -933,7 +952,8 @@ mod tests {
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
-             access_log: WritesAndErrors, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
+             access_log: WritesAndErrors, crawler_telemetry: true, crawler_ranges: [], crawler_ranges_refresh_hours: 24, \
+             crawler_rdns: true, crawler_flush_ms: 5000, crawler_window_days: 7, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
              indexnow_retry_base_ms: 10000, indexnow_max_attempts: 30, indexnow_timeout_secs: 30 }"
         );
     }
