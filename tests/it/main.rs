@@ -10,6 +10,7 @@
 
 mod api;
 mod contract;
+mod crawlers;
 mod export;
 mod extensions;
 mod import;
