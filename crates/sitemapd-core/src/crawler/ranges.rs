@@ -553,6 +553,60 @@ mod tests {
         assert_eq!(error(&json(MAX_NETWORKS + 1)), RangeError::TooManyNetworks);
     }
 
+    /// The range files shipped in `config/crawlers/` (their sources: `SOURCES.md` there), each with an address
+    /// its own data puts inside: the first address of one of its networks.
+    const SHIPPED: &[(&str, &str, &[&str])] = &[
+        (
+            "googlebot",
+            include_str!("../../../../config/crawlers/googlebot.json"),
+            &["66.249.66.1", "192.178.4.0", "2001:4860:4801:10::"],
+        ),
+        ("applebot", include_str!("../../../../config/crawlers/applebot.json"), &["17.241.208.160", "17.166.20.0"]),
+        (
+            "duckduckbot",
+            include_str!("../../../../config/crawlers/duckduckbot.json"),
+            &["20.191.45.212", "98.70.219.37"],
+        ),
+    ];
+
+    const SOURCES: &str = include_str!("../../../../config/crawlers/SOURCES.md");
+
+    #[test]
+    fn every_shipped_range_file_parses_and_holds_its_known_addresses() {
+        for &(name, text, inside) in SHIPPED {
+            assert!(crate::crawler::Crawler::from_name(name).is_some(), "{name}.json is named for no crawler");
+            let ranges = IpRanges::parse(text).unwrap_or_else(|e| panic!("{name}.json: {e}"));
+            assert!(!ranges.is_empty(), "{name}.json");
+            // Every entry was read: as many networks as the file names prefixes.
+            assert_eq!(ranges.len(), text.matches("Prefix\"").count(), "{name}.json");
+            for ip in inside {
+                assert!(ranges.contains(ip.parse().unwrap()), "{name}.json lacks {ip}");
+            }
+            assert!(!ranges.contains(ip("192.0.2.1")) && !ranges.contains(ip("2001:db8::1")), "{name}.json");
+            // SOURCES.md names the file with its creation time and count.
+            let creation = ranges.creation_time().unwrap_or_else(|| panic!("{name}.json has no creationTime"));
+            let row = SOURCES
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{name}.json` |")))
+                .unwrap_or_else(|| panic!("SOURCES.md has no row for {name}.json"));
+            assert!(row.contains(creation) && row.contains(&format!("| {} |", ranges.len())), "{row}");
+        }
+    }
+
+    #[test]
+    fn every_file_in_config_crawlers_is_tested() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/crawlers");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|f| f != "SOURCES.md")
+            .collect();
+        files.sort();
+        let mut shipped: Vec<String> = SHIPPED.iter().map(|(name, ..)| format!("{name}.json")).collect();
+        shipped.sort();
+        assert_eq!(files, shipped);
+    }
+
     /// A network as the proptests make it: an address and a prefix length.
     #[derive(Clone, Debug)]
     enum Given {
