@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use serde::Deserialize;
 
-/// The largest range file read: the largest published one (Google's) is some 25 KiB, so 8 MiB is room for any
+/// The largest range file read: the largest published one (Google's) is some 22 kB, so 8 MiB is room for any
 /// operator's file and bounds the memory a wrong file (a log, a dump) takes.
 pub const MAX_BYTES: usize = 8 * 1024 * 1024;
 
@@ -33,7 +33,7 @@ pub struct IpRanges {
 /// Why a range file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RangeError {
-    #[error("the range file is {size} bytes, more than the {MAX_BYTES} read")]
+    #[error("the range file is {size} bytes; at most {MAX_BYTES} are read")]
     TooLarge { size: usize },
     #[error("the range file holds more than {MAX_NETWORKS} networks")]
     TooManyNetworks,
