@@ -31,7 +31,11 @@ pub fn shipped() -> HashMap<Crawler, IpRanges> {
         .collect()
 }
 
-const SHIPPED: [(Crawler, &str); 0] = [];
+const SHIPPED: [(Crawler, &str); 3] = [
+    (Crawler::Googlebot, include_str!("../../config/crawlers/googlebot.json")),
+    (Crawler::Applebot, include_str!("../../config/crawlers/applebot.json")),
+    (Crawler::DuckDuckBot, include_str!("../../config/crawlers/duckduckbot.json")),
+];
 
 /// What can be said of a claim right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,6 +275,20 @@ mod tests {
 
     fn ranges(crawler: Crawler, text: &str) -> HashMap<Crawler, IpRanges> {
         [(crawler, IpRanges::parse(text).unwrap())].into()
+    }
+
+    #[tokio::test]
+    async fn the_shipped_ranges_verify_an_address_of_each() {
+        let v = Verifier::new(shipped(), false, Arc::new(Fake::default()));
+        // From the files themselves: Googlebot's 66.249.64.0/27, Applebot's 17.241.208.160/27, DuckDuckBot's 104.43.55.116/32.
+        for (crawler, addr) in [
+            (Crawler::Googlebot, "66.249.64.1"),
+            (Crawler::Applebot, "17.241.208.161"),
+            (Crawler::DuckDuckBot, "104.43.55.116"),
+        ] {
+            assert_eq!(v.check(crawler, Some(ip(addr))).await, Verdict::Known(Trust::Verified), "{crawler:?}");
+            assert_eq!(v.check(crawler, Some(ip("192.0.2.1"))).await, Verdict::Known(Trust::Claimed), "{crawler:?}");
+        }
     }
 
     #[tokio::test]
