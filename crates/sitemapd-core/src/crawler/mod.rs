@@ -165,14 +165,23 @@ impl Crawler {
     /// at most the first 512 bytes are read (no agent of a crawler in the table is longer).
     pub fn classify(user_agent: &[u8]) -> Option<Self> {
         let agent = &user_agent[..user_agent.len().min(512)];
-        TABLE.iter().find(|row| row.tokens.iter().any(|t| contains_ignore_case(agent, t.as_bytes()))).map(|r| r.crawler)
+        // One pass of one automaton over the agent for every token of the table (a browser's agent is read once,
+        // not once a token); the earliest row among the tokens found wins.
+        let (automaton, rows) = &*TOKENS;
+        automaton.find_overlapping_iter(agent).map(|m| rows[m.pattern().as_usize()]).min().map(|row| TABLE[row].crawler)
     }
 }
 
-/// Whether `haystack` holds `needle` (lower case ASCII) ignoring ASCII case.
-fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.len() >= needle.len() && haystack.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
-}
+/// Every token of the table in one automaton (ASCII case ignored), and the row each token is of.
+static TOKENS: std::sync::LazyLock<(aho_corasick::AhoCorasick, Vec<usize>)> = std::sync::LazyLock::new(|| {
+    let (tokens, rows): (Vec<&str>, Vec<usize>) =
+        TABLE.iter().enumerate().flat_map(|(row, r)| r.tokens.iter().map(move |t| (*t, row))).unzip();
+    let automaton = aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(tokens)
+        .expect("the table's tokens make an automaton");
+    (automaton, rows)
+});
 
 /// How far a request's claim to be a crawler holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
