@@ -139,17 +139,26 @@ async fn fixture_db(set: &str, backend: Backend) -> Option<Fixture> {
 }
 
 async fn open(url: &str) -> TestApp {
-    let vars: BTreeMap<&str, String> = [
+    open_with(url, &[]).await
+}
+
+/// [`open`] with `more` settings on top of the fixture's; the app keeps its state (the crawl recorder's).
+async fn open_with(url: &str, more: &[(&str, &str)]) -> TestApp {
+    let mut vars: BTreeMap<&str, String> = [
         ("DATABASE_URL", url.to_owned()),
         ("SITEMAPD_PUBLIC_URL", support::PUBLIC_URL.to_owned()),
         ("SITEMAPD_API_TOKENS", String::new()),
         ("SITEMAPD_PAGE_MAX_URLS", "5".to_owned()),
     ]
     .into();
+    vars.extend(more.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let config = Config::load_from(None, |k| vars.get(k).cloned()).expect("valid configuration");
     let store = sitemapd::store::open(&options(&config)).await.expect("this version opens the old database");
-    let router = app(AppState::new(store.clone(), &config));
-    TestApp::from_parts(store, config, router)
+    let state = AppState::new(store.clone(), &config);
+    let router = app(state.clone());
+    let mut app = TestApp::from_parts(store, config, router);
+    app.state = Some(state);
+    app
 }
 
 async fn upgrade_serves_unchanged_pages_identically(backend: Backend) {
@@ -379,6 +388,90 @@ async fn the_release_before_sections_is_served_byte_for_byte(backend: Backend) {
     assert_eq!(xml_texts(&shop, "loc").len(), 2);
 }
 
+/// Googlebot as it announces itself, and an address its test range holds (`tests/fixtures/crawlers/`).
+const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+const GOOGLE_ADDR: &str = "127.0.0.2:50000";
+
+/// Telemetry as in production but for the ranges (Googlebot's: the loopback test file), no reverse DNS (no
+/// network), and no timed flush (the test flushes).
+fn crawler_settings() -> [(&'static str, &'static str); 3] {
+    let ranges = concat!("googlebot=", env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crawlers/googlebot-loopback.json");
+    [("SITEMAPD_CRAWLER_RANGES", ranges), ("SITEMAPD_CRAWLER_RDNS", "false"), ("SITEMAPD_CRAWLER_FLUSH_MS", "300000")]
+}
+
+/// A GET of `path` with `headers` from Googlebot at [`GOOGLE_ADDR`] (verified by its range).
+async fn get_as_googlebot(app: &TestApp, path: &str, headers: &[(&str, &str)]) -> TestResponse {
+    let mut builder = axum::http::Request::get(path).header("user-agent", GOOGLEBOT);
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    let mut request = builder.body(axum::body::Body::empty()).unwrap();
+    let peer: std::net::SocketAddr = GOOGLE_ADDR.parse().unwrap();
+    request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+    app.send(request).await
+}
+
+/// Crawler telemetry (migration 0012): a database written by the release before it (01fad0a, migrations 1 to 11,
+/// on SQLite without 0007 and 0009; extensions on page 6; `tests/fixtures/v0011/`, made by `make.sh … current-ext`) is served byte for byte as that release served it, and opening it changes no page's
+/// row. Then Googlebot, verified, fetches every recorded answer: with the recorded ETag it gets a 304, without it
+/// the recorded answer. Its fetches are written to the new tables, and that write moves no page row and not the
+/// site's change counter, so every answer, in this process and in a new one, is still the recorded one.
+async fn the_release_before_crawler_telemetry_is_served_byte_for_byte(backend: Backend) {
+    let Some(fixture) = fixture_db("v0011", backend).await else { return };
+    let applied = latest_migration(&fixture.url).await;
+    assert_eq!(applied, 11, "tests/fixtures/v0011 must be written by the release before migration 0012");
+    let settings = crawler_settings();
+    let (app, fixture) = compare_answers_with(fixture, "v0011", backend, &settings).await;
+    assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
+    let recorded = Recorded::load("v0011", backend);
+    let rows = page_rows(&fixture.url).await;
+    let changes = app.store.changes(1).await.unwrap();
+
+    for (path, headers, old) in recorded_fetches(&recorded) {
+        let what = format!("{backend:?} Googlebot {path} {headers:?}");
+        let etag = old["etag"].as_str().unwrap_or_else(|| panic!("{what}: a recorded ETag"));
+        let conditional: Vec<(&str, &str)> = headers.iter().copied().chain([("if-none-match", etag)]).collect();
+        let r = get_as_googlebot(&app, &path, &conditional).await;
+        assert_eq!(r.status.as_u16(), 304, "{what}: the recorded ETag is current");
+        assert_eq!(r.header("etag"), Some(etag), "{what}: 304's ETag");
+        assert!(r.body.is_empty(), "{what}: a 304 has no body");
+        assert_recorded(&get_as_googlebot(&app, &path, headers).await, old, &what);
+    }
+
+    app.state.as_ref().unwrap().crawl_recorder().expect("telemetry on").flush().await;
+    assert_eq!(page_rows(&fixture.url).await, rows, "{backend:?}: writing telemetry changed a page's row");
+    assert_eq!(app.store.changes(1).await.unwrap(), changes, "{backend:?}: writing telemetry moved the counter");
+    // The flush wrote them: per resource, Googlebot's fetches (verified; two a representation, half of them 304s),
+    // and per page the version it read, the page's own.
+    let mut fetches = app.store.crawler_fetches(1).await.unwrap();
+    fetches.sort_by(|a, b| a.resource.cmp(&b.resource));
+    let mut expected: Vec<(String, Option<i64>, i64, i64)> = vec![("sitemap.xml".to_owned(), None, 4, 2)];
+    expected.extend(recorded.pages().iter().map(|&n| (format!("sitemap-{n}.xml"), Some(n), 6, 3)));
+    expected.sort();
+    let got: Vec<(String, Option<i64>, i64, i64)> =
+        fetches.iter().map(|f| (f.resource.clone(), f.page_id, f.fetches, f.not_modified)).collect();
+    assert_eq!(got, expected, "{backend:?}: {fetches:#?}");
+    assert!(
+        fetches.iter().all(|f| (f.crawler.as_str(), f.trust.as_str()) == ("googlebot", "verified")),
+        "{fetches:#?}"
+    );
+    let reads: BTreeMap<i64, i64> =
+        app.store.crawler_seen(1, None).await.unwrap().iter().map(|r| (r.page_id, r.version_us)).collect();
+    let versions: BTreeMap<i64, i64> = rows.iter().map(|(id, (_, modified_us))| (*id, *modified_us)).collect();
+    assert_eq!(reads, versions, "{backend:?}: Googlebot read each page's stored version");
+
+    // Telemetry never changes an answer: not in this process, nor in one that opens the database now.
+    let again = open_with(&fixture.url, &settings).await;
+    for app in [&app, &again] {
+        for (path, headers, old) in recorded_fetches(&recorded) {
+            assert_recorded(&app.get(&path, headers).await, old, &format!("{backend:?} after the flush {path}"));
+            let r = get_as_googlebot(app, &path, headers).await;
+            assert_recorded(&r, old, &format!("{backend:?} Googlebot after the flush {path}"));
+        }
+    }
+    assert_eq!(page_rows(&fixture.url).await, rows, "{backend:?}: a page's row moved");
+}
+
 /// Opens the database of fixture `set` with this version and compares every answer with the recorded ones; `None`
 /// for Postgres without `TEST_DATABASE_URL` (said once, by `support`).
 /// The fixture comes back with the app: the database lives as long as it does.
@@ -387,7 +480,6 @@ async fn answers_stay_byte_for_byte(set: &str, backend: Backend) -> Option<(Test
     Some(compare_answers(fixture, set, backend).await)
 }
 
-/// The highest migration applied to a database.
 /// The number of the last migration this version ships for `backend` (`migrations/<backend>/NNNN_*.sql`).
 fn shipped_migration(backend: Backend) -> i64 {
     let dir = match backend {
@@ -400,6 +492,7 @@ fn shipped_migration(backend: Backend) -> i64 {
     numbers.max().unwrap()
 }
 
+/// The highest migration applied to a database.
 async fn latest_migration(url: &str) -> i64 {
     let sql = "SELECT max(version) FROM _sqlx_migrations";
     if url.starts_with("sqlite:") {
@@ -413,12 +506,30 @@ async fn latest_migration(url: &str) -> i64 {
 
 /// [`answers_stay_byte_for_byte`] on a fixture database already made (and perhaps prepared by the test).
 async fn compare_answers(fixture: Fixture, set: &str, backend: Backend) -> (TestApp, Fixture) {
+    compare_answers_with(fixture, set, backend, &[]).await
+}
+
+/// [`compare_answers`], the database opened with `more` settings on top of the fixture's.
+async fn compare_answers_with(
+    fixture: Fixture,
+    set: &str,
+    backend: Backend,
+    more: &[(&str, &str)],
+) -> (TestApp, Fixture) {
     let recorded = Recorded::load(set, backend);
     assert!(recorded.affected().is_empty(), "written by this release: nothing to repair");
     let before = page_rows(&fixture.url).await;
-    let app = open(&fixture.url).await;
+    let app = open_with(&fixture.url, more).await;
     assert_eq!(page_rows(&fixture.url).await, before, "{backend:?}: opening the database changed a page's row");
+    for (path, headers, old) in recorded_fetches(&recorded) {
+        let r = app.get(&path, headers).await;
+        assert_recorded(&r, old, &format!("{backend:?} {path} {headers:?}"));
+    }
+    (app, fixture)
+}
 
+/// Every fetch `make.sh` recorded, with its answer: the index two ways, then each page three ways.
+fn recorded_fetches(recorded: &Recorded) -> Vec<(String, Headers, &Value)> {
     let mut fetches: Vec<(String, Headers, &Value)> = vec![
         ("/sitemap.xml".to_owned(), &[], &recorded.json["answers"]["index"]["identity"]),
         ("/sitemap.xml".to_owned(), &[("accept-encoding", "gzip")], &recorded.json["answers"]["index"]["gzip"]),
@@ -429,19 +540,19 @@ async fn compare_answers(fixture: Fixture, set: &str, backend: Backend) -> (Test
         }
     }
     assert_eq!(fetches.len(), 2 + 3 * 6, "the index twice and six pages three ways");
-    for (path, headers, old) in fetches {
-        let r = app.get(&path, headers).await;
-        let what = format!("{backend:?} {path} {headers:?}");
-        assert_eq!(r.status.as_u16(), old["status"].as_u64().unwrap() as u16, "{what}: status");
-        assert_eq!(r.header("etag"), old["etag"].as_str(), "{what}: ETag");
-        assert_eq!(r.header("last-modified"), old["last_modified"].as_str(), "{what}: Last-Modified");
-        assert_eq!(r.header("content-type"), old["content_type"].as_str(), "{what}: Content-Type");
-        assert_eq!(r.header("content-encoding"), old["content_encoding"].as_str(), "{what}: Content-Encoding");
-        assert_eq!(content_length(&r), old["content_length"].as_u64(), "{what}: Content-Length");
-        assert_eq!(r.body.len() as u64, old["length"].as_u64().unwrap(), "{what}: body length");
-        assert_eq!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{what}: body bytes");
-    }
-    (app, fixture)
+    fetches
+}
+
+/// `r` is the recorded answer `old`: status, validators, headers and the very bytes.
+fn assert_recorded(r: &TestResponse, old: &Value, what: &str) {
+    assert_eq!(r.status.as_u16(), old["status"].as_u64().unwrap() as u16, "{what}: status");
+    assert_eq!(r.header("etag"), old["etag"].as_str(), "{what}: ETag");
+    assert_eq!(r.header("last-modified"), old["last_modified"].as_str(), "{what}: Last-Modified");
+    assert_eq!(r.header("content-type"), old["content_type"].as_str(), "{what}: Content-Type");
+    assert_eq!(r.header("content-encoding"), old["content_encoding"].as_str(), "{what}: Content-Encoding");
+    assert_eq!(content_length(r), old["content_length"].as_u64(), "{what}: Content-Length");
+    assert_eq!(r.body.len() as u64, old["length"].as_u64().unwrap(), "{what}: body length");
+    assert_eq!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{what}: body bytes");
 }
 
 crate::both_backends!(
@@ -451,5 +562,6 @@ crate::both_backends!(
     the_release_before_sites_is_served_byte_for_byte,
     the_release_before_the_change_counter_is_served_byte_for_byte,
     only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip,
-    the_release_before_sections_is_served_byte_for_byte
+    the_release_before_sections_is_served_byte_for_byte,
+    the_release_before_crawler_telemetry_is_served_byte_for_byte
 );
