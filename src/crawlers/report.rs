@@ -15,6 +15,15 @@ use crate::store::{FetchRecord, PageRead};
 /// The index's resource name: what "the last index fetch" is a fetch of.
 pub const INDEX: &str = "sitemap.xml";
 
+/// The most lag samples read per site: the newest of the window. A bound on the read and the sort, far above what
+/// a median and a 90th percentile need.
+pub const LAG_SAMPLES: u32 = 100_000;
+
+/// Where the lag window of `window_days` (`crawler_window_days`) ending at `now_us` starts.
+pub fn window_start(now_us: i64, window_days: u32) -> i64 {
+    now_us - i64::from(window_days) * 86_400_000_000
+}
+
 /// What is known of one site's crawlers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SiteReport {
