@@ -31,6 +31,14 @@ pub const INDEXNOW_RETRIES: &str = "sitemapd_indexnow_retries_total";
 pub const INDEXNOW_OUTBOX: &str = "sitemapd_indexnow_outbox_urls";
 pub const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
 pub const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
+/// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not
+/// through the recorder: per site and crawler, with their descriptions.
+pub const CRAWLER_LAST_VERIFIED_FETCH: &str = "sitemapd_crawler_last_verified_fetch_timestamp_seconds";
+pub const CRAWLER_LAST_VERIFIED_FETCH_HELP: &str = "When the crawler last fetched any of the site's sitemaps from an \
+     address verified as its own, in seconds since the Unix epoch (absent: never); alert on time() minus this";
+pub const CRAWLER_UNSEEN_PAGES: &str = "sitemapd_crawler_unseen_pages";
+pub const CRAWLER_UNSEEN_PAGES_HELP: &str = "Listed sitemap pages whose current version the crawler has not read \
+     (verified); only for a crawler that has read at least one page";
 
 /// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
 const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
