@@ -134,6 +134,9 @@ pub(crate) struct CrawlerSummary {
     /// The last fetch by a client that says it is this crawler from an address that is not the crawler's: a
     /// forger, or a CDN or proxy in front that does not pass the client address (see `trusted_proxies`).
     last_claimed_fetch: Option<String>,
+    /// The last fetch nothing could verify or refute: the crawler's operator publishes neither address ranges nor
+    /// reverse DNS names (GPTBot, ClaudeBot, …), or `other-bot`.
+    last_unverifiable_fetch: Option<String>,
     /// Verified fetches answered.
     fetches: i64,
     /// The share of `fetches` answered 304 Not Modified (0 to 1); `null` without a verified fetch.
@@ -155,6 +158,7 @@ impl CrawlerSummary {
             last_index_fetch: c.last_index_us.map(rfc3339),
             last_page_fetch: c.last_page_us.map(rfc3339),
             last_claimed_fetch: c.last_claimed_us.map(rfc3339),
+            last_unverifiable_fetch: c.last_unverifiable_us.map(rfc3339),
             fetches: c.fetches,
             not_modified_share: c.not_modified_share(),
             lag_seconds: LagSeconds { median: c.lag.median_secs, p90: c.lag.p90_secs, samples: c.lag.samples as u64 },
@@ -238,6 +242,7 @@ mod tests {
             last_index_us: Some(1_764_120_000_000_000),
             last_page_us: None,
             last_claimed_us: Some(1_764_120_000_250_000),
+            last_unverifiable_us: None,
             fetches: 4,
             not_modified: 3,
             lag: Lag { median_secs: Some(1.5), p90_secs: Some(60.0), samples: 2 },
@@ -249,7 +254,7 @@ mod tests {
             serde_json::json!({
                 "crawler": "bingbot", "name": "Bingbot",
                 "last_index_fetch": "2025-11-26T01:20:00Z", "last_page_fetch": null,
-                "last_claimed_fetch": "2025-11-26T01:20:00.25Z",
+                "last_claimed_fetch": "2025-11-26T01:20:00.25Z", "last_unverifiable_fetch": null,
                 "fetches": 4, "not_modified_share": 0.75,
                 "lag_seconds": {"median": 1.5, "p90": 60.0, "samples": 2},
                 "unseen_pages": 0, "oldest_unseen_change": null,

@@ -42,6 +42,9 @@ pub struct CrawlerReport {
     /// The last fetch by a client that says it is this crawler from an address that is not the crawler's: a
     /// forger, or a CDN or proxy in front that does not pass the client's address.
     pub last_claimed_us: Option<i64>,
+    /// The last fetch that nothing could verify or refute: a crawler whose operator publishes neither address
+    /// ranges nor reverse DNS names (GPTBot, ClaudeBot, …), or an unnamed bot.
+    pub last_unverifiable_us: Option<i64>,
     /// Verified fetches answered, and of them 304s.
     pub fetches: i64,
     pub not_modified: i64,
@@ -57,10 +60,13 @@ impl CrawlerReport {
         (self.fetches > 0).then(|| self.not_modified as f64 / self.fetches as f64)
     }
 
-    /// Whether all that is known is claimed fetches: no verified one. What a CDN that hides the client address
-    /// looks like.
+    /// Whether all that is known is claimed fetches: no verified one (nor an unverifiable one). What a CDN that hides
+    /// the client address looks like.
     pub fn claimed_only(&self) -> bool {
-        self.last_claimed_us.is_some() && self.last_index_us.is_none() && self.last_page_us.is_none()
+        self.last_claimed_us.is_some()
+            && self.last_index_us.is_none()
+            && self.last_page_us.is_none()
+            && self.last_unverifiable_us.is_none()
     }
 
     /// The last verified fetch of any resource.
@@ -137,6 +143,7 @@ pub fn site_report(
                 last_index_us: verified().filter(|f| f.resource == INDEX).map(|f| f.last_us).max(),
                 last_page_us: verified().filter(|f| f.resource != INDEX).map(|f| f.last_us).max(),
                 last_claimed_us: mine().filter(|f| f.trust == Trust::Claimed.name()).map(|f| f.last_us).max(),
+                last_unverifiable_us: mine().filter(|f| f.trust == Trust::Unknown.name()).map(|f| f.last_us).max(),
                 fetches: verified().map(|f| f.fetches).sum(),
                 not_modified: verified().map(|f| f.not_modified).sum(),
                 lag: Lag::of(lags.iter().filter(|(c, _)| c == crawler.name()).map(|(_, lag)| *lag)),
@@ -349,6 +356,16 @@ mod tests {
         assert_eq!((eleven.median_secs, eleven.p90_secs), (Some(6.0), Some(10.0)));
         assert_eq!(Lag::of([-5 * S]).median_secs, Some(0.0), "a negative lag (clock skew) counts as none");
         assert_eq!(Lag::of([1_500_000]).median_secs, Some(1.5));
+    }
+
+    #[test]
+    fn a_crawler_nothing_verifies_has_its_own_last_fetch() {
+        let fetches = [fetch(INDEX, None, "gptbot", "unknown", T), fetch(INDEX, None, "gptbot", "claimed", T - S)];
+        let report = site_report(&[page(1, T)], &fetches, &[], &[]);
+        let gpt = &report.crawlers[0];
+        assert_eq!((gpt.crawler, gpt.last_unverifiable_us, gpt.last_verified_us()), (Crawler::GptBot, Some(T), None));
+        assert_eq!(gpt.fetches, 0, "no verified fetch");
+        assert!(!gpt.claimed_only(), "not all it has is claimed");
     }
 
     #[test]

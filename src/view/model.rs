@@ -115,6 +115,8 @@ pub struct CrawlerRow {
     pub last_page: Option<Ago>,
     /// The last claimed fetch (the agent says it is this crawler, the address is not the crawler's).
     pub last_claimed: Option<Ago>,
+    /// The last fetch nothing could verify (its operator publishes no ranges nor names).
+    pub last_unverifiable: Option<Ago>,
     /// `12 min / 3 h` (median / p90), or empty without a sample.
     pub lag: String,
     /// `4 reads` the lag figures come from.
@@ -143,6 +145,7 @@ impl CrawlerRow {
             last_index: ago(c.last_index_us),
             last_page: ago(c.last_page_us),
             last_claimed: ago(c.last_claimed_us),
+            last_unverifiable: ago(c.last_unverifiable_us),
             lag,
             samples: count(c.lag.samples, "read", "reads"),
             not_modified: c
@@ -627,6 +630,7 @@ mod tests {
             last_index_us: Some(now - 90 * s),
             last_page_us: Some(now - 2 * 3600 * s),
             last_claimed_us: None,
+            last_unverifiable_us: None,
             fetches: 1234,
             not_modified: 518,
             lag: Lag { median_secs: Some(720.0), p90_secs: Some(3.5 * 3600.0), samples: 4 },
@@ -645,6 +649,7 @@ mod tests {
             last_index_us: None,
             last_page_us: None,
             last_claimed_us: Some(now - 10 * s),
+            last_unverifiable_us: None,
             fetches: 0,
             not_modified: 0,
             lag: Lag::default(),

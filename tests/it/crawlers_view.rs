@@ -54,6 +54,8 @@ struct Seeded {
     page2_us: i64,
     /// Bingbot's only fetch, claimed (from an address that is not Bing's).
     bing_claimed_us: i64,
+    /// GPTBot's only fetch: its operator publishes nothing to verify it by.
+    gpt_us: i64,
     /// The shop site's Googlebot index fetch.
     shop_index_us: i64,
 }
@@ -97,6 +99,7 @@ async fn seed(app: &TestApp) -> Seeded {
         page2_us: now - 70 * 60 * S,
         bing_claimed_us: now - 10 * 60 * S,
         shop_index_us: now - 5 * 60 * S,
+        gpt_us: now - 30 * 60 * S,
         page1,
         page2,
     };
@@ -106,6 +109,7 @@ async fn seed(app: &TestApp) -> Seeded {
         fetch(www, "sitemap-1.txt", Some(1), "googlebot", "verified", s.page1_text_us),
         fetch(www, "sitemap-2.xml", Some(2), "googlebot", "verified", s.page2_us),
         fetch(www, "sitemap.xml", None, "bingbot", "claimed", s.bing_claimed_us),
+        fetch(www, "sitemap.xml", None, "gptbot", "unknown", s.gpt_us),
         fetch(shop, "sitemap.xml", None, "googlebot", "verified", s.shop_index_us),
     ];
     // Page 1: its current version, read 30 s after the change; page 2: a version 1,000 s older than its current one,
@@ -161,7 +165,7 @@ async fn the_report_says_what_each_crawler_read(b: Backend) {
                         "crawler": "googlebot", "name": "Googlebot",
                         "last_index_fetch": rfc3339(s.index_us),
                         "last_page_fetch": rfc3339(s.page2_us),
-                        "last_claimed_fetch": null,
+                        "last_claimed_fetch": null, "last_unverifiable_fetch": null,
                         "fetches": 20, "not_modified_share": 0.4,
                         // Lags of 30 s and 90 s: nearest-rank median the lower, p90 the higher.
                         "lag_seconds": {"median": 30.0, "p90": 90.0, "samples": 2},
@@ -171,7 +175,15 @@ async fn the_report_says_what_each_crawler_read(b: Backend) {
                     {
                         "crawler": "bingbot", "name": "Bingbot",
                         "last_index_fetch": null, "last_page_fetch": null,
-                        "last_claimed_fetch": rfc3339(s.bing_claimed_us),
+                        "last_claimed_fetch": rfc3339(s.bing_claimed_us), "last_unverifiable_fetch": null,
+                        "fetches": 0, "not_modified_share": null,
+                        "lag_seconds": {"median": null, "p90": null, "samples": 0},
+                        "unseen_pages": null, "oldest_unseen_change": null,
+                    },
+                    {
+                        "crawler": "gptbot", "name": "GPTBot",
+                        "last_index_fetch": null, "last_page_fetch": null,
+                        "last_claimed_fetch": null, "last_unverifiable_fetch": rfc3339(s.gpt_us),
                         "fetches": 0, "not_modified_share": null,
                         "lag_seconds": {"median": null, "p90": null, "samples": 0},
                         "unseen_pages": null, "oldest_unseen_change": null,
@@ -261,7 +273,7 @@ async fn the_view_shows_the_panel_and_a_column_per_major_crawler(b: Backend) {
     let html = r.text();
     let panel = between(&html, "<h2 id=\"crawlers\">Crawlers</h2>", "</table>");
     let rows: Vec<&str> = panel.split("<tr").skip(2).collect();
-    assert_eq!(rows.len(), 2, "Googlebot and Bingbot: {panel}");
+    assert_eq!(rows.len(), 3, "Googlebot, Bingbot, GPTBot: {panel}");
     let google = rows[0];
     assert!(google.contains("Googlebot") && !google.contains("claimed, not verified"), "{google}");
     assert!(google.contains(">2 h ago</time>"), "last index read: {google}");
@@ -274,6 +286,9 @@ async fn the_view_shows_the_panel_and_a_column_per_major_crawler(b: Backend) {
     let bing = rows[1];
     assert!(bing.contains("Bingbot") && bing.contains("claimed, not verified"), "{bing}");
     assert!(bing.contains(">10 min ago</time>") && bing.contains("no page read yet"), "{bing}");
+    let gpt = rows[2];
+    assert!(gpt.contains("GPTBot") && !gpt.contains("claimed, not verified"), "{gpt}");
+    assert!(gpt.contains("unverifiable fetches, last") && gpt.contains(">30 min ago</time>"), "{gpt}");
 
     // The page table: a column per major crawler.
     let table = between(&html, "<table class=\"cards pages\">", "</table>");
@@ -315,7 +330,7 @@ async fn the_metrics_give_the_last_verified_fetch_and_unseen_pages(b: Backend) {
             ),
             "sitemapd_crawler_unseen_pages{site=\"default\",crawler=\"googlebot\"} 1".to_owned(),
         ],
-        "Bingbot has no verified fetch and no page read: no series"
+        "Bingbot and GPTBot have no verified fetch and no page read: no series"
     );
     assert!(text.contains("# TYPE sitemapd_crawler_unseen_pages gauge"), "{text}");
 }
