@@ -8,7 +8,7 @@ use sitemapd::domain::{Entry, LastMod, Loc, Priority, PublicUrl};
 use sitemapd::page::render::{ENVELOPE_RESERVE, url_len};
 use sitemapd::page::{Fields, PageState, StoredUrl};
 use sitemapd::placement::UpsertCounts;
-use sitemapd::store::{DeleteCounts, Store};
+use sitemapd::store::{DeleteCounts, FetchRecord, PageRead, Store};
 
 use crate::both_backends;
 use crate::support::{Backend, PUBLIC_URL, TestApp};
@@ -750,6 +750,329 @@ async fn the_removed_window_is_read_through_its_index(b: Backend) {
     }
 }
 
+// --- Crawler telemetry ---------------------------------------------------------------------------------------
+
+/// A time to count from: microseconds since the Unix epoch (November 2026).
+const T: i64 = 1_795_000_000_000_000;
+
+/// One fetch of `resource` of site 1 by `crawler` (verified), answered 200 with an ETag naming its time.
+fn fetched(resource: &str, crawler: &str, first_us: i64, last_us: i64) -> FetchRecord {
+    FetchRecord {
+        site: 1,
+        resource: resource.into(),
+        page_id: None,
+        crawler: crawler.into(),
+        trust: "verified".into(),
+        first_us,
+        last_us,
+        last_status: 200,
+        last_conditional: false,
+        last_etag: format!("\"{last_us}\""),
+        fetches: 1,
+        not_modified: 0,
+    }
+}
+
+fn page_read(page_id: i64, crawler: &str, version_us: i64, first_us: i64) -> PageRead {
+    PageRead { site: 1, page_id, crawler: crawler.into(), version_us, first_us }
+}
+
+/// Two flushes of one key: the counts add up, the first fetch is the earlier, the last fetch and its answer are
+/// the later flush's; a flush of older fetches that arrives late changes the counts and the first fetch, not the
+/// last answer; on a tie the flush that arrives wins. Other keys (trust, crawler, resource) stay apart.
+async fn crawler_fetch_records_merge_by_key(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let first = FetchRecord {
+        fetches: 3,
+        not_modified: 1,
+        page_id: Some(1),
+        ..fetched("sitemap-1.xml", "googlebot", T + 10, T + 50)
+    };
+    let claimed = FetchRecord { trust: "claimed".into(), ..fetched("sitemap-1.xml", "googlebot", T, T) };
+    assert!(store.record_crawls(&[first.clone(), claimed.clone()], &[]).await.unwrap().is_empty());
+    assert_eq!(store.crawler_fetches(1).await.unwrap(), [claimed.clone(), first.clone()], "in key order");
+
+    let later = FetchRecord {
+        last_status: 304,
+        last_conditional: true,
+        last_etag: "\"b\"".into(),
+        fetches: 2,
+        not_modified: 2,
+        ..fetched("sitemap-1.xml", "googlebot", T + 20, T + 90)
+    };
+    store.record_crawls(&[later], &[]).await.unwrap();
+    let merged = FetchRecord {
+        first_us: T + 10,
+        last_us: T + 90,
+        last_status: 304,
+        last_conditional: true,
+        last_etag: "\"b\"".into(),
+        fetches: 5,
+        not_modified: 3,
+        ..first.clone()
+    };
+    assert_eq!(store.crawler_fetches(1).await.unwrap(), [claimed.clone(), merged.clone()]);
+
+    // A replica's older fetches, flushed late, twice in one flush (merged before the upsert meets the key).
+    let late = FetchRecord { fetches: 4, ..fetched("sitemap-1.xml", "googlebot", T + 1, T + 60) };
+    store.record_crawls(&[late.clone(), late], &[]).await.unwrap();
+    let merged = FetchRecord { first_us: T + 1, fetches: 13, ..merged };
+    assert_eq!(store.crawler_fetches(1).await.unwrap(), [claimed.clone(), merged.clone()], "the last answer stays");
+
+    // The same last fetch time: the flush that arrives wins.
+    let tie = FetchRecord { last_etag: "\"c\"".into(), ..fetched("sitemap-1.xml", "googlebot", T + 90, T + 90) };
+    store.record_crawls(&[tie], &[]).await.unwrap();
+    let merged =
+        FetchRecord { last_status: 200, last_conditional: false, last_etag: "\"c\"".into(), fetches: 14, ..merged };
+    assert_eq!(store.crawler_fetches(1).await.unwrap(), [claimed, merged]);
+}
+
+/// Two processes flush the same keys at the same time, many times over, listing them in opposite orders: nothing
+/// deadlocks, every count adds up, the times and last answers are those of the earliest and latest fetch, and each
+/// page version read is reported new by exactly one flush. (SQLite: one process's flushes at once, serialized by
+/// its writer.)
+async fn crawler_flushes_of_two_processes_combine(b: Backend) {
+    let Some((app, store)) = store(b, &[]).await else { return };
+    let other = match b {
+        Backend::Postgres => app.another_process().await.store.clone(),
+        Backend::Sqlite => store.clone(),
+    };
+    let crawlers = ["bingbot", "googlebot"];
+    let keys: Vec<(String, &str)> = (1..=60).flat_map(|p| crawlers.map(|c| (format!("sitemap-{p}.xml"), c))).collect();
+    let rounds = 12i64;
+    let (mut new_mine, mut new_theirs) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // This process fetched each key once, the other twice, both within the round's 100 µs.
+        let flush = |fetches: i64, offset: i64| -> Vec<FetchRecord> {
+            keys.iter()
+                .map(|(resource, crawler)| FetchRecord {
+                    fetches,
+                    last_etag: format!("\"{round}-{offset}\""),
+                    ..fetched(resource, crawler, T + round * 100 + offset, T + round * 100 + offset + 10)
+                })
+                .collect()
+        };
+        let mine = flush(1, 0);
+        let mut theirs = flush(2, 5);
+        theirs.reverse();
+        // Each page's version changes every third round; both read it, this process first.
+        let reads = |offset: i64| -> Vec<PageRead> {
+            keys.iter()
+                .enumerate()
+                .map(|(i, (_, crawler))| page_read(i as i64 / 2 + 1, crawler, T + round / 3, T + round * 100 + offset))
+                .collect()
+        };
+        let (reads_mine, mut reads_theirs) = (reads(0), reads(5));
+        reads_theirs.reverse();
+        let (a, z) = tokio::join!(store.record_crawls(&mine, &reads_mine), other.record_crawls(&theirs, &reads_theirs));
+        new_mine.extend(a.unwrap());
+        new_theirs.extend(z.unwrap());
+    }
+    let last = rounds - 1;
+    let records = store.crawler_fetches(1).await.unwrap();
+    assert_eq!(records.len(), keys.len());
+    for r in &records {
+        assert_eq!((r.fetches, r.first_us, r.last_us), (3 * rounds, T, T + last * 100 + 15), "{r:?}");
+        assert_eq!(r.last_etag, format!("\"{last}-5\""), "{r:?}");
+    }
+    // Every version (4 of each page and crawler) is new to exactly one of the flushes, with the time it was read.
+    let mut new: Vec<PageRead> = new_mine.iter().chain(&new_theirs).cloned().collect();
+    assert_eq!(new.len(), keys.len() * 4, "mine {}, theirs {}", new_mine.len(), new_theirs.len());
+    new.sort_by_key(|r| (r.page_id, r.crawler.clone(), r.version_us));
+    new.dedup_by_key(|r| (r.page_id, r.crawler.clone(), r.version_us));
+    assert_eq!(new.len(), keys.len() * 4, "no version is new twice");
+    // Stored: the earliest read of each version, whichever process's flush inserted it.
+    let seen = store.crawler_seen(1, None).await.unwrap();
+    assert_eq!(seen.len(), keys.len());
+    assert!(seen.iter().all(|r| r.version_us == T + last / 3 && r.first_us == T + 900), "{seen:?}");
+}
+
+/// A page version is reported new by the flush that first records it, and never again: not by a flush of the same
+/// version, nor by one that read it earlier (which moves its first read back), nor by two reads of it in one flush.
+async fn a_page_read_is_new_once(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let read = page_read(1, "googlebot", T, T + 100);
+    assert_eq!(store.record_crawls(&[], std::slice::from_ref(&read)).await.unwrap(), std::slice::from_ref(&read));
+    assert_eq!(store.record_crawls(&[], std::slice::from_ref(&read)).await.unwrap(), []);
+    let earlier = page_read(1, "googlebot", T, T + 50);
+    assert_eq!(store.record_crawls(&[], std::slice::from_ref(&earlier)).await.unwrap(), []);
+    assert_eq!(
+        store.crawler_seen(1, Some(1)).await.unwrap(),
+        std::slice::from_ref(&earlier),
+        "the first read moved back"
+    );
+    assert_eq!(store.record_crawls(&[], &[page_read(1, "googlebot", T, T + 200)]).await.unwrap(), []);
+    assert_eq!(store.crawler_seen(1, Some(1)).await.unwrap(), std::slice::from_ref(&earlier), "and never forwards");
+    // A flush of a known version and a new one (read twice by this process): the new one alone, once, its
+    // earliest read.
+    let flush = [page_read(1, "googlebot", T + 1, T + 300), earlier, page_read(1, "googlebot", T + 1, T + 250)];
+    assert_eq!(store.record_crawls(&[], &flush).await.unwrap(), [page_read(1, "googlebot", T + 1, T + 250)]);
+    // Another crawler's read of the same version is its own.
+    let bing = page_read(1, "bingbot", T + 1, T + 400);
+    assert_eq!(store.record_crawls(&[], std::slice::from_ref(&bing)).await.unwrap(), [bing]);
+}
+
+const TWO_SITES: &str = "default=https://www.example.com/, shop=https://shop.example.com/";
+
+/// `crawler_seen` gives, per page and crawler, the newest version read, whatever order the reads were flushed in;
+/// of one page or of all, of one site only.
+async fn crawler_seen_is_the_newest_version_of_each_page(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES)]).await else { return };
+    let shop = store.sites().by_name("shop").unwrap().id;
+    store
+        .record_crawls(&[], &[page_read(1, "googlebot", T + 3, T + 30), page_read(1, "bingbot", T + 1, T + 10)])
+        .await
+        .unwrap();
+    store
+        .record_crawls(&[], &[page_read(1, "googlebot", T + 1, T + 10), page_read(2, "googlebot", T + 2, T + 20)])
+        .await
+        .unwrap();
+    store.record_crawls(&[], &[page_read(1, "googlebot", T + 2, T + 20)]).await.unwrap();
+    let in_shop = PageRead { site: shop, ..page_read(1, "googlebot", T + 9, T + 90) };
+    store.record_crawls(&[], std::slice::from_ref(&in_shop)).await.unwrap();
+    let newest = [
+        page_read(1, "bingbot", T + 1, T + 10),
+        page_read(1, "googlebot", T + 3, T + 30),
+        page_read(2, "googlebot", T + 2, T + 20),
+    ];
+    assert_eq!(store.crawler_seen(1, None).await.unwrap(), newest);
+    assert_eq!(store.crawler_seen(1, Some(1)).await.unwrap(), newest[..2]);
+    assert_eq!(store.crawler_seen(1, Some(2)).await.unwrap(), newest[2..]);
+    assert_eq!(store.crawler_seen(1, Some(3)).await.unwrap(), []);
+    assert_eq!(store.crawler_seen(shop, None).await.unwrap(), [in_shop]);
+}
+
+/// `crawler_lags` lists the lags of the reads first made in the window, newest first, at most `limit`, of one
+/// site; through the `(site_id, first_us, …)` index, never a scan of the table.
+async fn crawler_lags_are_a_window_newest_first(b: Backend) {
+    use sitemapd::store::LAGS_SQL;
+    let Some((app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES)]).await else { return };
+    let shop = store.sites().by_name("shop").unwrap().id;
+    // Page p changed at T + p and was read p seconds later (googlebot) or 2p (bingbot).
+    let reads: Vec<PageRead> = (1..=10)
+        .flat_map(|p| {
+            [
+                page_read(p, "googlebot", T + p, T + p + p * 1_000_000),
+                page_read(p, "bingbot", T + p, T + p + 2 * p * 1_000_000),
+            ]
+        })
+        .collect();
+    store.record_crawls(&[], &reads).await.unwrap();
+    store.record_crawls(&[], &[PageRead { site: shop, ..page_read(1, "googlebot", T, T + 99_000_000) }]).await.unwrap();
+    let since = T + 8_000_000; // the reads of googlebot's page 8 and on, bingbot's page 4 and on
+    let lags = store.crawler_lags(1, since, 100).await.unwrap();
+    let mut expected: Vec<(i64, String, i64)> = reads
+        .iter()
+        .filter(|r| r.first_us >= since)
+        .map(|r| (r.first_us, r.crawler.clone(), r.first_us - r.version_us))
+        .collect();
+    expected.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<(String, i64)> = expected.into_iter().map(|(_, c, lag)| (c, lag)).collect();
+    assert_eq!(expected.len(), 10);
+    assert_eq!(lags, expected);
+    assert_eq!(lags[0], ("bingbot".to_owned(), 20_000_000), "the newest read: bingbot's of page 10");
+    assert_eq!(store.crawler_lags(1, since, 3).await.unwrap(), expected[..3]);
+    assert_eq!(store.crawler_lags(1, T + 100_000_000, 3).await.unwrap(), []);
+    assert_eq!(store.crawler_lags(shop, 0, 10).await.unwrap(), [("googlebot".to_owned(), 99_000_000)]);
+    // Many older reads besides: the window is read through the index.
+    let older = match b {
+        Backend::Sqlite => {
+            "WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) \
+             INSERT INTO crawler_reads (site_id, page_id, crawler, version_us, first_us) \
+             SELECT 1, i, 'googlebot', i, i FROM n"
+        }
+        Backend::Postgres => {
+            "INSERT INTO crawler_reads (site_id, page_id, crawler, version_us, first_us) \
+             SELECT 1, i, 'googlebot', i, i FROM generate_series(1, 20000) AS i"
+        }
+    };
+    app.exec_sql(older).await;
+    app.exec_sql("ANALYZE crawler_reads").await;
+    let plan = plan_of(b, &app.db.url, LAGS_SQL, &[1, since, 100], None).await;
+    assert!(plan.contains("crawler_reads_site_first"), "{plan}");
+    assert!(!plan.contains("Seq Scan") && !plan.contains("SCAN crawler_reads") && !plan.contains("Sort"), "{plan}");
+    if b == Backend::Sqlite {
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
+}
+
+/// The purge deletes the reads made before its time that a newer version of the same page read by the same crawler
+/// supersedes: the newest read of each page and crawler stays, however old; fetch records stay.
+async fn the_crawler_purge_keeps_the_newest_read(b: Backend) {
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let kept = [
+        page_read(1, "bingbot", T + 1, T + 1),     // old, but bingbot's newest of page 1
+        page_read(1, "googlebot", T + 3, T + 3),   // old, but the newest
+        page_read(2, "googlebot", T + 2, T + 100), // the newest, read after the purge's time
+        page_read(3, "googlebot", T + 1, T + 100), // superseded, but read after the purge's time
+    ];
+    let purged = [
+        page_read(1, "googlebot", T + 1, T + 1),
+        page_read(1, "googlebot", T + 2, T + 2),
+        page_read(2, "googlebot", T + 1, T + 1),
+    ];
+    let newer_of_3 = page_read(3, "googlebot", T + 2, T + 101);
+    let all: Vec<PageRead> = kept.iter().chain(&purged).chain([&newer_of_3]).cloned().collect();
+    let record = fetched("sitemap-1.xml", "googlebot", T, T + 1);
+    store.record_crawls(std::slice::from_ref(&record), &all).await.unwrap();
+    assert_eq!(store.purge_crawls(T + 50).await.unwrap(), 3);
+    let mut left = store.crawler_lags(1, 0, 100).await.unwrap();
+    let mut expected: Vec<(String, i64)> =
+        kept.iter().chain([&newer_of_3]).map(|r| (r.crawler.clone(), r.first_us - r.version_us)).collect();
+    left.sort();
+    expected.sort();
+    assert_eq!(left, expected);
+    assert_eq!(store.purge_crawls(T + 50).await.unwrap(), 0, "nothing more before that time");
+    assert_eq!(store.purge_crawls(T + 1_000).await.unwrap(), 1, "page 3's older version, once its time passed");
+    let newest = [kept[0].clone(), kept[1].clone(), kept[2].clone(), newer_of_3];
+    assert_eq!(store.crawler_seen(1, None).await.unwrap(), newest);
+    assert_eq!(store.crawler_fetches(1).await.unwrap(), [record]);
+}
+
+/// Telemetry is not a change: flushes and purges leave a site's change counter, its page table, its news stamp
+/// and its removed-URLs stamp as they were (the serving path re-reads the page table when the counter moves).
+async fn crawler_telemetry_moves_no_change_counter(b: Backend) {
+    let Some((_app, store)) = store(b, &[("SITEMAPD_REMOVED_DAYS", "30")]).await else { return };
+    store.upsert(&entries((0..5).map(|i| format!("p{i}")))).await.unwrap();
+    store.delete(&[loc("p0")]).await.unwrap();
+    let state = async || {
+        let (changes, pages) = store.page_table(1).await.unwrap();
+        let news = store.news(1, 0, i64::MAX, 10).await.unwrap().changed_us;
+        (changes, pages, news, store.removed_stamp(1).await.unwrap())
+    };
+    let before = state().await;
+    assert!(before.0 > 0 && before.3 > 0, "the writes moved the counter and the removed stamp: {before:?}");
+    let fetches = [FetchRecord { page_id: Some(1), ..fetched("sitemap-1.xml", "googlebot", T, T) }];
+    let reads = [page_read(1, "googlebot", T, T + 1), page_read(1, "googlebot", T + 1, T + 2)];
+    store.record_crawls(&fetches, &reads).await.unwrap();
+    store.record_crawls(&fetches, &reads).await.unwrap();
+    assert_eq!(store.purge_crawls(T + 10).await.unwrap(), 1);
+    assert_eq!(state().await, before);
+    assert_eq!(store.changes(1).await.unwrap(), before.0);
+}
+
+/// A flush with a row of a site the store does not serve (or a value no recorder makes) is refused whole, with the
+/// row named: nothing of it is written.
+async fn a_crawler_flush_with_a_bad_row_is_refused_whole(b: Backend) {
+    use sitemapd::store::StoreError;
+    let Some((_app, store)) = store(b, &[]).await else { return };
+    let good = fetched("sitemap.xml", "googlebot", T, T);
+    let elsewhere = FetchRecord { site: 999, ..good.clone() };
+    let e = store.record_crawls(&[good.clone(), elsewhere], &[]).await.unwrap_err();
+    assert!(matches!(e, StoreError::Other(_)), "a bug to report, not an outage to retry: {e:?}");
+    assert!(e.to_string().contains("site 999 is not a site this store serves"), "{e}");
+    let read_elsewhere = PageRead { site: 999, ..page_read(1, "googlebot", T, T) };
+    let reads = [page_read(1, "googlebot", T, T), read_elsewhere];
+    let e = store.record_crawls(std::slice::from_ref(&good), &reads).await.unwrap_err();
+    assert!(e.to_string().contains("page read of site 999, page 1 by googlebot"), "{e}");
+    let e = store.record_crawls(&[FetchRecord { trust: "sure".into(), ..good }], &[]).await.unwrap_err();
+    assert!(e.to_string().contains("trust \"sure\""), "{e}");
+    assert_eq!(store.crawler_fetches(1).await.unwrap(), []);
+    assert_eq!(store.crawler_seen(1, None).await.unwrap(), []);
+    assert_eq!(store.crawler_fetches(999).await.unwrap(), [], "an unknown site has no records");
+    assert!(store.record_crawls(&[], &[]).await.unwrap().is_empty(), "an empty flush is no error");
+}
+
 /// A write looks its locs up through the unique index on loc, even in a table the planner has no statistics for
 /// yet (a first bulk load), where it would otherwise scan the whole table for every batch.
 #[tokio::test]
@@ -800,4 +1123,12 @@ both_backends!(
     sixteen_writers_on_shared_locs_keep_counts_exact,
     migrations_are_idempotent,
     page_state_is_shared_by_every_process,
+    crawler_fetch_records_merge_by_key,
+    crawler_flushes_of_two_processes_combine,
+    a_page_read_is_new_once,
+    crawler_seen_is_the_newest_version_of_each_page,
+    crawler_lags_are_a_window_newest_first,
+    the_crawler_purge_keeps_the_newest_read,
+    crawler_telemetry_moves_no_change_counter,
+    a_crawler_flush_with_a_bad_row_is_refused_whole,
 );

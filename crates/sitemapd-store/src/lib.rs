@@ -21,7 +21,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
-pub use self::crawls::{FetchRecord, PageRead};
+pub use self::crawls::{FetchRecord, LAGS_SQL, PageRead};
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL};

@@ -11,6 +11,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use super::crawls::{self, FetchRecord, PageRead};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Upsert, Writes};
@@ -394,16 +395,17 @@ impl Store for PgStore {
         write::delete(self.begin_write().await?, &locs, self.notify(), self.shape.removed_days > 0).await
     }
 
-    async fn record_crawls(
-        &self,
-        _fetches: &[super::FetchRecord],
-        _reads: &[super::PageRead],
-    ) -> Result<Vec<super::PageRead>> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
+        if fetches.is_empty() && reads.is_empty() {
+            return Ok(Vec::new());
+        }
+        crawls::check(&Backend::sites(self), fetches, reads)?;
+        // Not under the write lock: a flush touches no page, so it neither waits for a write nor holds one up.
+        crawls::pg_record(&self.pool, &crawls::merged_fetches(fetches), &crawls::merged_reads(reads)).await
     }
 
-    async fn purge_crawls(&self, _before_us: i64) -> Result<u64> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    async fn purge_crawls(&self, before_us: i64) -> Result<u64> {
+        crawls::pg_purge(&self.pool, before_us).await
     }
 
     async fn purge_removed(&self, limit: u32) -> Result<u64> {

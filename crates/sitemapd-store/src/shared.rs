@@ -10,6 +10,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction
 
 use std::sync::Arc;
 
+use super::crawls::{self, FetchRecord, PageRead};
 use super::{
     EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, RemovedRead, Result, SiteUrl, StoreReads, UrlRow,
     page_columns, url_columns,
@@ -197,6 +198,21 @@ pub(crate) trait Sql: Database {
     -> impl Future<Output = Result<()>> + Send;
     /// Queued change notifications per site ([`StoreReads::outbox_size`]).
     fn outbox_size(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(i64, i64)>>> + Send;
+    /// A site's crawler fetch records ([`StoreReads::crawler_fetches`]).
+    fn crawler_fetches(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<Vec<FetchRecord>>> + Send;
+    /// The newest version each crawler read of one page or all ([`StoreReads::crawler_seen`]).
+    fn crawler_seen(
+        pool: &Pool<Self>,
+        site: i64,
+        page: Option<i64>,
+    ) -> impl Future<Output = Result<Vec<PageRead>>> + Send;
+    /// The lags of a site's recent page reads ([`StoreReads::crawler_lags`]).
+    fn crawler_lags(
+        pool: &Pool<Self>,
+        site: i64,
+        since_us: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
 }
 
 impl<DB> Sql for DB
@@ -213,6 +229,8 @@ where
     (i64, String): for<'r> FromRow<'r, DB::Row>,
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     (String, i64): for<'r> FromRow<'r, DB::Row>,
+    FetchRecord: for<'r> FromRow<'r, DB::Row>,
+    PageRead: for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
 {
@@ -462,6 +480,23 @@ where
     async fn outbox_size(pool: &Pool<Self>) -> Result<Vec<(i64, i64)>> {
         Ok(sqlx::query_as(super::outbox::SIZE_SQL).fetch_all(pool).await?)
     }
+
+    async fn crawler_fetches(pool: &Pool<Self>, site: i64) -> Result<Vec<FetchRecord>> {
+        Ok(sqlx::query_as(crawls::FETCHES_SQL).bind(site).fetch_all(pool).await?)
+    }
+
+    async fn crawler_seen(pool: &Pool<Self>, site: i64, page: Option<i64>) -> Result<Vec<PageRead>> {
+        let query = match page {
+            None => sqlx::query_as(crawls::SEEN_SQL).bind(site),
+            Some(page) => sqlx::query_as(crawls::SEEN_PAGE_SQL).bind(site).bind(page),
+        };
+        Ok(query.fetch_all(pool).await?)
+    }
+
+    async fn crawler_lags(pool: &Pool<Self>, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
+        let query = sqlx::query_as(crawls::LAGS_SQL).bind(site).bind(since_us).bind(i64::from(limit));
+        Ok(query.fetch_all(pool).await?)
+    }
 }
 
 /// The records of a listing as they stream, cut once their rendered sizes pass [`super::LIST_MAX_BYTES`]: with
@@ -612,13 +647,15 @@ impl<B: Backend> StoreReads for B {
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
         B::Db::outbox_size(self.pool()).await
     }
-    async fn crawler_fetches(&self, _site: i64) -> Result<Vec<super::FetchRecord>> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    // Crawler telemetry is read from the primary, never the replica: every process flushes into the primary, and
+    // a lagging replica would hide the latest flush.
+    async fn crawler_fetches(&self, site: i64) -> Result<Vec<FetchRecord>> {
+        B::Db::crawler_fetches(self.pool(), site).await
     }
-    async fn crawler_seen(&self, _site: i64, _page: Option<i64>) -> Result<Vec<super::PageRead>> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    async fn crawler_seen(&self, site: i64, page: Option<i64>) -> Result<Vec<PageRead>> {
+        B::Db::crawler_seen(self.pool(), site, page).await
     }
-    async fn crawler_lags(&self, _site: i64, _since_us: i64, _limit: u32) -> Result<Vec<(String, i64)>> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
+        B::Db::crawler_lags(self.pool(), site, since_us, limit).await
     }
 }

@@ -19,6 +19,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::Mutex;
 
+use super::crawls::{self, FetchRecord, PageRead};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::watch::{self, FileWatch, Trouble};
@@ -401,16 +402,31 @@ impl Store for SqliteStore {
         self.noted(deleted)
     }
 
-    async fn record_crawls(
-        &self,
-        _fetches: &[super::FetchRecord],
-        _reads: &[super::PageRead],
-    ) -> Result<Vec<super::PageRead>> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
+        if fetches.is_empty() && reads.is_empty() {
+            return Ok(Vec::new());
+        }
+        crawls::check(&Backend::sites(self), fetches, reads)?;
+        let (fetches, reads) = (crawls::merged_fetches(fetches), crawls::merged_reads(reads));
+        let _writer = self.lock_writer().await?;
+        let recorded = async {
+            let mut tx = self.begin_write().await?;
+            let new = crawls::sqlite_record(&mut tx, &fetches, &reads).await?;
+            tx.commit().await?;
+            Ok(new)
+        };
+        self.noted(recorded.await)
     }
 
-    async fn purge_crawls(&self, _before_us: i64) -> Result<u64> {
-        unimplemented!("crawler telemetry: the store half is being written")
+    async fn purge_crawls(&self, before_us: i64) -> Result<u64> {
+        let _writer = self.lock_writer().await?;
+        let purged = async {
+            let mut tx = self.begin_write().await?;
+            let purged = crawls::sqlite_purge(&mut tx, before_us).await?;
+            tx.commit().await?;
+            Ok(purged)
+        };
+        self.noted(purged.await)
     }
 
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
