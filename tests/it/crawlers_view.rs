@@ -291,12 +291,12 @@ async fn the_view_shows_the_panel_and_a_column_per_major_crawler(b: Backend) {
     assert!(gpt.contains("unverifiable fetches, last") && gpt.contains(">30 min ago</time>"), "{gpt}");
 
     // The page table: a column per major crawler.
-    let table = between(&html, "<table class=\"cards pages\">", "</table>");
+    let table = between(&html, "<table class=\"cards pages crawled\">", "</table>");
     assert!(table.contains("<th scope=\"col\">Googlebot</th><th scope=\"col\">Bingbot</th>"), "{table}");
     let row = |id: i64| between(table, &format!("<tr id=\"page-{id}\""), "</tr>").to_owned();
     let (row1, row2) = (row(1), row(2));
-    assert!(row1.contains("class=\"read current nowrap\"") && row1.contains(">read 1 h ago</time>"), "{row1}");
-    assert!(row2.contains("class=\"read stale nowrap\"") && row2.contains(">not since change</time>"), "{row2}");
+    assert!(row1.contains("class=\"read current\"") && row1.contains(">read 1 h ago</time>"), "{row1}");
+    assert!(row2.contains("class=\"read stale\"") && row2.contains(">not since change</time>"), "{row2}");
     assert_eq!(row1.matches(">never</td>").count(), 1, "Bingbot never read page 1 (verified): {row1}");
     assert!(!html.contains("<script"), "no script");
 }
