@@ -2,7 +2,7 @@
 //! client asked for (`Forwarded: host=`, RFC 7239, else `X-Forwarded-Host`). From any other peer the forwarding
 //! headers are ignored: a client could otherwise read another site's sitemaps by naming its host.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -112,6 +112,73 @@ pub fn request_host(target: Option<&str>, headers: &HeaderMap, from_proxy: Optio
     headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
+/// The client's address: the peer's, or, when the peer is a trusted proxy, the one the proxies name in the
+/// forwarding header `header` says (`X-Forwarded-For` with [`ForwardedHeader::XForwardedHost`], `Forwarded: for=`
+/// with [`ForwardedHeader::Forwarded`]): the last address that is not itself a trusted proxy, read from the right
+/// (each proxy appends the peer it saw, so what lies left of the first untrusted address may be the client's own
+/// invention). `None` when that element is not an address (`unknown`, an obfuscated name) or the peer is unknown.
+/// From an untrusted peer the headers are never read.
+pub fn client_addr(
+    peer: Option<IpAddr>,
+    headers: &HeaderMap,
+    trusted: &TrustedProxies,
+    header: ForwardedHeader,
+) -> Option<IpAddr> {
+    let peer = unmap(peer?);
+    if !trusted.trusts(peer) {
+        return Some(peer);
+    }
+    let name = match header {
+        ForwardedHeader::XForwardedHost => "x-forwarded-for",
+        ForwardedHeader::Forwarded => "forwarded",
+    };
+    let lines: Vec<&str> = headers.get_all(name).iter().map(|v| v.to_str().ok()).collect::<Option<_>>()?;
+    let mut elements = lines.iter().flat_map(|line| line.split(',')).rev().peekable();
+    if elements.peek().is_none() {
+        // A trusted proxy that names no client: the request is its own.
+        return Some(peer);
+    }
+    let mut last = peer;
+    for element in elements {
+        let value = match header {
+            ForwardedHeader::XForwardedHost => Some(element.trim()),
+            ForwardedHeader::Forwarded => forwarded_param(element, "for"),
+        };
+        let addr = unmap(value.and_then(parse_node)?);
+        if !trusted.trusts(addr) {
+            return Some(addr);
+        }
+        last = addr;
+    }
+    // Every hop a trusted proxy: the first one is the client as far as anyone can tell.
+    Some(last)
+}
+
+/// An IPv4 address seen as IPv4-mapped IPv6 (a dual-stack listener), as IPv4.
+fn unmap(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// A node as forwarding headers write it: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1`, `[2001:db8::1]:4711`,
+/// quoted or not.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    let node = node.trim();
+    let node = node.strip_prefix('"').and_then(|n| n.strip_suffix('"')).unwrap_or(node);
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Some(rest) = node.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        return (after.is_empty() || after.starts_with(':')).then(|| inside.parse().ok()).flatten();
+    }
+    let (host, port) = node.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
 /// The last comma-separated element of the last line of header `name`.
 fn last_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     let line = headers.get_all(name).iter().next_back()?.to_str().ok()?;
@@ -120,14 +187,17 @@ fn last_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 
 /// The `host` parameter of one `Forwarded` element (`for=…;host=…;proto=…`), unquoted.
 fn forwarded_host(element: &str) -> Option<String> {
-    element.split(';').find_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
-        if !name.trim().eq_ignore_ascii_case("host") {
-            return None;
-        }
-        let value = value.trim();
+    forwarded_param(element, "host").and_then(|value| {
         let value = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(value);
         Some(value.replace("\\\"", "\"")).filter(|v| !v.is_empty())
+    })
+}
+
+/// Parameter `name`'s value in one `Forwarded` element, trimmed (quotes kept).
+fn forwarded_param<'e>(element: &'e str, name: &str) -> Option<&'e str> {
+    element.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
     })
 }
 
@@ -199,5 +269,52 @@ mod tests {
     #[test]
     fn no_host_at_all() {
         assert_eq!(request_host(None, &HeaderMap::new(), XFH), None);
+    }
+
+    fn ip(s: &str) -> Option<IpAddr> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn the_client_address_from_an_untrusted_peer_is_the_peer() {
+        let none = TrustedProxies::default();
+        let h = headers(&[("x-forwarded-for", "66.249.66.1"), ("forwarded", "for=66.249.66.1")]);
+        for header in [ForwardedHeader::XForwardedHost, ForwardedHeader::Forwarded] {
+            assert_eq!(client_addr(ip("203.0.113.9"), &h, &none, header), ip("203.0.113.9"));
+        }
+        let p = TrustedProxies::parse("10.0.0.0/8").unwrap();
+        assert_eq!(client_addr(ip("203.0.113.9"), &h, &p, ForwardedHeader::XForwardedHost), ip("203.0.113.9"));
+        assert_eq!(client_addr(ip("::ffff:203.0.113.9"), &h, &p, ForwardedHeader::XForwardedHost), ip("203.0.113.9"));
+        assert_eq!(client_addr(None, &h, &p, ForwardedHeader::XForwardedHost), None);
+    }
+
+    #[test]
+    fn the_client_address_from_trusted_proxies_is_the_last_untrusted_hop() {
+        let p = TrustedProxies::parse("10.0.0.0/8").unwrap();
+        let xff = |v: &'static str| headers(&[("x-forwarded-for", v)]);
+        let peer = ip("10.0.0.1");
+        let by = |h: &HeaderMap| client_addr(peer, h, &p, ForwardedHeader::XForwardedHost);
+        assert_eq!(by(&xff("66.249.66.1")), ip("66.249.66.1"));
+        // The client's own invention left of the address the first proxy saw.
+        assert_eq!(by(&xff("66.249.66.1, 203.0.113.9")), ip("203.0.113.9"));
+        // Trusted hops on the right are skipped, over several lines too.
+        assert_eq!(
+            by(&headers(&[("x-forwarded-for", "66.249.66.1"), ("x-forwarded-for", "10.1.1.1")])),
+            ip("66.249.66.1")
+        );
+        assert_eq!(by(&xff("[2001:db8::1]:4711")), ip("2001:db8::1"));
+        assert_eq!(by(&xff("192.0.2.7:80")), ip("192.0.2.7"));
+        assert_eq!(by(&xff("10.2.2.2")), ip("10.2.2.2"), "every hop trusted: the first");
+        assert_eq!(by(&xff("unknown")), None);
+        assert_eq!(by(&xff("66.249.66.1, garbage")), None, "an unreadable hop hides who is left of it");
+        assert_eq!(by(&HeaderMap::new()), peer, "a proxy's own request");
+        // The header not configured is not read.
+        assert_eq!(by(&headers(&[("forwarded", "for=66.249.66.1")])), peer);
+        let fwd = |v: &'static str| client_addr(peer, &headers(&[("forwarded", v)]), &p, ForwardedHeader::Forwarded);
+        assert_eq!(fwd("for=66.249.66.1;proto=https"), ip("66.249.66.1"));
+        assert_eq!(fwd("for=\"[2001:db8::1]:4711\", for=10.0.0.2"), ip("2001:db8::1"));
+        assert_eq!(fwd("For=192.0.2.60;host=example.com"), ip("192.0.2.60"));
+        assert_eq!(fwd("for=_hidden"), None);
+        assert_eq!(fwd("host=example.com"), None, "an element without for names nobody");
     }
 }

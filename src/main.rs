@@ -205,13 +205,18 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
             // The removed-URLs sitemap's tombstones past the retention, when it is on: a task of its own.
             let purge = sitemapd::sitemap::removed::start_purge(store.clone(), config.removed_days);
-            let served = serve(
-                AppState::new(store.clone(), &config),
-                listener,
-                shutdown_signal(),
-                Duration::from_secs(config.shutdown_grace_secs),
-            )
-            .await;
+            if config.crawler_telemetry {
+                sitemapd::crawlers::verify::check_files(&config.crawler_ranges).await?;
+            }
+            let state = AppState::new(store.clone(), &config);
+            let served =
+                serve(state.clone(), listener, shutdown_signal(), Duration::from_secs(config.shutdown_grace_secs))
+                    .await;
+            // The crawler telemetry recorded since the last flush, written before the pool closes (bounded).
+            if let Some(recorder) = state.crawl_recorder() {
+                let _ = tokio::time::timeout(store::CLOSE_TIMEOUT, recorder.flush()).await;
+            }
+            drop(state);
             // A send in flight may finish (briefly); what is left unsent stays in the outbox for the next start.
             if let Some(notifier) = notifier {
                 notifier.stop(store::CLOSE_TIMEOUT).await;

@@ -11,6 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body_budget::BodyBudget;
 use crate::config::Config;
+use crate::crawlers::{self, Recorder, verify::SystemResolver};
 use crate::domain::{Entry, Loc, SectionNames, Sites};
 use crate::error::ApiError;
 use crate::host::Hosts;
@@ -45,6 +46,8 @@ pub struct Inner {
     notify_sites: BTreeSet<i64>,
     /// The pages to render ahead of crawlers (`None` when that is off: `prerender = false` or no cache).
     prerender: Option<Arc<prerender::Queue>>,
+    /// Crawlers' fetches recorded (`None` when `crawler_telemetry` is off, or with no runtime).
+    crawls: Option<Recorder>,
 }
 
 impl AppState {
@@ -71,7 +74,10 @@ impl AppState {
             trusted_proxies: config.trusted_proxies.clone(),
             forwarded_header: config.forwarded_header,
         };
+        let crawls = (config.crawler_telemetry && tokio::runtime::Handle::try_current().is_ok())
+            .then(|| Recorder::start(Arc::clone(&store), crawlers::Settings::of(config), Arc::new(SystemResolver)));
         let inner = Arc::new(Inner {
+            crawls,
             store,
             config: config.clone(),
             sites,
@@ -163,6 +169,11 @@ impl Inner {
         }
     }
 
+    /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).
+    pub fn crawl_recorder(&self) -> Option<&Recorder> {
+        self.crawls.as_ref()
+    }
+
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
     pub async fn page_stream_slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         let acquire_timeout = Duration::from_secs(self.config.db_acquire_timeout_secs);
@@ -206,6 +217,10 @@ impl Serving for AppState {
 
     fn page_stream_slot(&self) -> impl Future<Output = Result<OwnedSemaphorePermit, ApiError>> + Send {
         Inner::page_stream_slot(self)
+    }
+
+    fn crawls(&self) -> Option<&Recorder> {
+        self.0.crawls.as_ref()
     }
 }
 

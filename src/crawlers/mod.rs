@@ -1,10 +1,28 @@
 //! Crawler telemetry: which crawler read which sitemap, verified, and how long after a page changed.
+//!
+//! The serving code hands each answered fetch of a client that names a crawler to [`Recorder::record`] (a bounded
+//! queue: never a wait). One task verifies it ([`verify`]: the published ranges, else reverse DNS off the request
+//! path), merges it in memory ([`aggregate`], bounded), and writes that to the database every
+//! `crawler_flush_ms` in one transaction that merges with what other processes wrote ([`crate::store::Store::record_crawls`]).
+//! What the API, the view and the metrics make of it is [`report`].
 
+pub mod aggregate;
 pub mod report;
+pub mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::crawler::Crawler;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+
+pub use self::aggregate::{Aggregate, Fetch};
+use self::verify::{Resolver, Verdict, Verifier};
+use crate::crawler::{Crawler, Trust};
+use crate::store::Store;
 
 /// Where a crawler's IP ranges come from instead of the shipped file (`crawler_ranges`: `NAME=SOURCE, …`): a file
 /// (an absolute path) or an `http(s)://` URL, read at start and every `crawler_ranges_refresh_hours`; `none`: no
@@ -58,4 +76,220 @@ impl RangeSources {
             })
             .collect()
     }
+}
+
+/// Distinct (resource, crawler, trust) keys, and as many page-read keys, held between two flushes: what a flood of
+/// odd agents and addresses can make this process hold (a few MiB), whatever the traffic.
+pub const MAX_KEYS: usize = 50_000;
+/// Fetches waiting for the recorder: beyond, they are counted as dropped and the answer goes on.
+pub const QUEUE: usize = 8_192;
+/// Reverse DNS lookups in flight; a claim needing one more is recorded as claimed.
+pub const LOOKUPS: usize = 32;
+/// Fetches waiting for their lookups.
+pub const WAITING: usize = 4_096;
+/// The longest one flush may take before its telemetry is given up.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often superseded page reads older than the window are deleted.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+enum Msg {
+    Fetch(Fetch),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The recording half the serving code holds: [`Recorder::record`] never waits.
+pub struct Recorder {
+    tx: mpsc::Sender<Msg>,
+    verifier: Arc<Verifier>,
+}
+
+/// How the recorder runs (from the settings).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub flush_every: Duration,
+    pub window: Duration,
+    pub rdns: bool,
+    pub sources: RangeSources,
+    pub refresh_every: Duration,
+}
+
+impl Settings {
+    pub fn of(config: &crate::config::Config) -> Self {
+        Self {
+            flush_every: Duration::from_millis(config.crawler_flush_ms),
+            window: Duration::from_secs(u64::from(config.crawler_window_days) * 86_400),
+            rdns: config.crawler_rdns,
+            sources: config.crawler_ranges.clone(),
+            refresh_every: Duration::from_secs(config.crawler_ranges_refresh_hours * 3600),
+        }
+    }
+}
+
+impl Recorder {
+    /// Starts the recorder's task (and the ranges' refresh) on the current runtime: it ends, after a last flush,
+    /// when the recorder is dropped.
+    pub fn start(store: Arc<dyn Store>, settings: Settings, resolver: Arc<dyn Resolver>) -> Self {
+        let mut ranges = verify::shipped();
+        for (crawler, source) in &settings.sources.0 {
+            // A file is read now (the server checked it at start); a URL when the refresh first runs, and until
+            // then the crawler has no ranges: the shipped file may be what the operator replaced.
+            match verify::read_file_now(source) {
+                Some(read) => ranges.insert(*crawler, read),
+                None => ranges.remove(crawler),
+            };
+        }
+        let verifier = Arc::new(Verifier::new(ranges, settings.rdns, resolver));
+        verify::start_refresh(Arc::downgrade(&verifier), settings.sources.clone(), settings.refresh_every);
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(rx, store, Arc::clone(&verifier), settings));
+        Self { tx, verifier }
+    }
+
+    /// Records one fetch, or counts it dropped when the recorder lags: never waits.
+    pub fn record(&self, fetch: Fetch) {
+        if self.tx.try_send(Msg::Fetch(fetch)).is_err() {
+            crate::telemetry::crawler_dropped("queue_full", 1);
+        }
+    }
+
+    /// Writes everything recorded before this call (its lookups done) to the database; returns when it is written
+    /// or given up. Tests, and the server's shutdown.
+    pub async fn flush(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Msg::Flush(ack)).await.is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    pub fn verifier(&self) -> &Verifier {
+        &self.verifier
+    }
+}
+
+/// The recorder's task: verify each fetch (a lookup when only reverse DNS can tell, off the request path),
+/// aggregate, write every `flush_every`, purge every hour.
+async fn run(mut rx: mpsc::Receiver<Msg>, store: Arc<dyn Store>, verifier: Arc<Verifier>, settings: Settings) {
+    let mut agg = Aggregate::new(MAX_KEYS);
+    let mut lookups: JoinSet<(Crawler, IpAddr)> = JoinSet::new();
+    let mut waiting: HashMap<(IpAddr, Crawler), Vec<Fetch>> = HashMap::new();
+    let mut waiting_len = 0usize;
+    let mut flush = tokio::time::interval(settings.flush_every);
+    flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut purge = tokio::time::interval(PURGE_EVERY);
+    purge.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some(Msg::Fetch(fetch)) => match verifier.check(fetch.crawler, fetch.addr).await {
+                    Verdict::Known(trust) => add(&mut agg, &fetch, trust),
+                    Verdict::Lookup(addr) => {
+                        let key = (addr, fetch.crawler);
+                        if waiting_len >= WAITING || (!waiting.contains_key(&key) && lookups.len() >= LOOKUPS) {
+                            crate::telemetry::crawler_rdns("busy");
+                            add(&mut agg, &fetch, Trust::Claimed);
+                            continue;
+                        }
+                        waiting_len += 1;
+                        let list = waiting.entry(key).or_default();
+                        if list.is_empty() {
+                            let verifier = Arc::clone(&verifier);
+                            let crawler = fetch.crawler;
+                            lookups.spawn(async move {
+                                verifier.lookup(crawler, addr).await;
+                                (crawler, addr)
+                            });
+                        }
+                        list.push(fetch);
+                    }
+                },
+                Some(Msg::Flush(ack)) => {
+                    while let Some(done) = lookups.join_next().await {
+                        settle(done, &verifier, &mut waiting, &mut waiting_len, &mut agg).await;
+                    }
+                    write(&*store, &mut agg).await;
+                    let _ = ack.send(());
+                }
+                None => {
+                    while let Some(done) = lookups.join_next().await {
+                        settle(done, &verifier, &mut waiting, &mut waiting_len, &mut agg).await;
+                    }
+                    write(&*store, &mut agg).await;
+                    return;
+                }
+            },
+            Some(done) = lookups.join_next(), if !lookups.is_empty() => {
+                settle(done, &verifier, &mut waiting, &mut waiting_len, &mut agg).await;
+            }
+            _ = flush.tick() => write(&*store, &mut agg).await,
+            _ = purge.tick() => {
+                let before = now_us() - i64::try_from(settings.window.as_micros()).unwrap_or(i64::MAX);
+                match tokio::time::timeout(FLUSH_TIMEOUT, store.purge_crawls(before)).await {
+                    Ok(Ok(n)) if n > 0 => tracing::debug!(deleted = n, "superseded crawler reads purged"),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::debug!(error = %e, "cannot purge crawler reads now"),
+                    Err(_) => tracing::debug!("purging crawler reads timed out"),
+                }
+            }
+        }
+    }
+}
+
+fn add(agg: &mut Aggregate, fetch: &Fetch, trust: Trust) {
+    crate::telemetry::crawler_fetch(fetch.crawler.name(), trust.name(), fetch.status);
+    agg.add(fetch, trust);
+}
+
+/// A lookup ended: its verdict (now cached) for the fetches that waited for it.
+async fn settle(
+    done: Result<(Crawler, IpAddr), tokio::task::JoinError>,
+    verifier: &Verifier,
+    waiting: &mut HashMap<(IpAddr, Crawler), Vec<Fetch>>,
+    waiting_len: &mut usize,
+    agg: &mut Aggregate,
+) {
+    let Ok((crawler, addr)) = done else { return };
+    let trust = match verifier.check(crawler, Some(addr)).await {
+        Verdict::Known(trust) => trust,
+        // Evicted at once (a full cache): not verified.
+        Verdict::Lookup(_) => Trust::Claimed,
+    };
+    for fetch in waiting.remove(&(addr, crawler)).unwrap_or_default() {
+        *waiting_len -= 1;
+        add(agg, &fetch, trust);
+    }
+}
+
+/// Writes what is held, and observes the lag of each page version no process had recorded for its crawler. A
+/// failure gives up this interval's telemetry (counted): it never holds more than one interval.
+async fn write(store: &dyn Store, agg: &mut Aggregate) {
+    crate::telemetry::crawler_dropped("table_full", std::mem::take(&mut agg.dropped));
+    if agg.is_empty() {
+        return;
+    }
+    let (fetches, reads) = agg.take();
+    let lost = fetches.iter().map(|f| f.fetches as u64).sum();
+    match tokio::time::timeout(FLUSH_TIMEOUT, store.record_crawls(&fetches, &reads)).await {
+        Ok(Ok(new)) => {
+            crate::telemetry::crawler_flush("written");
+            for read in new {
+                if let Some(crawler) = Crawler::from_name(&read.crawler) {
+                    let lag = (read.first_us - read.version_us).max(0) as f64 / 1e6;
+                    crate::telemetry::crawler_lag(crawler.name(), lag);
+                }
+            }
+        }
+        failed => {
+            let error = match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => "timed out".to_owned(),
+            };
+            crate::telemetry::crawler_flush("failed");
+            crate::telemetry::crawler_dropped("flush_failed", lost);
+            tracing::warn!(error, fetches = lost, "cannot write crawler telemetry; this interval's is lost");
+        }
+    }
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }

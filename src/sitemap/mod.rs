@@ -30,6 +30,7 @@ pub use self::directory::{Directories, Directory};
 use self::files::{Format, SitemapFile};
 use self::news::NewsState;
 use crate::config::Config;
+use crate::crawlers::Recorder;
 use crate::domain::Sites;
 use crate::error::ApiError;
 use crate::host::{Hosts, RequestSite};
@@ -66,6 +67,8 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn page_cache(&self) -> &PageCache;
     /// A slot for streaming one page body, or 503 when none frees up in time.
     fn page_stream_slot(&self) -> impl Future<Output = Result<tokio::sync::OwnedSemaphorePermit, ApiError>> + Send;
+    /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).
+    fn crawls(&self) -> Option<&Recorder>;
 }
 
 /// The sitemaps (each answer with `robots_tag` as `X-Robots-Tag`) and the optional `/robots.txt`.
@@ -75,7 +78,8 @@ pub fn router<S: Serving>(state: S) -> Router<S> {
         .route("/sitemap-news.xml", get(get_news::<S>))
         .route("/sitemap-news.xml.gz", get(get_news_file::<S>))
         .route("/{file}", get(get_page::<S>))
-        .route_layer(middleware::from_fn_with_state(state, robots_tag::<S>))
+        .route_layer(middleware::from_fn_with_state(state.clone(), robots_tag::<S>))
+        .route_layer(middleware::from_fn_with_state(state, record_crawl::<S>))
         .route("/robots.txt", get(get_robots::<S>))
 }
 
@@ -89,6 +93,56 @@ async fn robots_tag<S: Serving>(State(state): State<S>, request: Request, next: 
         response.headers_mut().insert(HeaderName::from_static("x-robots-tag"), value);
     }
     response
+}
+
+/// The page and version (its `modified_us`) a page's answer (200 or 304) carries: what a crawler's fetch read.
+#[derive(Clone, Copy, Debug)]
+struct ServedPage {
+    id: i64,
+    version_us: i64,
+}
+
+/// Hands every answered fetch (200, 304) of a client whose `User-Agent` names a crawler to the recorder: the
+/// site, the file (without `.gz`), the page and version it carried, the answer, the client's address (from a
+/// trusted proxy's forwarding header only, [`crate::host::client_addr`]). Other clients cost one header scan.
+async fn record_crawl<S: Serving>(State(state): State<S>, request: Request, next: Next) -> Response {
+    let Some(recorder) = state.crawls() else { return next.run(request).await };
+    let agent = request.headers().get(header::USER_AGENT).map(HeaderValue::as_bytes);
+    let Some(crawler) = agent.and_then(crate::crawler::Crawler::classify) else { return next.run(request).await };
+    let (mut parts, body) = request.into_parts();
+    let site = <RequestSite as axum::extract::FromRequestParts<S>>::from_request_parts(&mut parts, &state).await;
+    let hosts: &Hosts = state.as_ref();
+    let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let addr = crate::host::client_addr(peer, &parts.headers, &hosts.trusted_proxies, hosts.forwarded_header);
+    let conditional =
+        parts.headers.contains_key(header::IF_NONE_MATCH) || parts.headers.contains_key(header::IF_MODIFIED_SINCE);
+    let file = parts.uri.path().strip_prefix('/').unwrap_or_default();
+    let resource: Box<str> = file.strip_suffix(".gz").unwrap_or(file).into();
+    let response = next.run(Request::from_parts(parts, body)).await;
+    let status = response.status();
+    if let Ok(RequestSite(site)) = site
+        && (status == StatusCode::OK || status == StatusCode::NOT_MODIFIED)
+    {
+        let etag = response.headers().get(header::ETAG).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        recorder.record(crate::crawlers::Fetch {
+            at_us: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
+            site: site.id,
+            crawler,
+            addr,
+            resource,
+            page: response.extensions().get::<ServedPage>().map(|p| (p.id, p.version_us)),
+            status: status.as_u16(),
+            conditional,
+            etag: etag.into(),
+        });
+    }
+    response
+}
+
+/// `answer` marked as carrying `page` as it is (see [`ServedPage`]).
+fn served(mut answer: Response, page: &PageState) -> Response {
+    answer.extensions_mut().insert(ServedPage { id: page.id, version_us: page.modified_us });
+    answer
 }
 
 /// `GET|HEAD /robots.txt` when `robots_txt` is on: the configured body, then the `Sitemap:` line of the site the
@@ -505,7 +559,7 @@ async fn get_page<S: Serving>(
     let page = directory.page(id).ok_or_else(not_found)?;
     let rep = Representation::page(kind, page, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
-        return Ok(answer);
+        return Ok(served(answer, page));
     }
     let rendered = state
         .page_cache()
@@ -515,7 +569,7 @@ async fn get_page<S: Serving>(
     // The render's snapshot may be newer than the directory: its state names what is sent.
     let rep = Representation::page(kind, &rendered.state, encoding, level);
     if let Some(answer) = rep.check_preconditions(&request) {
-        return Ok(answer);
+        return Ok(served(answer, &rendered.state));
     }
     let body = if encoding.gzip() {
         Source::Bytes(rendered.gzip)
@@ -539,7 +593,7 @@ async fn get_page<S: Serving>(
         }
         Source::Inflated { gzip: rendered.gzip, len }
     };
-    Ok(rep.answer(&method, body))
+    Ok(served(rep.answer(&method, body), &rendered.state))
 }
 
 /// Page `id` of `site` from one database snapshot: its state, and its body in form `kind` (the `<urlset>`, or the

@@ -10,6 +10,7 @@
 
 mod api;
 mod contract;
+mod crawlers;
 mod crawlers_view;
 mod export;
 mod extensions;

@@ -128,6 +128,8 @@ pub(crate) const PUBLIC_URL: &str = "https://www.example.com";
 /// The service as a router over a fresh database, configured like production but for `vars`.
 pub(crate) struct TestApp {
     pub router: Router,
+    /// The state behind `router` (`None` for a router the test built itself).
+    pub state: Option<AppState>,
     pub store: Arc<dyn Store>,
     pub config: Config,
     vars: HashMap<String, String>,
@@ -195,8 +197,9 @@ impl TestApp {
     async fn open_with_clock(db: Arc<TestDb>, vars: HashMap<String, String>, clock: Clock) -> Self {
         let config = Config::load_from(None, |k| vars.get(k).cloned()).expect("valid test configuration");
         let store = sitemapd::store::open(&options(&config)).await.expect("store opens");
-        let router = app(AppState::with_clock(store.clone(), &config, clock));
-        Self { router, store, config, vars, db }
+        let state = AppState::with_clock(store.clone(), &config, clock);
+        let router = app(state.clone());
+        Self { router, state: Some(state), store, config, vars, db }
     }
 
     /// Like [`TestApp::spawn`], with `clock` as the time of day (the news window is measured from it).
@@ -213,7 +216,7 @@ impl TestApp {
     /// A router over a store built by the test itself (no database of its own).
     pub(crate) fn from_parts(store: Arc<dyn Store>, config: Config, router: Router) -> Self {
         let db = Arc::new(TestDb { url: config.database_url.clone(), _dir: None, drop_pg: None });
-        Self { router, store, config, vars: HashMap::new(), db }
+        Self { router, state: None, store, config, vars: HashMap::new(), db }
     }
 
     /// Another process on the same database: its own pool and state, as a replica or a restart would have.

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_histogram};
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::telemetry`), so that `RUST_LOG`
@@ -31,6 +31,11 @@ pub const INDEXNOW_RETRIES: &str = "sitemapd_indexnow_retries_total";
 pub const INDEXNOW_OUTBOX: &str = "sitemapd_indexnow_outbox_urls";
 pub const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
 pub const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
+pub const CRAWLER_FETCHES: &str = "sitemapd_crawler_fetches_total";
+pub const CRAWLER_LAG: &str = "sitemapd_crawler_lag_seconds";
+pub const CRAWLER_DROPPED: &str = "sitemapd_crawler_events_dropped_total";
+pub const CRAWLER_FLUSHES: &str = "sitemapd_crawler_flushes_total";
+pub const CRAWLER_RDNS: &str = "sitemapd_crawler_rdns_lookups_total";
 /// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not
 /// through the recorder: per site and crawler, with their descriptions.
 pub const CRAWLER_LAST_VERIFIED_FETCH: &str = "sitemapd_crawler_last_verified_fetch_timestamp_seconds";
@@ -41,6 +46,21 @@ pub const CRAWLER_UNSEEN_PAGES_HELP: &str = "Listed sitemap pages whose current 
      (verified); only for a crawler that has read at least one page";
 
 /// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
+/// A change's lag to a crawler's read: a minute to a month.
+const LAG_BUCKETS: &[f64] = &[
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+    4.0 * 3600.0,
+    12.0 * 3600.0,
+    86_400.0,
+    2.0 * 86_400.0,
+    4.0 * 86_400.0,
+    7.0 * 86_400.0,
+    14.0 * 86_400.0,
+    30.0 * 86_400.0,
+];
 const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// The process's Prometheus handle. The recorder is global and can be installed once per process, while a process
@@ -51,6 +71,8 @@ pub fn prometheus() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.to_owned()), DURATION_BUCKETS)
+            .expect("the bucket list is not empty")
+            .set_buckets_for_metric(Matcher::Full(CRAWLER_LAG.to_owned()), LAG_BUCKETS)
             .expect("the bucket list is not empty")
             .build_recorder();
         let handle = recorder.handle();
@@ -113,6 +135,54 @@ fn describe() {
     describe_counter!(INDEXNOW_SENT, "Locs sent to the IndexNow endpoint in requests it accepted (200, 202)");
     describe_counter!(INDEXNOW_DROPPED, "Queued locs dropped without a successful send, by reason");
     describe_counter!(INDEXNOW_RETRIES, "IndexNow requests that failed and will be sent again, by reason");
+    describe_counter!(
+        CRAWLER_FETCHES,
+        "Sitemap fetches answered (200, 304) to clients that name a crawler, by crawler, verification and status"
+    );
+    describe_histogram!(
+        CRAWLER_LAG,
+        Unit::Seconds,
+        "Time from a page's change to the first verified read of that version, by crawler (observed by the process \
+         that recorded the read first)"
+    );
+    describe_counter!(
+        CRAWLER_DROPPED,
+        "Crawler fetches not recorded, by reason: queue_full (the recorder lags), table_full (too many distinct \
+         resources in one flush interval), flush_failed (the database refused the flush)"
+    );
+    describe_counter!(CRAWLER_FLUSHES, "Flushes of crawler telemetry to the database, by outcome");
+    describe_counter!(
+        CRAWLER_RDNS,
+        "Reverse DNS verifications looked up, by outcome (verified, refused, failed, busy)"
+    );
+}
+
+/// A sitemap fetch by a client naming `crawler`, its `trust` and the answer's `status` (200 or 304).
+pub fn crawler_fetch(crawler: &'static str, trust: &'static str, status: u16) {
+    let status = if status == 304 { "304" } else { "200" };
+    counter!(CRAWLER_FETCHES, "crawler" => crawler, "verification" => trust, "status" => status).increment(1);
+}
+
+/// A change's lag to `crawler`'s first verified read of the page's new version.
+pub fn crawler_lag(crawler: &'static str, seconds: f64) {
+    histogram!(CRAWLER_LAG, "crawler" => crawler).record(seconds);
+}
+
+/// `n` crawler fetches were not recorded, for `reason` (`queue_full`, `table_full`, `flush_failed`).
+pub fn crawler_dropped(reason: &'static str, n: u64) {
+    if n > 0 {
+        counter!(CRAWLER_DROPPED, "reason" => reason).increment(n);
+    }
+}
+
+/// A flush of crawler telemetry ended with `outcome` (`written`, `failed`).
+pub fn crawler_flush(outcome: &'static str) {
+    counter!(CRAWLER_FLUSHES, "outcome" => outcome).increment(1);
+}
+
+/// A reverse DNS verification ended with `outcome` (`verified`, `refused`, `failed`, `busy`).
+pub fn crawler_rdns(outcome: &'static str) {
+    counter!(CRAWLER_RDNS, "outcome" => outcome).increment(1);
 }
 
 /// A connection was closed for reading more slowly than `min_send_rate`.
