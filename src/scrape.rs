@@ -9,12 +9,17 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::AppState;
+use crate::crawlers::report;
 use crate::page::{PageState, page_bytes, section_of};
 use crate::placement::MAX_PAGES;
-use crate::telemetry::{self, INDEXNOW_OUTBOX};
+use crate::telemetry::{
+    self, CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, CRAWLER_UNSEEN_PAGES,
+    CRAWLER_UNSEEN_PAGES_HELP, INDEXNOW_OUTBOX,
+};
 
 /// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
-/// this app's store at each scrape (O(pages)).
+/// this app's store at each scrape (O(pages)); with crawler telemetry on, two more reads a site (its fetch records
+/// and its crawlers' page reads: O(resources × crawlers + pages × crawlers)).
 pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut text = telemetry::prometheus().render();
     let cache_bytes = state.page_cache.weighted_size().await;
@@ -25,6 +30,8 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     // per site: (name, pages opened). The default section's labels are the site's alone (`section=""` is no
     // label to Prometheus), so a site without sections keeps its series.
     let (mut sets, mut sites) = (Vec::new(), Vec::new());
+    // Per site and crawler: (labels, last verified fetch in seconds), (labels, unseen pages).
+    let (mut last_fetch, mut unseen) = (Vec::new(), Vec::new());
     let mut up = true;
     for site in state.sites.iter() {
         let read = async {
@@ -60,6 +67,30 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
                     sets.push((format!("site=\"{}\"", site.name), 0, 0, 0.0, 0.0));
                 }
                 sites.push((site.name.as_str(), pages.len()));
+                if state.config.crawler_telemetry {
+                    let read = async {
+                        Ok::<_, crate::store::StoreError>((
+                            state.reads().crawler_fetches(site.id).await?,
+                            state.reads().crawler_seen(site.id, None).await?,
+                        ))
+                    };
+                    match read.await {
+                        Ok((fetches, seen)) => {
+                            for c in report::site_report(&pages, &fetches, &seen, &[]).crawlers {
+                                let labels = format!("site=\"{}\",crawler=\"{}\"", site.name, c.crawler.name());
+                                if let Some(us) = c.last_verified_us() {
+                                    last_fetch.push((labels.clone(), us as f64 / 1e6));
+                                }
+                                if let Some(u) = c.unseen {
+                                    unseen.push((labels, u.pages as f64));
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, site = %site.name, "metrics: cannot read crawler telemetry")
+                        }
+                    }
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, site = %site.name, "metrics: cannot read the page table");
@@ -102,6 +133,10 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
             .iter()
             .flat_map(|s| [(format!("{},limit=\"urls\"", s.0), s.3), (format!("{},limit=\"bytes\"", s.0), s.4)]),
     );
+    if state.config.crawler_telemetry {
+        per_site(CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, &mut last_fetch.into_iter());
+        per_site(CRAWLER_UNSEEN_PAGES, CRAWLER_UNSEEN_PAGES_HELP, &mut unseen.into_iter());
+    }
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");
     };

@@ -17,7 +17,10 @@ use crate::placement::UpsertCounts;
     ),
     components(schemas(Entry, ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth),
-    tags((name = "urls", description = "URL records")),
+    tags(
+        (name = "urls", description = "URL records"),
+        (name = "crawlers", description = "Which crawler read which sitemap, verified, and how long after a change"),
+    ),
 )]
 pub struct ApiDoc;
 

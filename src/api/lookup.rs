@@ -1,6 +1,8 @@
 //! `GET /api/v1/urls`: one record by `loc`, or every record the token reaches by keyset paging (`limit`,
 //! `after`), the listings of several sites merged in id order; and the answer types.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
@@ -8,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
 use super::ApiQuery;
+use super::crawlers::RecordRead;
 use super::doc::{CommonErrors, ErrorBody};
 use super::urls::{Changes, Scope, authorize, query_loc, shown};
 use crate::AppState;
@@ -54,7 +57,9 @@ pub(crate) async fn get_urls(
         authorize(&state, &access, [&loc], Changes::Read)?;
         let found = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
         let names = state.section_names(found.site, [section_of(found.url.page_id)].into_iter()).await?;
-        return Ok(Json(UrlRecord::new(&state, found, &names)).into_response());
+        let crawlers = super::crawlers::record_reads(&state, found.site, found.url.page_id).await?;
+        let record = UrlRecord { crawlers, ..UrlRecord::new(&state, found, &names) };
+        return Ok(Json(record).into_response());
     }
     let section = query.section.as_deref().map(SectionFilter::parse).transpose()?;
     let mut sites = list_sites(&state, &access, query.site.as_deref())?;
@@ -266,6 +271,10 @@ pub(crate) struct UrlRecord {
     /// The absolute URL of the sitemap page that lists it; `null` when its site is no longer configured.
     #[schema(example = "https://www.example.com/sitemap-1.xml")]
     sitemap: Option<String>,
+    /// Per major crawler (`googlebot`, `bingbot`), when it last read the page that lists the record and whether
+    /// after the record's last change. Only in the answer to `loc`, and only with crawler telemetry on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crawlers: Option<BTreeMap<String, RecordRead>>,
 }
 
 impl UrlRecord {
@@ -287,6 +296,7 @@ impl UrlRecord {
             videos,
             news,
             alternates,
+            crawlers: None,
         }
     }
 }

@@ -1,7 +1,8 @@
-//! The write API under `/api/v1`: bearer-token auth, request bodies, the URL handlers, and the OpenAPI document
-//! generated from their annotations.
+//! The API under `/api/v1`: bearer-token auth, request bodies, the URL handlers, the crawlers' report, and the
+//! OpenAPI document generated from their annotations.
 
 mod body;
+mod crawlers;
 pub mod doc;
 mod lookup;
 mod urls;
@@ -33,6 +34,7 @@ fn documented() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(doc::ApiDoc::openapi())
         .routes(routes!(lookup::get_urls, urls::upsert_urls, urls::delete_url))
         .routes(routes!(urls::delete_urls))
+        .routes(routes!(crawlers::get_crawlers))
 }
 
 /// The OpenAPI 3 document of the write API.

@@ -1,6 +1,7 @@
-//! The HTML view for people: per site, its pages and how full each is, a page's entries (keyset-paged), and a
-//! record looked up by loc. Read-only, server-rendered (askama templates in `templates/view/`, HTML-escaped by
-//! default), no script, no external asset. An internal route like `/metrics` (`view`, on by default; off: 404).
+//! The HTML view for people: per site, its pages and how full each is and what its crawlers read, a page's entries
+//! (keyset-paged), and a record looked up by loc. Read-only, server-rendered (askama templates in
+//! `templates/view/`, HTML-escaped by default), no script, no external asset. An internal route like `/metrics`
+//! (`view`, on by default; off: 404).
 //!
 //! The handlers parse the request, read through [`source::ViewData`] (the only place that knows where the data
 //! comes from) and fill a template with what [`model`] makes of it. Every answer carries `X-Robots-Tag: noindex`,
@@ -18,9 +19,11 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use self::model::{EntryRow, PageRow, Record, SectionRow, grouped};
+use self::model::{CrawlerPanel, CrawlerRow, EntryRow, PageRow, ReadCell, Record, SectionRow, grouped};
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
+use crate::crawler::Crawler;
+use crate::crawlers::report::{self, ReadIndex};
 use crate::domain::{Loc, MAX_LOC_LEN};
 use crate::error::RETRY_AFTER_SECS;
 use crate::page::{PageState, StoredUrl, section_of};
@@ -283,6 +286,10 @@ struct SiteScreen {
     page_count: String,
     /// The site's sections with what each holds, when it has named ones.
     sections: Vec<SectionRow>,
+    /// What its crawlers read; `None` with crawler telemetry off.
+    crawlers: Option<CrawlerPanel>,
+    /// The page table's crawler columns (each row's `reads`); empty with telemetry off.
+    majors: Vec<&'static str>,
     rows: Vec<PageRow>,
     /// The first screen's link, when this is not the first.
     first: Option<String>,
@@ -301,14 +308,30 @@ async fn site_pages(
     let after = after_param(query.as_deref(), "a page number", depth)?;
     let pages = data.pages(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let names = data.sections(&site, &pages).await.map_err(|e| ViewError::store(e, depth))?;
+    let telemetry = data.crawlers(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let section = |p: &PageState| names.name(section_of(p.id)).flatten();
     let listed = pages.iter().filter(|p| p.url_count > 0).count() as i64;
+    let reads = telemetry.as_ref().map(|t| ReadIndex::new(&t.seen, &t.fetches));
     let shown: Vec<PageRow> = pages
         .iter()
         .filter(|p| p.id > after)
         .take(PAGES_PER_SCREEN + 1)
-        .map(|p| PageRow::new(p, &site, section(p)))
+        .map(|p| {
+            let mut row = PageRow::new(p, &site, section(p));
+            if let (Some(reads), Some(t)) = (&reads, &telemetry) {
+                row.reads = reads.page(p).iter().map(|r| ReadCell::new(r, t.now_us)).collect();
+            }
+            row
+        })
         .collect();
+    let crawlers = telemetry.as_ref().map(|t| CrawlerPanel {
+        window_days: t.window_days,
+        rows: report::site_report(&pages, &t.fetches, &t.seen, &t.lags)
+            .crawlers
+            .iter()
+            .map(|c| CrawlerRow::new(c, t.now_us))
+            .collect(),
+    });
     let next = (shown.len() > PAGES_PER_SCREEN).then(|| format!("./?after={}", shown[PAGES_PER_SCREEN - 1].id));
     let rows = shown.into_iter().take(PAGES_PER_SCREEN).collect();
     let screen = SiteScreen {
@@ -323,6 +346,8 @@ async fn site_pages(
         empty: pages.len() as i64 - listed,
         page_count: grouped(pages.len() as i64),
         sections: if names.is_empty() { Vec::new() } else { SectionRow::of(&pages, &names, &site) },
+        majors: if crawlers.is_some() { Crawler::MAJOR.map(Crawler::shown).to_vec() } else { Vec::new() },
+        crawlers,
         rows,
         first: (after > 0).then(|| "./".to_owned()),
         next,

@@ -1,7 +1,8 @@
 //! What the templates show, made from stored values: numbers grouped, fill ratios and their percentages, dates,
-//! extension summaries, links. Pure, so that it is unit-tested without a server. Escaping is the templates' (every
-//! value here is text; none is markup).
+//! extension summaries, links, what crawlers read. Pure, so that it is unit-tested without a server. Escaping is
+//! the templates' (every value here is text; none is markup).
 
+use crate::crawlers::report::{CrawlerReport, PageReads};
 use crate::domain::Extensions;
 use crate::domain::ext::Video;
 use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
@@ -69,6 +70,125 @@ impl When {
     }
 }
 
+/// A span of time in a few characters, rounded down: `40 s`, `12 min`, `5 h` (under two days), `3 d`.
+pub fn span(us: i64) -> String {
+    let secs = us.max(0) / 1_000_000;
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min", secs / 60),
+        3600..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} d", grouped(secs / 86_400)),
+    }
+}
+
+/// A moment, and how long before `now_us` it was (`3 h ago`; a moment after `now_us`, from a replica whose clock
+/// runs ahead: `just now`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ago {
+    pub when: When,
+    pub ago: String,
+}
+
+impl Ago {
+    pub fn new(now_us: i64, us: i64) -> Self {
+        let ago = if us >= now_us { "just now".to_owned() } else { format!("{} ago", span(now_us - us)) };
+        Self { when: When::from_micros(us), ago }
+    }
+}
+
+/// A site's crawler panel: each crawler with a record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrawlerPanel {
+    pub window_days: u32,
+    pub rows: Vec<CrawlerRow>,
+}
+
+/// One crawler in a site's crawler panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrawlerRow {
+    /// As people name it (`Googlebot`).
+    pub name: String,
+    /// Only claimed fetches, none verified: flagged, since a CDN or proxy that hides the client address looks so.
+    pub claimed_only: bool,
+    /// The last verified fetch of the index, and of any other sitemap.
+    pub last_index: Option<Ago>,
+    pub last_page: Option<Ago>,
+    /// The last claimed fetch (the agent says it is this crawler, the address is not the crawler's).
+    pub last_claimed: Option<Ago>,
+    /// The last fetch nothing could verify (its operator publishes no ranges nor names).
+    pub last_unverifiable: Option<Ago>,
+    /// `12 min / 3 h` (median / p90), or empty without a sample.
+    pub lag: String,
+    /// `4 reads` the lag figures come from.
+    pub samples: String,
+    /// `42%` of verified fetches answered 304; empty without a verified fetch.
+    pub not_modified: String,
+    /// `1,234 fetches` (verified).
+    pub fetches: String,
+    /// `3 pages`, `none`; empty for a crawler that has read no page (nothing to compare with).
+    pub unseen: String,
+    /// The change time of the page changed longest ago among the unseen.
+    pub oldest_unseen: Option<When>,
+}
+
+impl CrawlerRow {
+    pub fn new(c: &CrawlerReport, now_us: i64) -> Self {
+        let ago = |us: Option<i64>| us.map(|us| Ago::new(now_us, us));
+        let secs = |s: f64| span((s * 1e6) as i64);
+        let lag = match (c.lag.median_secs, c.lag.p90_secs) {
+            (Some(median), Some(p90)) => format!("{} / {}", secs(median), secs(p90)),
+            _ => String::new(),
+        };
+        Self {
+            name: c.crawler.shown().to_owned(),
+            claimed_only: c.claimed_only(),
+            last_index: ago(c.last_index_us),
+            last_page: ago(c.last_page_us),
+            last_claimed: ago(c.last_claimed_us),
+            last_unverifiable: ago(c.last_unverifiable_us),
+            lag,
+            samples: count(c.lag.samples, "read", "reads"),
+            not_modified: c
+                .not_modified_share()
+                .map(|s| format!("{}%", (s * 100.0).round() as i64))
+                .unwrap_or_default(),
+            fetches: count(c.fetches.max(0) as usize, "fetch", "fetches"),
+            unseen: match c.unseen {
+                None => String::new(),
+                Some(u) if u.pages == 0 => "none".to_owned(),
+                Some(u) => count(u.pages, "page", "pages"),
+            },
+            oldest_unseen: c.unseen.and_then(|u| u.oldest_change_us).map(When::from_micros),
+        }
+    }
+}
+
+/// What one major crawler did with one page, as its cell of the page table shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadCell {
+    /// The column's crawler (`Googlebot`).
+    pub crawler: &'static str,
+    /// `current` (read since its change), `stale` (read, not since its change) or `never`: the cell's class.
+    pub state: &'static str,
+    /// `read 3 h ago`, `not since change`, `never`.
+    pub text: String,
+    /// The last verified read of the page, when there was one.
+    pub last: Option<When>,
+}
+
+impl ReadCell {
+    pub fn new(r: &PageReads, now_us: i64) -> Self {
+        let (state, text) = match (r.current, r.last_read_us) {
+            (true, Some(us)) => ("current", format!("read {}", Ago::new(now_us, us).ago)),
+            // Its current version read, the fetch record since purged or never flushed: read, when unknown.
+            (true, None) => ("current", "read".to_owned()),
+            (false, Some(_)) => ("stale", "not since change".to_owned()),
+            (false, None) => ("never", "never".to_owned()),
+        };
+        Self { crawler: r.crawler.shown(), state, text, last: r.last_read_us.map(When::from_micros) }
+    }
+}
+
 /// One row of a site's page table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PageRow {
@@ -87,6 +207,8 @@ pub struct PageRow {
     pub sitemap: Option<String>,
     /// How many of its entries carry images, videos and alternates.
     pub ns: String,
+    /// Per major crawler, what it read of the page (site screen, telemetry on); else empty.
+    pub reads: Vec<ReadCell>,
 }
 
 impl PageRow {
@@ -118,6 +240,7 @@ impl PageRow {
             lastmod: When::from_micros(page.modified_us),
             sitemap: (page.url_count > 0).then(|| site.public_url.section_page_url(section, number)),
             ns: parts.join(", "),
+            reads: Vec::new(),
         }
     }
 
@@ -479,5 +602,79 @@ mod tests {
         assert_eq!(headings, ["Image 1", "Image 2", "Image 3", "News", "Alternate de"]);
         assert_eq!(record.fields[0], Field::text("Lastmod", "2024-05-01"));
         assert_eq!(record.fields[1].value, "(none)");
+    }
+
+    #[test]
+    fn spans_and_ages_round_down_to_one_unit() {
+        let s = 1_000_000;
+        for (us, shown) in [(0, "0 s"), (59 * s + 999_999, "59 s"), (60 * s, "1 min"), (3599 * s, "59 min")] {
+            assert_eq!(span(us), shown);
+        }
+        for (us, shown) in [(3600 * s, "1 h"), (47 * 3600 * s, "47 h"), (48 * 3600 * s, "2 d"), (-5 * s, "0 s")] {
+            assert_eq!(span(us), shown);
+        }
+        let now = 1_700_000_000_000_000;
+        assert_eq!(Ago::new(now, now - 3 * 3600 * s - 5).ago, "3 h ago");
+        assert_eq!(Ago::new(now, now + s).ago, "just now", "a clock ahead of this one's");
+        assert_eq!(Ago::new(now, now).when.human, "2023-11-14 22:13:20 UTC");
+    }
+
+    #[test]
+    fn a_crawler_row_says_what_is_unknown_and_flags_a_claim_alone() {
+        use crate::crawler::Crawler;
+        use crate::crawlers::report::{Lag, Unseen};
+        let s = 1_000_000;
+        let now = 1_700_000_000_000_000;
+        let verified = CrawlerReport {
+            crawler: Crawler::Googlebot,
+            last_index_us: Some(now - 90 * s),
+            last_page_us: Some(now - 2 * 3600 * s),
+            last_claimed_us: None,
+            last_unverifiable_us: None,
+            fetches: 1234,
+            not_modified: 518,
+            lag: Lag { median_secs: Some(720.0), p90_secs: Some(3.5 * 3600.0), samples: 4 },
+            unseen: Some(Unseen { pages: 3, oldest_change_us: Some(now - 86_400 * s) }),
+        };
+        let row = CrawlerRow::new(&verified, now);
+        assert_eq!((row.name.as_str(), row.claimed_only), ("Googlebot", false));
+        assert_eq!(row.last_index.as_ref().map(|a| a.ago.as_str()), Some("1 min ago"));
+        assert_eq!(row.last_page.as_ref().map(|a| a.ago.as_str()), Some("2 h ago"));
+        assert_eq!((row.lag.as_str(), row.samples.as_str()), ("12 min / 3 h", "4 reads"));
+        assert_eq!((row.not_modified.as_str(), row.fetches.as_str()), ("42%", "1,234 fetches"));
+        assert_eq!(row.unseen, "3 pages");
+        assert_eq!(row.oldest_unseen.map(|w| w.human).as_deref(), Some("2023-11-13 22:13:20 UTC"));
+        let claimed = CrawlerReport {
+            crawler: Crawler::Bingbot,
+            last_index_us: None,
+            last_page_us: None,
+            last_claimed_us: Some(now - 10 * s),
+            last_unverifiable_us: None,
+            fetches: 0,
+            not_modified: 0,
+            lag: Lag::default(),
+            unseen: None,
+        };
+        let row = CrawlerRow::new(&claimed, now);
+        assert!(row.claimed_only);
+        assert_eq!((row.last_index.is_none(), row.last_page.is_none()), (true, true));
+        assert_eq!(row.last_claimed.map(|a| a.ago).as_deref(), Some("10 s ago"));
+        assert_eq!((row.lag.as_str(), row.not_modified.as_str(), row.unseen.as_str()), ("", "", ""));
+        let all_seen = CrawlerReport { unseen: Some(Unseen { pages: 0, oldest_change_us: None }), ..claimed };
+        assert_eq!(CrawlerRow::new(&all_seen, now).unseen, "none");
+    }
+
+    #[test]
+    fn a_read_cell_says_read_not_since_change_or_never() {
+        use crate::crawler::Crawler;
+        let now = 1_700_000_000_000_000;
+        let cell = |last_read_us, current| {
+            let c = ReadCell::new(&PageReads { crawler: Crawler::Bingbot, last_read_us, current }, now);
+            (c.state, c.text)
+        };
+        assert_eq!(cell(Some(now - 3 * 3_600_000_000), true), ("current", "read 3 h ago".to_owned()));
+        assert_eq!(cell(Some(now - 1), false), ("stale", "not since change".to_owned()));
+        assert_eq!(cell(None, false), ("never", "never".to_owned()));
+        assert_eq!(cell(None, true), ("current", "read".to_owned()));
     }
 }

@@ -1,15 +1,16 @@
 //! What the view reads, and the only place that knows how: the sites, and per site its page table, one page's
-//! state, one page's records by keyset, and one record by loc. The handlers reach the store through this alone,
-//! so that serving several sites changes these bodies (per-site store calls, the configured sites) and not the
-//! handlers or the templates.
+//! state, one page's records by keyset, one record by loc, and its crawler telemetry. The handlers reach the store
+//! through this alone, so that serving several sites changes these bodies (per-site store calls, the configured
+//! sites) and not the handlers or the templates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::AppState;
+use crate::crawlers::report;
 use crate::domain::{Loc, PublicUrl, SectionNames};
 use crate::page::{Limits, PageState, StoredUrl, section_of};
-use crate::store;
+use crate::store::{self, FetchRecord, PageRead};
 
 /// A site as the view shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +25,21 @@ pub struct ViewSite {
     pub limits: Limits,
     /// The sections whose pages hold fewer URLs, by name.
     pub section_max_urls: BTreeMap<String, u32>,
+}
+
+/// A site's crawler telemetry as read for one screen.
+#[derive(Clone, Debug, Default)]
+pub struct CrawlerTelemetry {
+    /// The fetch records, one per resource, crawler and trust.
+    pub fetches: Vec<FetchRecord>,
+    /// The newest version of each page each crawler read (verified).
+    pub seen: Vec<PageRead>,
+    /// (crawler, lag in µs) of the pages read first within the window.
+    pub lags: Vec<(String, i64)>,
+    /// The window's days (`crawler_window_days`).
+    pub window_days: u32,
+    /// When it was read, µs since the Unix epoch: what "3 h ago" counts from.
+    pub now_us: i64,
 }
 
 /// The view's reads over the service's state.
@@ -78,6 +94,25 @@ impl<'a> ViewData<'a> {
     /// more than [`store::LIST_MAX_BYTES`].
     pub async fn page_urls(&self, site: &ViewSite, page: i64, after: i64, limit: u32) -> store::Result<Vec<StoredUrl>> {
         self.state.reads().page_urls(site.id, page, after, limit).await
+    }
+
+    /// The site's crawler telemetry (three reads: fetch records O(resources × crawlers), page reads O(pages ×
+    /// crawlers), the window's lags at most [`report::LAG_SAMPLES`]); `None` when `crawler_telemetry` is off.
+    pub async fn crawlers(&self, site: &ViewSite) -> store::Result<Option<CrawlerTelemetry>> {
+        if !self.state.config.crawler_telemetry {
+            return Ok(None);
+        }
+        let now_us =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let window_days = self.state.config.crawler_window_days;
+        let reads = self.state.reads();
+        Ok(Some(CrawlerTelemetry {
+            fetches: reads.crawler_fetches(site.id).await?,
+            seen: reads.crawler_seen(site.id, None).await?,
+            lags: reads.crawler_lags(site.id, report::window_start(now_us, window_days), report::LAG_SAMPLES).await?,
+            window_days,
+            now_us,
+        }))
     }
 
     /// The site's record of `loc`, if it stores one (a record of another site is not this site's).

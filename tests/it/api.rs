@@ -35,7 +35,10 @@ async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
     assert_eq!(
         found.json(),
         json!({"loc": "https://www.example.com/a?x=1&y=2", "lastmod": "2024-05-01T06:20:00Z", "changefreq": "weekly",
-               "priority": 0.8, "section": null, "site": "default", "sitemap": "https://www.example.com/sitemap-1.xml"})
+               "priority": 0.8, "section": null, "site": "default", "sitemap": "https://www.example.com/sitemap-1.xml",
+               // No crawler has read its page yet.
+               "crawlers": {"googlebot": {"last_read": null, "read_since_change": false},
+                            "bingbot": {"last_read": null, "read_since_change": false}}})
     );
     // Look-ups normalize like writes do.
     assert_eq!(app.find("https://WWW.example.com:443/a?x=1&y=2").await.status, StatusCode::OK);

@@ -36,6 +36,14 @@ pub const CRAWLER_LAG: &str = "sitemapd_crawler_lag_seconds";
 pub const CRAWLER_DROPPED: &str = "sitemapd_crawler_events_dropped_total";
 pub const CRAWLER_FLUSHES: &str = "sitemapd_crawler_flushes_total";
 pub const CRAWLER_RDNS: &str = "sitemapd_crawler_rdns_lookups_total";
+/// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not
+/// through the recorder: per site and crawler, with their descriptions.
+pub const CRAWLER_LAST_VERIFIED_FETCH: &str = "sitemapd_crawler_last_verified_fetch_timestamp_seconds";
+pub const CRAWLER_LAST_VERIFIED_FETCH_HELP: &str = "When the crawler last fetched any of the site's sitemaps from an \
+     address verified as its own, in seconds since the Unix epoch (absent: never); alert on time() minus this";
+pub const CRAWLER_UNSEEN_PAGES: &str = "sitemapd_crawler_unseen_pages";
+pub const CRAWLER_UNSEEN_PAGES_HELP: &str = "Listed sitemap pages whose current version the crawler has not read \
+     (verified); only for a crawler that has read at least one page";
 
 /// Seconds, from 1 ms (a 304) to 10 s (a large page on a slow database).
 /// A change's lag to a crawler's read: a minute to a month.
