@@ -75,7 +75,7 @@ impl AppState {
             forwarded_header: config.forwarded_header,
         };
         let crawls = (config.crawler_telemetry && tokio::runtime::Handle::try_current().is_ok())
-            .then(|| Recorder::start(Arc::clone(&store), crawlers::Settings::of(config), Arc::new(SystemResolver)));
+            .then(|| Recorder::start(Arc::clone(&store), crawler_settings(config), Arc::new(SystemResolver)));
         let inner = Arc::new(Inner {
             crawls,
             store,
@@ -94,6 +94,17 @@ impl AppState {
             prerender::start(Arc::downgrade(&inner), Self, queue, ttl);
         }
         Self(inner)
+    }
+}
+
+/// How the crawler telemetry's recorder runs, from the settings.
+fn crawler_settings(config: &Config) -> crawlers::Settings {
+    crawlers::Settings {
+        flush_every: Duration::from_millis(config.crawler_flush_ms),
+        window: Duration::from_secs(u64::from(config.crawler_window_days) * 86_400),
+        rdns: config.crawler_rdns,
+        sources: config.crawler_ranges.clone(),
+        refresh_every: Duration::from_secs(config.crawler_ranges_refresh_hours * 3600),
     }
 }
 

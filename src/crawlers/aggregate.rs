@@ -14,7 +14,7 @@ pub struct Fetch {
     pub at_us: i64,
     pub site: i64,
     pub crawler: Crawler,
-    /// The client's address (see [`crate::host::client_addr`]); `None` when it cannot be told.
+    /// The client's address (the peer's, or a trusted proxy's word for it); `None` when it cannot be told.
     pub addr: Option<std::net::IpAddr>,
     /// The file's canonical name without `.gz`.
     pub resource: Box<str>,

@@ -113,18 +113,6 @@ pub struct Settings {
     pub refresh_every: Duration,
 }
 
-impl Settings {
-    pub fn of(config: &crate::config::Config) -> Self {
-        Self {
-            flush_every: Duration::from_millis(config.crawler_flush_ms),
-            window: Duration::from_secs(u64::from(config.crawler_window_days) * 86_400),
-            rdns: config.crawler_rdns,
-            sources: config.crawler_ranges.clone(),
-            refresh_every: Duration::from_secs(config.crawler_ranges_refresh_hours * 3600),
-        }
-    }
-}
-
 impl Recorder {
     /// Starts the recorder's task (and the ranges' refresh) on the current runtime: it ends, after a last flush,
     /// when the recorder is dropped.

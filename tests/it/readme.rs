@@ -38,7 +38,7 @@ struct Step {
 const RUN_BLOCKS: &[(&str, &str, usize, usize)] = &[
     ("README.md", "Using it", 10, 10),
     ("docs/import.md", "Moving to sitemapd: import and export", 5, 5),
-    ("docs/crawlers.md", "Where to see it", 3, 2),
+    ("docs/crawlers.md", "Where to see it", 2, 2),
     ("docs/operations.md", "The SQLite file, backup and restore", 3, 3),
     ("docs/sites.md", "Several sites", 1, 0),
 ];
