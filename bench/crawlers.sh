@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 27's measure: what crawler telemetry costs on the read path, in one run (~4 min). Two sitemapd processes on
+# Issue 27's measure: what crawler telemetry costs on the read path, in one run (~5 min). Two sitemapd processes on
 # one Postgres database of 100,000 URLs, one with telemetry on (the default: every fetch below is a verified
 # Googlebot's, recorded and flushed every 5 s) and one with it off; wrk sends Googlebot's User-Agent to each in
-# turn (off, on, off, on, off, on; 10 s each at 16 connections): a page's 304, the cached page's gzip 200, the
+# turn (off, on, four times; 10 s each at 16 connections): a page's 304, the cached page's gzip 200, the
 # index's 304. The result is each measure's median rate per side and their ratio (on / off).
 #
 #   bench/crawlers.sh          # writes bench/results/crawlers-<stamp>/crawlers.txt
@@ -70,7 +70,7 @@ etag=$(etag_of http://127.0.0.1:18091/sitemap-1.xml)
 index_etag=$(etag_of http://127.0.0.1:18091/sitemap.xml)
 
 declare -A results
-for round in 1 2 3; do
+for round in 1 2 3 4; do
   for side in off on; do
     port=18091; [ "$side" = on ] && port=18090
     base=http://127.0.0.1:$port

@@ -15,7 +15,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Mutex;
+
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
@@ -82,7 +84,7 @@ impl RangeSources {
 /// odd agents and addresses can make this process hold (a few MiB), whatever the traffic.
 pub const MAX_KEYS: usize = 50_000;
 /// Fetches waiting for the recorder: beyond, they are counted as dropped and the answer goes on.
-pub const QUEUE: usize = 8_192;
+pub const QUEUE: usize = 16_384;
 /// Reverse DNS lookups in flight; a claim needing one more is recorded as claimed.
 pub const LOOKUPS: usize = 32;
 /// Fetches waiting for their lookups.
@@ -92,14 +94,21 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often superseded page reads older than the window are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
-enum Msg {
-    Fetch(Fetch),
-    Flush(oneshot::Sender<()>),
+/// The fetches recorded and not yet taken by the task: a buffer behind a mutex (a push is a few nanoseconds and wakes
+/// nobody), drained by the task every [`DRAIN_EVERY`], or at once when it is half full.
+struct Queue {
+    fetches: Mutex<Vec<Fetch>>,
+    half_full: Notify,
 }
+
+/// How often the task takes the queued fetches.
+const DRAIN_EVERY: Duration = Duration::from_millis(50);
 
 /// The recording half the serving code holds: [`Recorder::record`] never waits.
 pub struct Recorder {
-    tx: mpsc::Sender<Msg>,
+    queue: Arc<Queue>,
+    /// Flush requests (each acknowledged once written); dropped with the recorder, which ends the task.
+    control: mpsc::Sender<oneshot::Sender<()>>,
     verifier: Arc<Verifier>,
 }
 
@@ -128,15 +137,32 @@ impl Recorder {
         }
         let verifier = Arc::new(Verifier::new(ranges, settings.rdns, resolver));
         verify::start_refresh(Arc::downgrade(&verifier), settings.sources.clone(), settings.refresh_every);
-        let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(rx, store, Arc::clone(&verifier), settings));
-        Self { tx, verifier }
+        let queue = Arc::new(Queue { fetches: Mutex::new(Vec::with_capacity(1024)), half_full: Notify::new() });
+        let (control, requests) = mpsc::channel(16);
+        let task = Task {
+            store,
+            verifier: Arc::clone(&verifier),
+            agg: Aggregate::new(MAX_KEYS),
+            lookups: JoinSet::new(),
+            waiting: HashMap::new(),
+            waiting_len: 0,
+            counters: HashMap::new(),
+        };
+        tokio::spawn(task.run(Arc::clone(&queue), requests, settings));
+        Self { queue, control, verifier }
     }
 
-    /// Records one fetch, or counts it dropped when the recorder lags: never waits.
+    /// Records one fetch, or counts it dropped when [`QUEUE`] fetches wait already: never waits.
     pub fn record(&self, fetch: Fetch) {
-        if self.tx.try_send(Msg::Fetch(fetch)).is_err() {
+        let mut fetches = self.queue.fetches.lock().unwrap_or_else(|p| p.into_inner());
+        if fetches.len() >= QUEUE {
+            drop(fetches);
             crate::telemetry::crawler_dropped("queue_full", 1);
+            return;
+        }
+        fetches.push(fetch);
+        if fetches.len() == QUEUE / 2 {
+            self.queue.half_full.notify_one();
         }
     }
 
@@ -144,7 +170,7 @@ impl Recorder {
     /// or given up. Tests, and the server's shutdown.
     pub async fn flush(&self) {
         let (ack, done) = oneshot::channel();
-        if self.tx.send(Msg::Flush(ack)).await.is_ok() {
+        if self.control.send(ack).await.is_ok() {
             let _ = done.await;
         }
     }
@@ -154,96 +180,115 @@ impl Recorder {
     }
 }
 
-/// The recorder's task: verify each fetch (a lookup when only reverse DNS can tell, off the request path),
-/// aggregate, write every `flush_every`, purge every hour.
-async fn run(mut rx: mpsc::Receiver<Msg>, store: Arc<dyn Store>, verifier: Arc<Verifier>, settings: Settings) {
-    let mut agg = Aggregate::new(MAX_KEYS);
-    let mut lookups: JoinSet<(Crawler, IpAddr)> = JoinSet::new();
-    let mut waiting: HashMap<(IpAddr, Crawler), Vec<Fetch>> = HashMap::new();
-    let mut waiting_len = 0usize;
-    let mut flush = tokio::time::interval(settings.flush_every);
-    flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut purge = tokio::time::interval(PURGE_EVERY);
-    purge.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(Msg::Fetch(fetch)) => match verifier.check(fetch.crawler, fetch.addr).await {
-                    Verdict::Known(trust) => add(&mut agg, &fetch, trust),
-                    Verdict::Lookup(addr) => {
-                        let key = (addr, fetch.crawler);
-                        if waiting_len >= WAITING || (!waiting.contains_key(&key) && lookups.len() >= LOOKUPS) {
-                            crate::telemetry::crawler_rdns("busy");
-                            add(&mut agg, &fetch, Trust::Claimed);
-                            continue;
+/// The recorder's task and what it holds between flushes.
+struct Task {
+    store: Arc<dyn Store>,
+    verifier: Arc<Verifier>,
+    agg: Aggregate,
+    lookups: JoinSet<(Crawler, IpAddr)>,
+    waiting: HashMap<(IpAddr, Crawler), Vec<Fetch>>,
+    waiting_len: usize,
+    /// The fetch counter of each (crawler, trust, status), resolved once.
+    counters: HashMap<(Crawler, Trust, u16), metrics::Counter>,
+}
+
+impl Task {
+    /// Verify each fetch (a lookup when only reverse DNS can tell, off the request path), aggregate, write every
+    /// `flush_every`, purge every hour.
+    async fn run(mut self, queue: Arc<Queue>, mut requests: mpsc::Receiver<oneshot::Sender<()>>, settings: Settings) {
+        let mut taken = Vec::with_capacity(1024);
+        let mut drain = tokio::time::interval(DRAIN_EVERY);
+        drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut flush = tokio::time::interval(settings.flush_every);
+        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut purge = tokio::time::interval(PURGE_EVERY);
+        purge.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                request = requests.recv() => {
+                    self.take(&queue, &mut taken).await;
+                    while let Some(done) = self.lookups.join_next().await {
+                        self.settle(done).await;
+                    }
+                    write(&*self.store, &mut self.agg).await;
+                    match request {
+                        Some(ack) => {
+                            let _ = ack.send(());
                         }
-                        waiting_len += 1;
-                        let list = waiting.entry(key).or_default();
-                        if list.is_empty() {
-                            let verifier = Arc::clone(&verifier);
-                            let crawler = fetch.crawler;
-                            lookups.spawn(async move {
-                                verifier.lookup(crawler, addr).await;
-                                (crawler, addr)
-                            });
-                        }
-                        list.push(fetch);
+                        None => return,
                     }
-                },
-                Some(Msg::Flush(ack)) => {
-                    while let Some(done) = lookups.join_next().await {
-                        settle(done, &verifier, &mut waiting, &mut waiting_len, &mut agg).await;
-                    }
-                    write(&*store, &mut agg).await;
-                    let _ = ack.send(());
                 }
-                None => {
-                    while let Some(done) = lookups.join_next().await {
-                        settle(done, &verifier, &mut waiting, &mut waiting_len, &mut agg).await;
+                _ = drain.tick() => self.take(&queue, &mut taken).await,
+                () = queue.half_full.notified() => self.take(&queue, &mut taken).await,
+                Some(done) = self.lookups.join_next(), if !self.lookups.is_empty() => self.settle(done).await,
+                _ = flush.tick() => write(&*self.store, &mut self.agg).await,
+                _ = purge.tick() => {
+                    let before = now_us() - i64::try_from(settings.window.as_micros()).unwrap_or(i64::MAX);
+                    match tokio::time::timeout(FLUSH_TIMEOUT, self.store.purge_crawls(before)).await {
+                        Ok(Ok(n)) if n > 0 => tracing::debug!(deleted = n, "superseded crawler reads purged"),
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => tracing::debug!(error = %e, "cannot purge crawler reads now"),
+                        Err(_) => tracing::debug!("purging crawler reads timed out"),
                     }
-                    write(&*store, &mut agg).await;
-                    return;
-                }
-            },
-            Some(done) = lookups.join_next(), if !lookups.is_empty() => {
-                settle(done, &verifier, &mut waiting, &mut waiting_len, &mut agg).await;
-            }
-            _ = flush.tick() => write(&*store, &mut agg).await,
-            _ = purge.tick() => {
-                let before = now_us() - i64::try_from(settings.window.as_micros()).unwrap_or(i64::MAX);
-                match tokio::time::timeout(FLUSH_TIMEOUT, store.purge_crawls(before)).await {
-                    Ok(Ok(n)) if n > 0 => tracing::debug!(deleted = n, "superseded crawler reads purged"),
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::debug!(error = %e, "cannot purge crawler reads now"),
-                    Err(_) => tracing::debug!("purging crawler reads timed out"),
                 }
             }
         }
     }
-}
 
-fn add(agg: &mut Aggregate, fetch: &Fetch, trust: Trust) {
-    crate::telemetry::crawler_fetch(fetch.crawler.name(), trust.name(), fetch.status);
-    agg.add(fetch, trust);
-}
+    /// Takes every queued fetch (swapping buffers, so the lock is held for a moment) and verifies each.
+    async fn take(&mut self, queue: &Queue, taken: &mut Vec<Fetch>) {
+        std::mem::swap(&mut *queue.fetches.lock().unwrap_or_else(|p| p.into_inner()), taken);
+        for fetch in taken.drain(..) {
+            self.verify(fetch).await;
+        }
+    }
 
-/// A lookup ended: its verdict (now cached) for the fetches that waited for it.
-async fn settle(
-    done: Result<(Crawler, IpAddr), tokio::task::JoinError>,
-    verifier: &Verifier,
-    waiting: &mut HashMap<(IpAddr, Crawler), Vec<Fetch>>,
-    waiting_len: &mut usize,
-    agg: &mut Aggregate,
-) {
-    let Ok((crawler, addr)) = done else { return };
-    let trust = match verifier.check(crawler, Some(addr)).await {
-        Verdict::Known(trust) => trust,
-        // Evicted at once (a full cache): not verified.
-        Verdict::Lookup(_) => Trust::Claimed,
-    };
-    for fetch in waiting.remove(&(addr, crawler)).unwrap_or_default() {
-        *waiting_len -= 1;
-        add(agg, &fetch, trust);
+    async fn verify(&mut self, fetch: Fetch) {
+        match self.verifier.check(fetch.crawler, fetch.addr).await {
+            Verdict::Known(trust) => self.add(&fetch, trust),
+            Verdict::Lookup(addr) => {
+                let key = (addr, fetch.crawler);
+                if self.waiting_len >= WAITING || (!self.waiting.contains_key(&key) && self.lookups.len() >= LOOKUPS) {
+                    crate::telemetry::crawler_rdns("busy");
+                    self.add(&fetch, Trust::Claimed);
+                    return;
+                }
+                self.waiting_len += 1;
+                let list = self.waiting.entry(key).or_default();
+                if list.is_empty() {
+                    let verifier = Arc::clone(&self.verifier);
+                    let crawler = fetch.crawler;
+                    self.lookups.spawn(async move {
+                        verifier.lookup(crawler, addr).await;
+                        (crawler, addr)
+                    });
+                }
+                list.push(fetch);
+            }
+        }
+    }
+
+    fn add(&mut self, fetch: &Fetch, trust: Trust) {
+        let status = if fetch.status == 304 { 304 } else { 200 };
+        self.counters
+            .entry((fetch.crawler, trust, status))
+            .or_insert_with(|| crate::telemetry::crawler_fetch_counter(fetch.crawler.name(), trust.name(), status))
+            .increment(1);
+        self.agg.add(fetch, trust);
+    }
+
+    /// A lookup ended: its verdict (now cached) for the fetches that waited for it.
+    async fn settle(&mut self, done: Result<(Crawler, IpAddr), tokio::task::JoinError>) {
+        let Ok((crawler, addr)) = done else { return };
+        let trust = match self.verifier.check(crawler, Some(addr)).await {
+            Verdict::Known(trust) => trust,
+            // Evicted at once (a full cache): not verified.
+            Verdict::Lookup(_) => Trust::Claimed,
+        };
+        for fetch in self.waiting.remove(&(addr, crawler)).unwrap_or_default() {
+            self.waiting_len -= 1;
+            self.add(&fetch, trust);
+        }
     }
 }
 

@@ -363,3 +363,56 @@ async fn an_sqlite_file_deleted_or_replaced_under_the_service_refuses_writes_wit
         }
     }
 }
+
+/// Crawler telemetry across an outage: what was recorded when a flush fails is given up (counted), the answers never
+/// wait for it, and the next interval after the database is back is written whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
+#[cfg_attr(all(not(sitemapd_no_postgres), sitemapd_no_initdb), ignore = "needs PostgreSQL 15's initdb")]
+async fn a_telemetry_flush_in_an_outage_loses_that_interval_only() {
+    let pg = PrivatePostgres::init();
+    pg.start();
+    let vars = [
+        ("DATABASE_URL", pg.url()),
+        ("SITEMAPD_PUBLIC_URL", PUBLIC_URL.to_owned()),
+        ("SITEMAPD_API_TOKENS", String::new()),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2".to_owned()),
+        ("SITEMAPD_CRAWLER_FLUSH_MS", "300000".to_owned()),
+    ];
+    let config = Config::load_from(None, |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
+    let store = sitemapd::store::open(&options(&config)).await.expect("store opens on the private server");
+    let state = AppState::new(store.clone(), &config);
+    let app = TestApp::from_parts(store.clone(), config.clone(), sitemapd::app(state.clone()));
+    let recorder = state.crawl_recorder().expect("telemetry is on by default");
+    app.put_paths(&["a"]).await;
+    let as_googlebot = || {
+        axum::http::Request::get("/sitemap-1.xml")
+            .header("user-agent", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)")
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(app.send(as_googlebot()).await.status, StatusCode::OK);
+
+    pg.stop();
+    let started = Instant::now();
+    recorder.flush().await;
+    assert!(started.elapsed() < ANSWER_BOUND, "a failed flush is bounded");
+    let metrics = answered(&app, Method::GET, "/metrics", None).await.text();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("sitemapd_crawler_events_dropped_total{reason=\"flush_failed\"}")),
+        "{metrics}"
+    );
+
+    pg.start();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while answered(&app, Method::GET, "/readyz", None).await.status != StatusCode::OK {
+        assert!(Instant::now() < deadline, "not ready 30 s after the database came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(app.send(as_googlebot()).await.status, StatusCode::OK);
+    recorder.flush().await;
+    let rows = store.crawler_fetches(1).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    // In-process there is no peer address, so a claim. The fetch before the outage was given up with its flush.
+    assert_eq!((rows[0].trust.as_str(), rows[0].fetches), ("claimed", 1), "{rows:#?}");
+}

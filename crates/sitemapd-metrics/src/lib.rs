@@ -157,10 +157,11 @@ fn describe() {
     );
 }
 
-/// A sitemap fetch by a client naming `crawler`, its `trust` and the answer's `status` (200 or 304).
-pub fn crawler_fetch(crawler: &'static str, trust: &'static str, status: u16) {
+/// The counter of sitemap fetches by a client naming `crawler`, with `trust`, answered `status` (200 or 304): a
+/// handle the recorder keeps, so that a fetch costs an atomic add.
+pub fn crawler_fetch_counter(crawler: &'static str, trust: &'static str, status: u16) -> metrics::Counter {
     let status = if status == 304 { "304" } else { "200" };
-    counter!(CRAWLER_FETCHES, "crawler" => crawler, "verification" => trust, "status" => status).increment(1);
+    counter!(CRAWLER_FETCHES, "crawler" => crawler, "verification" => trust, "status" => status)
 }
 
 /// A change's lag to `crawler`'s first verified read of the page's new version.
