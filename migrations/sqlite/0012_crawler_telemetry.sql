@@ -18,7 +18,7 @@ CREATE TABLE crawler_fetches (
     last_status      INTEGER NOT NULL,
     last_conditional BOOLEAN NOT NULL,
     last_etag        TEXT NOT NULL,
-    -- Fetches answered, and of them 304s.
+    -- Fetches (200 and 304), and of them 304s.
     fetches          INTEGER NOT NULL,
     not_modified     INTEGER NOT NULL,
     PRIMARY KEY (site_id, resource, crawler, trust)
