@@ -169,10 +169,9 @@ pub async fn read_source(source: &RangeSource) -> anyhow::Result<Option<IpRanges
     let text = match source {
         RangeSource::None => return Ok(None),
         RangeSource::File(path) => {
-            let size =
-                tokio::fs::metadata(path).await.with_context(|| format!("cannot read {}", path.display()))?.len();
-            anyhow::ensure!(size <= MAX_RANGE_FILE, "{} is larger than 8 MiB", path.display());
-            tokio::fs::read_to_string(path).await.with_context(|| format!("cannot read {}", path.display()))?
+            let path = path.clone();
+            let read = tokio::task::spawn_blocking(move || read_range_file(&path)).await?;
+            read.map_err(anyhow::Error::msg)?
         }
         RangeSource::Url(url) => {
             let client = crate::http_client::builder()?.timeout(Duration::from_secs(30)).build()?;
@@ -182,9 +181,14 @@ pub async fn read_source(source: &RangeSource) -> anyhow::Result<Option<IpRanges
                 response.content_length().is_none_or(|n| n <= MAX_RANGE_FILE),
                 "{url} is larger than 8 MiB"
             );
-            let bytes = response.bytes().await.with_context(|| format!("cannot fetch {url}"))?;
-            anyhow::ensure!(bytes.len() as u64 <= MAX_RANGE_FILE, "{url} is larger than 8 MiB");
-            String::from_utf8(bytes.to_vec()).with_context(|| format!("{url} is not UTF-8"))?
+            // Read a chunk at a time: a body without a length (or lying about it) stops at the bound.
+            let mut response = response;
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response.chunk().await.with_context(|| format!("cannot fetch {url}"))? {
+                anyhow::ensure!(bytes.len() + chunk.len() <= MAX_RANGE_FILE as usize, "{url} is larger than 8 MiB");
+                bytes.extend_from_slice(&chunk);
+            }
+            String::from_utf8(bytes).with_context(|| format!("{url} is not UTF-8"))?
         }
     };
     let ranges = IpRanges::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -194,12 +198,27 @@ pub async fn read_source(source: &RangeSource) -> anyhow::Result<Option<IpRanges
 /// A configured file's ranges read now (blocking: the start's), or `None` (not a file, or unreadable: logged).
 pub fn read_file_now(source: &RangeSource) -> Option<IpRanges> {
     let RangeSource::File(path) = source else { return None };
-    let read = std::fs::metadata(path)
-        .map_err(|e| e.to_string())
-        .and_then(|m| if m.len() <= MAX_RANGE_FILE { Ok(()) } else { Err("larger than 8 MiB".to_owned()) })
-        .and_then(|()| std::fs::read_to_string(path).map_err(|e| e.to_string()))
-        .and_then(|text| IpRanges::parse(&text).map_err(|e| e.to_string()));
+    let read = read_range_file(path).and_then(|text| IpRanges::parse(&text).map_err(|e| e.to_string()));
     read.map_err(|e| tracing::warn!(file = %path.display(), error = %e, "cannot read crawler ranges")).ok()
+}
+
+/// A range file's text: a regular file (a symlink to one is followed) of at most 8 MiB, read no further than that
+/// whatever its size said. A FIFO, a device or a directory is refused before it is opened, so that a start or a
+/// refresh never waits on one.
+fn read_range_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_RANGE_FILE + 1).read_to_string(&mut text).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if text.len() as u64 > MAX_RANGE_FILE {
+        return Err(format!("{shown} is larger than 8 MiB"));
+    }
+    Ok(text)
 }
 
 /// Checks at start that every configured range file reads and parses (a URL is only fetched by the refresh): a
@@ -275,6 +294,23 @@ mod tests {
 
     fn ranges(crawler: Crawler, text: &str) -> HashMap<Crawler, IpRanges> {
         [(crawler, IpRanges::parse(text).unwrap())].into()
+    }
+
+    #[tokio::test]
+    async fn a_range_file_must_be_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("ranges.fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        for path in [fifo, dir.path().to_owned(), "/dev/zero".into()] {
+            let e = read_source(&RangeSource::File(path.clone())).await.unwrap_err().to_string();
+            assert!(e.ends_with("is not a regular file"), "{e}");
+            assert!(read_file_now(&RangeSource::File(path)).is_none());
+        }
+        let file = dir.path().join("ranges.txt");
+        std::fs::write(&file, "192.0.2.0/24\n").unwrap();
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(read_source(&RangeSource::File(link)).await.unwrap().unwrap().len(), 1);
     }
 
     #[tokio::test]
