@@ -15,6 +15,7 @@ use crate::access::ApiTokens;
 use crate::crawlers::RangeSources;
 use crate::domain::site::check_site_name;
 use crate::domain::{DEFAULT_SITE, PublicUrl, Section, Site, SiteSpec};
+use crate::health::Policy;
 use crate::host::{ForwardedHeader, TrustedProxies};
 use crate::page::Limits;
 use crate::redact::redact_url;
@@ -192,6 +193,21 @@ settings! {
     /// The window of the lag figures (median, p90) the API, the view and the metrics give; older page reads that a
     /// newer one replaced are deleted.
     crawler_window_days: u32 = "SITEMAPD_CRAWLER_WINDOW_DAYS", in 1..=365;
+    /// URL health: the sites whose stored URLs are checked and each one's policy (`SITE=report|exclude, …`;
+    /// empty: none). See [`HealthSites`].
+    health_check: HealthSites = "SITEMAPD_HEALTH_CHECK", parse HealthSites::parse, show HealthSites::shown;
+    /// URL health: every stored URL is checked again within this many days (new and changed URLs at once).
+    health_cycle_days: u32 = "SITEMAPD_HEALTH_CYCLE_DAYS", in 1..=365;
+    /// URL health: the most checks in flight to one host from this process.
+    health_concurrency: u32 = "SITEMAPD_HEALTH_CONCURRENCY", in 1..=64;
+    /// URL health: the most requests a second to one host, shared by every replica (through the database).
+    health_rate: u32 = "SITEMAPD_HEALTH_RATE", in 1..=1000;
+    /// URL health: the longest one check's request may take, connecting and reading the head included.
+    health_timeout_secs: u64 = "SITEMAPD_HEALTH_TIMEOUT_SECS", in 1..=300;
+    /// URL health: the most bytes of a page's body read (the reading stops at the end of its `<head>`).
+    health_head_bytes: u64 = "SITEMAPD_HEALTH_HEAD_BYTES", in 1024..=16_777_216;
+    /// URL health: how often the checker looks for due URLs when it has none.
+    health_poll_ms: u64 = "SITEMAPD_HEALTH_POLL_MS", in 10..=60_000;
     /// IndexNow keys by site (empty: no change notification). See [`IndexNowKeys`].
     indexnow_keys: IndexNowKeys = "SITEMAPD_INDEXNOW_KEYS", parse IndexNowKeys::parse, show IndexNowKeys::shown;
     /// Where change notifications are sent (`POST`).
@@ -472,6 +488,53 @@ impl IndexNowKeys {
     }
 }
 
+/// The sites whose URLs are checked (`health_check`: comma-separated, blanks ignored): `SITE=POLICY`, or `POLICY`
+/// alone for the default site; a policy is `report` (problems are reported, the sitemaps never change for them) or
+/// `exclude` (a URL with a definite problem is left out of its page until it is healthy again).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HealthSites(Vec<(String, Policy)>);
+
+impl HealthSites {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut sites: Vec<(String, Policy)> = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (site, policy) = match item.split_once('=') {
+                Some((site, policy)) => (site.trim(), policy.trim()),
+                None => (DEFAULT_SITE, item),
+            };
+            let Some(policy) = Policy::parse(policy) else {
+                bail!("{named}: {item:?}: the policy is \"report\" or \"exclude\", not {policy:?}");
+            };
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {item:?}: {e}"))?;
+            if sites.iter().any(|(s, _)| s == site) {
+                bail!("{named}: the site {site:?} is given twice; a site has one policy");
+            }
+            sites.push((site.to_owned(), policy));
+        }
+        Ok(Self(sites))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// As logged: `SITE=POLICY` each.
+    fn shown(&self) -> Vec<String> {
+        self.0.iter().map(|(site, policy)| format!("{site}={}", policy.name())).collect()
+    }
+
+    /// (site name, policy), in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Policy)> {
+        self.0.iter().map(|(site, policy)| (site.as_str(), *policy))
+    }
+
+    /// The policy of the site named `site`, `None` when it is not checked.
+    pub fn policy(&self, site: &str) -> Option<Policy> {
+        self.0.iter().find(|(s, _)| s == site).map(|(_, p)| *p)
+    }
+}
+
 /// The IndexNow protocol's rule for a key: 8 to 128 characters, each a letter (`a-z`, `A-Z`), a digit or `-`.
 pub fn check_indexnow_key(key: &str) -> Result<(), String> {
     if let Some(c) = key.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-')) {
@@ -536,6 +599,14 @@ impl Config {
                 names.join(", ")
             );
         }
+        if let Some((name, _)) = config.health_check.iter().find(|(n, _)| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "health_check (SITEMAPD_HEALTH_CHECK): a policy is given for the site {name:?}, which is not \
+                 configured (sites: {}); a policy without SITE= is the site named {DEFAULT_SITE}'s",
+                names.join(", ")
+            );
+        }
         if config.api_tokens.is_empty() && !config.bind.ip().is_loopback() {
             bail!(
                 "refusing to listen on {} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \
@@ -588,6 +659,7 @@ impl Config {
             max_connections: self.db_max_connections,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
             notify_sites: self.indexnow_keys.iter().map(|(site, _)| site.to_owned()).collect(),
+            check_sites: self.health_check.iter().map(|(site, _)| site.to_owned()).collect(),
             removed_days: self.removed_days,
             serving: true,
         }
@@ -953,7 +1025,8 @@ mod tests {
              cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
              access_log: WritesAndErrors, crawler_telemetry: true, crawler_ranges: [], crawler_ranges_refresh_hours: 24, \
-             crawler_rdns: true, crawler_flush_ms: 5000, crawler_window_days: 7, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
+             crawler_rdns: true, crawler_flush_ms: 5000, crawler_window_days: 7, health_check: [], health_cycle_days: 7, health_concurrency: 1, health_rate: 2, \
+             health_timeout_secs: 10, health_head_bytes: 262144, health_poll_ms: 1000, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \
              indexnow_retry_base_ms: 10000, indexnow_max_attempts: 30, indexnow_timeout_secs: 30 }"
         );
     }

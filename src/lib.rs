@@ -7,11 +7,12 @@
 pub mod access;
 pub mod api;
 pub mod body_budget;
+pub mod checker;
 pub mod config;
 pub mod crawlers;
 pub mod db_files;
 // The bottom layer, a crate of its own (crates/sitemapd-core): `crate::domain` and the rest keep their paths.
-pub use sitemapd_core::{crawler, domain, page, placement};
+pub use sitemapd_core::{crawler, domain, health, page, placement};
 pub mod error;
 pub mod export;
 pub mod host;

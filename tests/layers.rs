@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first. A module may name the modules of the layers below its own, never its own layer's
 /// other modules (so that no two modules of a layer depend on each other) and never a layer above.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("core (crates/sitemapd-core)", &["crawler", "domain", "page", "placement"]),
+    ("core (crates/sitemapd-core)", &["crawler", "domain", "health", "page", "placement"]),
     (
         "leaves (telemetry re-exports crates/sitemapd-metrics)",
         &["access", "http_client", "line_ends", "redact", "telemetry"],
@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("request parts, crawler telemetry", &["body_budget", "crawlers", "host"]),
     ("settings", &["config"]),
     ("serving, the SQLite files", &["db_files", "sitemap"]),
-    ("change notification, export", &["export", "indexnow"]),
+    ("change notification, URL health, export", &["checker", "export", "indexnow"]),
     ("the shared state, import", &["import", "state"]),
     ("HTTP routes", &["api", "scrape", "view"]),
     ("the router (lib.rs)", &["lib"]),

@@ -6,5 +6,6 @@
 pub mod conditional;
 pub mod crawler;
 pub mod domain;
+pub mod health;
 pub mod page;
 pub mod placement;

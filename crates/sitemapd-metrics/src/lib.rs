@@ -36,6 +36,18 @@ pub const CRAWLER_LAG: &str = "sitemapd_crawler_lag_seconds";
 pub const CRAWLER_DROPPED: &str = "sitemapd_crawler_events_dropped_total";
 pub const CRAWLER_FLUSHES: &str = "sitemapd_crawler_flushes_total";
 pub const CRAWLER_RDNS: &str = "sitemapd_crawler_rdns_lookups_total";
+pub const HEALTH_CHECKS: &str = "sitemapd_health_checks_total";
+pub const HEALTH_EXCLUSIONS: &str = "sitemapd_health_exclusions_total";
+pub const HEALTH_REQUESTS: &str = "sitemapd_health_requests_total";
+/// URL health's state gauges, computed at each scrape (for the sites that are checked) from the store, not through
+/// the recorder, with their descriptions.
+pub const HEALTH_PROBLEM_URLS: &str = "sitemapd_health_problem_urls";
+pub const HEALTH_PROBLEM_URLS_HELP: &str = "Stored URLs whose last check found a problem, by site and kind (not_found, \
+     gone, client_error, redirect, noindex, canonical, disallowed; transient: the last attempt failed without an answer)";
+pub const HEALTH_EXCLUDED_URLS: &str = "sitemapd_health_excluded_urls";
+pub const HEALTH_EXCLUDED_URLS_HELP: &str = "Stored URLs left out of their sitemap page for a problem (policy exclude)";
+pub const HEALTH_BACKLOG: &str = "sitemapd_health_backlog_urls";
+pub const HEALTH_BACKLOG_HELP: &str = "URLs due for a check and not yet taken, by site (counted up to 1,000,000)";
 /// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not
 /// through the recorder: per site and crawler, with their descriptions.
 pub const CRAWLER_LAST_VERIFIED_FETCH: &str = "sitemapd_crawler_last_verified_fetch_timestamp_seconds";
@@ -150,6 +162,15 @@ fn describe() {
         "Crawler fetches not recorded, by reason: queue_full (the recorder lags), table_full (too many distinct \
          resources in one flush interval), flush_failed (the database refused the flush)"
     );
+    describe_counter!(
+        HEALTH_CHECKS,
+        "URL health checks done, by site and outcome (healthy, problem, transient, not_modified, deleted)"
+    );
+    describe_counter!(
+        HEALTH_EXCLUSIONS,
+        "URLs left out of (excluded) or put back in (restored) their sitemap page by URL health, by site"
+    );
+    describe_counter!(HEALTH_REQUESTS, "Requests the URL health checker made, by site and kind (page, robots)");
     describe_counter!(CRAWLER_FLUSHES, "Flushes of crawler telemetry to the database, by outcome");
     describe_counter!(
         CRAWLER_RDNS,
@@ -184,6 +205,24 @@ pub fn crawler_flush(outcome: &'static str) {
 /// A reverse DNS verification ended with `outcome` (`verified`, `refused`, `failed`, `busy`).
 pub fn crawler_rdns(outcome: &'static str) {
     counter!(CRAWLER_RDNS, "outcome" => outcome).increment(1);
+}
+
+/// A URL health check of a URL of `site` ended with `outcome` (`healthy`, `problem`, `transient`, `not_modified`,
+/// `deleted`).
+pub fn health_check(site: &str, outcome: &'static str) {
+    counter!(HEALTH_CHECKS, "site" => site.to_owned(), "outcome" => outcome).increment(1);
+}
+
+/// URL health left a URL of `site` out of its page (`excluded`) or put it back (`restored`), `n` times.
+pub fn health_exclusion(site: &str, action: &'static str, n: u64) {
+    if n > 0 {
+        counter!(HEALTH_EXCLUSIONS, "site" => site.to_owned(), "action" => action).increment(n);
+    }
+}
+
+/// The URL health checker sent a request to `site`'s host for `kind` (`page`, `robots`).
+pub fn health_request(site: &str, kind: &'static str) {
+    counter!(HEALTH_REQUESTS, "site" => site.to_owned(), "kind" => kind).increment(1);
 }
 
 /// A connection was closed for reading more slowly than `min_send_rate`.

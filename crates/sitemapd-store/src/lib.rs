@@ -6,6 +6,7 @@
 //! backend keeps what differs: its lock and clock, how it binds a batch, how it reads a page's snapshot.
 
 mod crawls;
+mod health;
 mod outbox;
 pub mod postgres;
 mod shared;
@@ -22,6 +23,9 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 pub use self::crawls::{FetchRecord, LAGS_SQL, PageRead};
+pub use self::health::{
+    BACKLOG_CAP, CheckClaim, CheckResult, HealthSummary, ProblemFilter, Settled as CheckSettled, UrlCheck,
+};
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
 pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL};
@@ -221,6 +225,28 @@ pub trait StoreReads: Send + Sync + 'static {
     /// The lags (`first_us - version_us`) of the page reads first made at `since_us` or later, as (crawler, lag in
     /// µs): at most `limit`, newest first. Read from the primary.
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>>;
+    /// URL health: `loc`'s last check in `site`, if it is tracked. Read from the primary.
+    async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>> {
+        let _ = (site, loc);
+        Err(not_yet())
+    }
+    /// URL health: the records (of one site or all) whose check matches `filter`, in record id order after `after`
+    /// (keyset), at most `limit`, each with its check. Through an index of the problem rows: O(listed).
+    async fn health_problems(
+        &self,
+        site: Option<i64>,
+        filter: ProblemFilter,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<(SiteUrl, UrlCheck)>> {
+        let _ = (site, filter, after, limit);
+        Err(not_yet())
+    }
+    /// URL health: `site`'s counts ([`HealthSummary`]). O(problem rows) plus the capped backlog count.
+    async fn health_summary(&self, site: i64) -> Result<HealthSummary> {
+        let _ = site;
+        Err(not_yet())
+    }
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
 }
@@ -258,6 +284,40 @@ pub trait Store: StoreReads {
     /// Deletes the page reads first made before `before_us` that a newer version of the same page read by the same
     /// crawler supersedes (the newest read of each page and crawler is kept whatever its age); the number deleted.
     async fn purge_crawls(&self, before_us: i64) -> Result<u64>;
+    /// URL health: queues at most `limit` of `site`'s stored records not yet queued, walking them by id from where
+    /// the last walk stopped (`health_sites.seeded_id`), due at once; the number walked (0: the walk is at the end).
+    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {
+        let _ = (site, limit);
+        Err(not_yet())
+    }
+    /// URL health: claims up to `limit` of `site`'s due checks for `lease` (changed URLs first, then by due time).
+    /// Rows another replica holds are skipped, never waited for.
+    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>> {
+        let _ = (site, limit, lease);
+        Err(not_yet())
+    }
+    /// URL health: records a claimed check's finding and releases the row, due again after `result.next_in` (at
+    /// once when the URL was written while claimed). With `exclude`, a definite problem leaves the URL out of its
+    /// page and a healthy finding puts it back: a change of that page (version, `modified_us`, the change counter)
+    /// in the same transaction, under the write lock; a transient finding never changes the page. A URL deleted
+    /// since the claim loses its row. The changed page is in the returned [`Written`]'s changes.
+    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>> {
+        let _ = (site, result, exclude);
+        Err(not_yet())
+    }
+    /// URL health: puts every excluded record of `site` back in its page (its policy is no longer `exclude`, or
+    /// checking is off), a change of each page that held one; the number put back.
+    async fn health_restore(&self, site: i64) -> Result<Written<u64>> {
+        let _ = site;
+        Err(not_yet())
+    }
+    /// URL health: reserves the next request slot of `host` (`scheme://host:port`) shared by every replica: at
+    /// least `gap` after the slot before it, and not before `hold` from now (a `Retry-After`). Returns how long to
+    /// wait from now for it.
+    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {
+        let _ = (host, gap, hold);
+        Err(not_yet())
+    }
     /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
     /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
@@ -266,6 +326,11 @@ pub trait Store: StoreReads {
     /// Called by [`open`] once the database is migrated and checked: reads may go to the read replica from now on
     /// (Postgres with `read_url`; nothing otherwise).
     fn read_from_replica(&self) {}
+}
+
+/// The interim answer of a URL health method a backend does not implement yet.
+fn not_yet() -> StoreError {
+    StoreError::Other(sqlx::Error::Protocol("URL health is not implemented by this store".into()))
 }
 
 /// A listing stops after the record whose rendered size takes the sizes of those listed past this (8 MiB): a page
@@ -358,6 +423,9 @@ pub struct StoreOptions {
     /// The sites whose changes are queued for notification (IndexNow), by name: writes to other sites queue
     /// nothing.
     pub notify_sites: BTreeSet<String>,
+    /// The sites whose URLs are checked (URL health), by name: a write to one queues the locs it changed for a
+    /// check in its transaction; writes to other sites queue nothing.
+    pub check_sites: BTreeSet<String>,
     /// The removed-URLs sitemap's retention in days (`removed_days`): a deleted record's loc is kept as a tombstone
     /// that long; 0 keeps none (the sitemap is off). On, the index lists one more sitemap ([`Shape::max_pages`]).
     pub removed_days: u32,

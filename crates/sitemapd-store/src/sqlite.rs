@@ -667,6 +667,7 @@ mod tests {
             max_connections: 10,
             acquire_timeout: Duration::from_secs(5),
             notify_sites: Default::default(),
+            check_sites: Default::default(),
             removed_days: 0,
             serving: true,
         };
