@@ -5,6 +5,8 @@
 //! leaves a URL with a definite problem ([`Problems`]) out of its page. A transient failure (timeout, 5xx, 429, a
 //! broken connection) is never a definite problem: it is retried with backoff ([`backoff`]) and reported as such.
 
+pub mod robots;
+
 use std::time::Duration;
 
 /// A definite problem: what a search engine refuses a submitted URL for.
