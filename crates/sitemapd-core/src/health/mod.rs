@@ -6,6 +6,7 @@
 //! broken connection) is never a definite problem: it is retried with backoff ([`backoff`]) and reported as such.
 
 pub mod head;
+pub mod headers;
 pub mod robots;
 
 use std::time::Duration;
