@@ -98,8 +98,8 @@ impl HeadScan {
 fn tokens(bytes: &[u8]) -> impl Iterator<Item = Token> + '_ {
     let mut emitter = DefaultEmitter::default();
     emitter.naively_switch_states(true);
-    Tokenizer::new_with_emitter(bytes, emitter).filter_map(|token| match token {
-        Ok(token) => Some(token),
+    Tokenizer::new_with_emitter(bytes, emitter).map(|token| match token {
+        Ok(token) => token,
         Err(never) => match never {},
     })
 }
