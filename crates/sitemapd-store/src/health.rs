@@ -8,7 +8,19 @@
 //!
 //! Claims: claiming sets a row's `due_us` to the end of a lease and names the claim; other replicas skip it
 //! (Postgres: `FOR UPDATE SKIP LOCKED`), so one URL is never checked twice at once. A row written again while
-//! claimed moves its `seq` on and is checked again at once after the settle.
+//! claimed moves its `seq` on and is checked again at once after the settle. A claim is held while its lease
+//! lasts: a settle after it (`due_us` passed, or another claim took the row) records nothing. A delete drops its
+//! locs' rows; a loc that left the site otherwise (its record moved to another site, or was deleted behind the
+//! store's back) is still claimed, and its settle drops the row.
+//!
+//! Exclusion: `urls.excluded` leaves a record out of its page's stream and of the news sitemap (the view's
+//! listing and export keep it), and `pages.excluded` counts a page's excluded records: a page whose records are
+//! all excluded is not listed ([`PageState::listed`]). A flip is a change of that page only, under the write
+//! lock: its version on, `modified_us` at least a millisecond later, compressed the current way, returned in
+//! [`Written::changes`] without locs (no IndexNow). A Postgres settle takes the write lock only when the record
+//! it read before beginning needs a flip; if another settle or a restore changed that meanwhile, no flip is made
+//! and the next check makes it. A write recounts the pages it changed where one had excluded records
+//! (`write::recount_excluded`).
 
 use std::time::Duration;
 
