@@ -14,6 +14,7 @@ mod crawlers;
 mod crawlers_view;
 mod export;
 mod extensions;
+mod health_store;
 mod import;
 mod indexnow;
 mod json_body;
