@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 
 use crate::AppState;
 use crate::crawlers::report;
+use crate::health::Kind;
 use crate::page::{PageState, page_bytes, section_of};
 use crate::placement::MAX_PAGES;
-use crate::health::Kind;
 use crate::telemetry::{
     self, CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, CRAWLER_UNSEEN_PAGES,
     CRAWLER_UNSEEN_PAGES_HELP, HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP,

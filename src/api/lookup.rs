@@ -11,8 +11,8 @@ use utoipa::IntoParams;
 
 use super::ApiQuery;
 use super::crawlers::RecordRead;
-use super::health::UrlHealth;
 use super::doc::{CommonErrors, ErrorBody};
+use super::health::UrlHealth;
 use super::urls::{Changes, Scope, authorize, query_loc, shown};
 use crate::AppState;
 use crate::access::Access;
@@ -159,8 +159,7 @@ async fn list_problems(
     }
     let (items, more) = merge_listings(listings, limit);
     let next = more.then(|| items.last().map(|(u, _)| u.url.id.to_string())).flatten();
-    let now_us =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
     let mut records = Vec::with_capacity(items.len());
     for (u, check) in items {
         let names = state.section_names(u.site, [section_of(u.url.page_id)].into_iter()).await?;

@@ -19,9 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use self::model::{
-    CrawlerPanel, CrawlerRow, EntryRow, HealthPanel, PageRow, ReadCell, Record, SectionRow, grouped,
-};
+use self::model::{CrawlerPanel, CrawlerRow, EntryRow, HealthPanel, PageRow, ReadCell, Record, SectionRow, grouped};
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
 use crate::crawler::Crawler;

@@ -3,12 +3,12 @@
 //! the templates' (every value here is text; none is markup).
 
 use crate::crawlers::report::{CrawlerReport, PageReads};
-use crate::health::{Kind, Policy};
-use crate::store::{HealthSummary, UrlCheck};
 use crate::domain::Extensions;
 use crate::domain::ext::Video;
 use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
+use crate::health::{Kind, Policy};
 use crate::page::{PageState, StoredUrl, number_of, page_bytes, section_of};
+use crate::store::{HealthSummary, UrlCheck};
 
 use super::source::ViewSite;
 
@@ -242,7 +242,9 @@ impl HealthPanel {
             policy: policy.name(),
             policy_says: match policy {
                 Policy::Report => "problems are reported here; the sitemaps never change for them",
-                Policy::Exclude => "a URL with a definite problem is left out of its page until a check finds it healthy",
+                Policy::Exclude => {
+                    "a URL with a definite problem is left out of its page until a check finds it healthy"
+                }
             },
             tracked: grouped(s.tracked as i64),
             checked: grouped(s.checked as i64),

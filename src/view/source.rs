@@ -9,8 +9,8 @@ use std::sync::Arc;
 use crate::AppState;
 use crate::crawlers::report;
 use crate::domain::{Loc, PublicUrl, SectionNames};
-use crate::page::{Limits, PageState, StoredUrl, section_of};
 use crate::health::Policy;
+use crate::page::{Limits, PageState, StoredUrl, section_of};
 use crate::store::{self, FetchRecord, HealthSummary, PageRead, ProblemFilter, UrlCheck};
 
 /// The most problem URLs the site screen lists: the first of the definite problems by record id, then the transient

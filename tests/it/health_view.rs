@@ -13,8 +13,7 @@ use sitemapd::store::CheckResult;
 use crate::both_backends;
 use crate::support::{Backend, TestApp, urlencode};
 
-const SITES: &str =
-    "default=https://www.example.com/, shop=https://shop.example.com/, blog=https://blog.example.com/";
+const SITES: &str = "default=https://www.example.com/, shop=https://shop.example.com/, blog=https://blog.example.com/";
 const TOKENS: &str = "global-token, shop=shop-token";
 /// The default site excludes, the shop reports, the blog is not checked.
 const CHECKS: &str = "default=exclude, shop=report";
@@ -64,19 +63,19 @@ fn definite(status: u16, kinds: &[Kind]) -> Finding {
 /// healthy page; the blog is not checked.
 fn finding_of(loc: &str) -> (Finding, Duration) {
     let week = Duration::from_secs(7 * 86_400);
-    let finding = match loc.trim_start_matches("https://www.example.com/").trim_start_matches("https://shop.example.com/")
-    {
-        "p1" => definite(404, &[Kind::NotFound]),
-        "p2" => Finding { location: Some(www("p2-new")), ..definite(301, &[Kind::Redirect]) },
-        "p3" => Finding { noindex_by: Some("meta robots".into()), ..definite(200, &[Kind::Noindex]) },
-        "p4" | "s2" => definite(200, &[]),
-        "p5" => return (Finding::transient(Transient::Timeout, None), Duration::from_secs(60)),
-        "s1" => definite(410, &[Kind::Gone]),
-        _ if loc == HOSTILE_STORED => {
-            Finding { canonical: Some(HOSTILE_CANONICAL.into()), ..definite(200, &[Kind::Canonical]) }
-        }
-        other => panic!("no finding for {other}"),
-    };
+    let finding =
+        match loc.trim_start_matches("https://www.example.com/").trim_start_matches("https://shop.example.com/") {
+            "p1" => definite(404, &[Kind::NotFound]),
+            "p2" => Finding { location: Some(www("p2-new")), ..definite(301, &[Kind::Redirect]) },
+            "p3" => Finding { noindex_by: Some("meta robots".into()), ..definite(200, &[Kind::Noindex]) },
+            "p4" | "s2" => definite(200, &[]),
+            "p5" => return (Finding::transient(Transient::Timeout, None), Duration::from_secs(60)),
+            "s1" => definite(410, &[Kind::Gone]),
+            _ if loc == HOSTILE_STORED => {
+                Finding { canonical: Some(HOSTILE_CANONICAL.into()), ..definite(200, &[Kind::Canonical]) }
+            }
+            other => panic!("no finding for {other}"),
+        };
     (finding, week)
 }
 
