@@ -24,6 +24,8 @@ both_backends!(
     the_health_report_counts_each_kind_for_the_sites_a_token_reaches,
     the_metrics_give_problem_excluded_and_backlog_urls_of_checked_sites,
     the_site_screen_lists_problem_urls_with_their_reason_escaped,
+    #[cfg_attr(sitemapd_no_chromium, ignore = "needs chromium")]
+    the_panel_renders_in_a_real_browser_at_both_widths,
 );
 
 /// A hostile loc (normalized when stored: its `<`, `>`, `"` and `'` percent-encoded, its `&` kept).
@@ -382,4 +384,24 @@ fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
     let from = html.find(start).unwrap_or_else(|| panic!("{start:?} not in {html}")) + start.len();
     let len = html[from..].find(end).unwrap_or_else(|| panic!("{end:?} not after {start:?} in {html}"));
     &html[from..from + len]
+}
+
+/// The site screen with its URL health panel as Chromium renders it from `serve()` on a loopback port: the DOM
+/// holds the panel and the hostile values as text, and screenshots at a desktop's width (1280) and a narrow phone's
+/// (420) are kept in `target/artifacts/view/` (`health-*.png`) to be looked at.
+async fn the_panel_renders_in_a_real_browser_at_both_widths(b: Backend) {
+    use crate::view::{chromium, dom, screenshot, serve};
+    let chromium = chromium();
+    let Some(app) = spawn(b, CHECKS).await else { return };
+    seed(&app).await;
+    let (port, _stop) = serve(&app).await;
+    let url = format!("http://127.0.0.1:{port}/view/default/");
+    let html = dom(&chromium, &url).await;
+    assert!(html.contains("<h2 id=\"health\">URL health</h2>"), "{html}");
+    assert!(html.contains("canonical is https://www.example.com/c?a=&lt;b&gt;&amp;d=\"e\""), "as text: {html}");
+    assert!(!html.contains("<b>") && !html.contains("<script"), "{html}");
+    let backend = format!("{b:?}").to_lowercase();
+    for (device, size) in [("desktop", (1280, 1600)), ("narrow", (420, 2400))] {
+        screenshot(&chromium, &url, &format!("health-{device}-{backend}.png"), size).await;
+    }
 }
