@@ -16,6 +16,7 @@ mod crawlers;
 mod crawlers_view;
 mod export;
 mod extensions;
+mod health_store;
 mod health_view;
 mod import;
 mod indexnow;
