@@ -172,12 +172,12 @@ async fn a_lapsed_claim_records_nothing(b: Backend) {
     let lapsed = store.health_claim(SITE, 10, Duration::ZERO).await.unwrap();
     assert_eq!(locs(&lapsed), ["/a"]);
     let settled = store.health_settle(SITE, &result(&lapsed[0], problem(404, &[Kind::NotFound]), DAY), true).await;
-    assert_eq!(settled.unwrap().counts.recorded, false, "its lease ran out");
+    assert!(!settled.unwrap().counts.recorded, "its lease ran out");
     let other = app.another_process().await.store;
     let taken = other.health_claim(SITE, 10, HOUR).await.unwrap();
     assert_eq!(locs(&taken), ["/a"], "claimed again once the lease ran out");
     let settled = store.health_settle(SITE, &result(&lapsed[0], problem(404, &[Kind::NotFound]), DAY), true).await;
-    assert_eq!(settled.unwrap().counts.recorded, false, "another claim holds it");
+    assert!(!settled.unwrap().counts.recorded, "another claim holds it");
     assert_eq!(store.health_of(SITE, &loc("a")).await.unwrap().unwrap().checked_us, None);
     assert!(other.health_settle(SITE, &result(&taken[0], healthy(), DAY), true).await.unwrap().counts.recorded);
     // A claim whose record was deleted meanwhile records nothing and drops the row.
@@ -185,7 +185,7 @@ async fn a_lapsed_claim_records_nothing(b: Backend) {
     let claim = claim_one(&*store, "b").await;
     sqlx_delete(&app, "b").await;
     let settled = store.health_settle(SITE, &result(&claim, healthy(), DAY), true).await.unwrap();
-    assert_eq!(settled.counts.recorded, false);
+    assert!(!settled.counts.recorded);
     assert_eq!(store.health_of(SITE, &loc("b")).await.unwrap(), None);
 }
 
