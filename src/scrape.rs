@@ -10,16 +10,19 @@ use axum::response::{IntoResponse, Response};
 
 use crate::AppState;
 use crate::crawlers::report;
+use crate::health::Kind;
 use crate::page::{PageState, page_bytes, section_of};
 use crate::placement::MAX_PAGES;
 use crate::telemetry::{
     self, CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, CRAWLER_UNSEEN_PAGES,
-    CRAWLER_UNSEEN_PAGES_HELP, INDEXNOW_OUTBOX,
+    CRAWLER_UNSEEN_PAGES_HELP, HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP,
+    HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, INDEXNOW_OUTBOX,
 };
 
 /// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
 /// this app's store at each scrape (O(pages)); with crawler telemetry on, two more reads a site (its fetch records
-/// and its crawlers' page reads: O(resources × crawlers + pages × crawlers)).
+/// and its crawlers' page reads: O(resources × crawlers + pages × crawlers)); with URL health, one more read a
+/// checked site (its summary: O(problem rows) and the capped backlog count).
 pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut text = telemetry::prometheus().render();
     let cache_bytes = state.page_cache.weighted_size().await;
@@ -171,7 +174,42 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
             Err(e) => tracing::warn!(error = %e, "metrics: cannot read the IndexNow outbox"),
         }
     }
+    if !state.config.health_check.is_empty() {
+        health_gauges(&state, &mut text).await;
+    }
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     let no_store = HeaderValue::from_static("no-store");
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()
+}
+
+/// URL health's gauges, for the sites that are checked (configured ones only), from each one's summary: problem
+/// URLs by kind (every kind, and `transient`), excluded URLs, the backlog. A site whose summary cannot be read has
+/// no series this scrape (and a warning is logged).
+async fn health_gauges(state: &AppState, text: &mut String) {
+    let (mut problems, mut excluded, mut backlog) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, _) in state.config.health_check.iter() {
+        let Some(site) = state.sites.by_name(name) else { continue };
+        match state.reads().health_summary(site.id).await {
+            Ok(s) => {
+                for kind in Kind::ALL {
+                    let urls = s.kinds.iter().find(|(k, _, _)| *k == kind).map_or(0, |(_, urls, _)| *urls);
+                    problems.push((format!("site=\"{name}\",kind=\"{}\"", kind.name()), urls));
+                }
+                problems.push((format!("site=\"{name}\",kind=\"transient\""), s.transient));
+                excluded.push((format!("site=\"{name}\""), s.excluded));
+                backlog.push((format!("site=\"{name}\""), s.backlog));
+            }
+            Err(e) => tracing::warn!(error = %e, site = %name, "metrics: cannot read the URL health summary"),
+        }
+    }
+    for (metric, help, series) in [
+        (HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, problems),
+        (HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP, excluded),
+        (HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, backlog),
+    ] {
+        let _ = write!(text, "# HELP {metric} {help}\n# TYPE {metric} gauge\n");
+        for (labels, value) in series {
+            let _ = writeln!(text, "{metric}{{{labels}}} {value}");
+        }
+    }
 }

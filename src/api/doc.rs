@@ -20,6 +20,7 @@ use crate::placement::UpsertCounts;
     tags(
         (name = "urls", description = "URL records"),
         (name = "crawlers", description = "Which crawler read which sitemap, verified, and how long after a change"),
+        (name = "health", description = "URL health: what checking the stored URLs found (404, redirect, noindex, …)"),
     ),
 )]
 pub struct ApiDoc;

@@ -12,13 +12,14 @@ use utoipa::IntoParams;
 use super::ApiQuery;
 use super::crawlers::RecordRead;
 use super::doc::{CommonErrors, ErrorBody};
+use super::health::UrlHealth;
 use super::urls::{Changes, Scope, authorize, query_loc, shown};
 use crate::AppState;
 use crate::access::Access;
 use crate::domain::{Extensions, Priority, Section, SectionNames, ext};
 use crate::error::ApiError;
 use crate::page::{number_of, section_of};
-use crate::store::SiteUrl;
+use crate::store::{ProblemFilter, SiteUrl, UrlCheck};
 
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
@@ -49,8 +50,13 @@ pub(crate) async fn get_urls(
 ) -> Result<Response, ApiError> {
     if let Some(raw) = &query.loc {
         let loc = query_loc(raw, &Scope { sites: &state.sites, access: &access })?;
-        if query.limit.is_some() || query.after.is_some() || query.site.is_some() || query.section.is_some() {
-            return Err(ApiError::bad_request("loc cannot be combined with limit, after, site or section"));
+        if query.limit.is_some()
+            || query.after.is_some()
+            || query.site.is_some()
+            || query.section.is_some()
+            || query.problem.is_some()
+        {
+            return Err(ApiError::bad_request("loc cannot be combined with limit, after, site, section or problem"));
         }
         // One rule for every route: a loc belongs to the site it lies under now (a record still stored under
         // another site, after the sites' URLs changed, moves there when it is next written).
@@ -58,10 +64,15 @@ pub(crate) async fn get_urls(
         let found = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
         let names = state.section_names(found.site, [section_of(found.url.page_id)].into_iter()).await?;
         let crawlers = super::crawlers::record_reads(&state, found.site, found.url.page_id).await?;
-        let record = UrlRecord { crawlers, ..UrlRecord::new(&state, found, &names) };
+        let health = Some(super::health::record_health(&state, found.site, &found.url.loc).await?);
+        let record = UrlRecord { crawlers, health, ..UrlRecord::new(&state, found, &names) };
         return Ok(Json(record).into_response());
     }
     let section = query.section.as_deref().map(SectionFilter::parse).transpose()?;
+    let problem = query.problem.as_deref().map(super::health::parse_problem).transpose()?;
+    if problem.is_some() && section.is_some() {
+        return Err(ApiError::bad_request("problem cannot be combined with section"));
+    }
     let mut sites = list_sites(&state, &access, query.site.as_deref())?;
     if let (Some(_), Listed::One(None)) = (&section, &sites) {
         // A section is a site's: each site's records of the sections so named, merged.
@@ -83,6 +94,9 @@ pub(crate) async fn get_urls(
             .filter(|n| *n >= 0)
             .ok_or_else(|| ApiError::bad_request("after must be a cursor returned as next by this API"))?,
     };
+    if let Some(filter) = problem {
+        return list_problems(&state, sites, filter, after, limit).await;
+    }
     let list = async |site: Option<i64>| -> Result<Vec<SiteUrl>, ApiError> {
         let (Some(site), Some(section)) = (site, &section) else {
             return Ok(state.reads().list_after(site, after, limit).await?);
@@ -121,6 +135,36 @@ pub(crate) async fn get_urls(
     for u in items {
         let names = state.section_names(u.site, [section_of(u.url.page_id)].into_iter()).await?;
         records.push(UrlRecord::new(&state, u, &names));
+    }
+    Ok(Json(UrlList { items: records, next }).into_response())
+}
+
+/// The records of `sites` whose health matches `filter`, each with its `health`, by the same keyset as every
+/// listing (record ids). Only checked sites are read: a site that is not checked lists nothing.
+async fn list_problems(
+    state: &AppState,
+    sites: Listed,
+    filter: ProblemFilter,
+    after: i64,
+    limit: u32,
+) -> Result<Response, ApiError> {
+    let ids: Vec<i64> = match sites {
+        Listed::One(Some(id)) => vec![id],
+        Listed::One(None) => state.sites.iter().map(|s| s.id).collect(),
+        Listed::Several(ids) => ids,
+    };
+    let mut listings = Vec::with_capacity(ids.len());
+    for site in ids.into_iter().filter(|id| super::health::is_checked(state, *id)) {
+        listings.push(state.reads().health_problems(Some(site), filter, after, limit).await?);
+    }
+    let (items, more) = merge_listings(listings, limit);
+    let next = more.then(|| items.last().map(|(u, _)| u.url.id.to_string())).flatten();
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+    let mut records = Vec::with_capacity(items.len());
+    for (u, check) in items {
+        let names = state.section_names(u.site, [section_of(u.url.page_id)].into_iter()).await?;
+        let health = Some(Some(UrlHealth::new(&check, now_us)));
+        records.push(UrlRecord { health, ..UrlRecord::new(state, u, &names) });
     }
     Ok(Json(UrlList { items: records, next }).into_response())
 }
@@ -188,6 +232,15 @@ fn may_continue(len: usize, bytes: i64, limit: u32) -> bool {
 trait Keyed {
     fn id(&self) -> i64;
     fn size(&self) -> i64;
+}
+
+impl Keyed for (SiteUrl, UrlCheck) {
+    fn id(&self) -> i64 {
+        self.0.url.id
+    }
+    fn size(&self) -> i64 {
+        self.0.url.size
+    }
 }
 
 impl Keyed for SiteUrl {
@@ -275,6 +328,11 @@ pub(crate) struct UrlRecord {
     /// after the record's last change. Only in the answer to `loc`, and only with crawler telemetry on.
     #[serde(skip_serializing_if = "Option::is_none")]
     crawlers: Option<BTreeMap<String, RecordRead>>,
+    /// URL health: its last check. In the answer to `loc` (`null` when its site is not checked) and in the
+    /// problem listing (`?problem=`); absent from other listings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UrlHealth>)]
+    health: Option<Option<UrlHealth>>,
 }
 
 impl UrlRecord {
@@ -297,6 +355,7 @@ impl UrlRecord {
             news,
             alternates,
             crawlers: None,
+            health: None,
         }
     }
 }
@@ -329,6 +388,12 @@ pub(crate) struct UrlsQuery {
     /// List this section only (its name; `default`: the entries without a section)
     #[param(example = "products")]
     section: Option<String>,
+    /// List the records whose URL health check found this: a kind (`not_found`, `gone`, `client_error`,
+    /// `redirect`, `noindex`, `canonical`, `disallowed`), `any` definite problem, `transient` (the last attempt
+    /// failed without an answer) or `excluded` (left out of its page); each record with its `health`. Only sites
+    /// that are checked list any
+    #[param(example = "any")]
+    problem: Option<String>,
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! The API under `/api/v1`: bearer-token auth, request bodies, the URL handlers, the crawlers' report, and the
-//! OpenAPI document generated from their annotations.
+//! The API under `/api/v1`: bearer-token auth, request bodies, the URL handlers, the crawlers' report, URL health,
+//! and the OpenAPI document generated from their annotations.
 
 mod body;
 mod crawlers;
 pub mod doc;
+mod health;
 mod lookup;
 mod urls;
 
@@ -35,6 +36,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(lookup::get_urls, urls::upsert_urls, urls::delete_url))
         .routes(routes!(urls::delete_urls))
         .routes(routes!(crawlers::get_crawlers))
+        .routes(routes!(health::get_health))
 }
 
 /// The OpenAPI 3 document of the write API.

@@ -1,7 +1,7 @@
-//! The HTML view for people: per site, its pages and how full each is and what its crawlers read, a page's entries
-//! (keyset-paged), and a record looked up by loc. Read-only, server-rendered (askama templates in
-//! `templates/view/`, HTML-escaped by default), no script, no external asset. An internal route like `/metrics`
-//! (`view`, on by default; off: 404).
+//! The HTML view for people: per site, its pages and how full each is, what its crawlers read and what checking its
+//! URLs found; a page's entries (keyset-paged), and a record looked up by loc. Read-only, server-rendered (askama
+//! templates in `templates/view/`, HTML-escaped by default), no script, no external asset. An internal route like
+//! `/metrics` (`view`, on by default; off: 404).
 //!
 //! The handlers parse the request, read through [`source::ViewData`] (the only place that knows where the data
 //! comes from) and fill a template with what [`model`] makes of it. Every answer carries `X-Robots-Tag: noindex`,
@@ -19,7 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use self::model::{CrawlerPanel, CrawlerRow, EntryRow, PageRow, ReadCell, Record, SectionRow, grouped};
+use self::model::{CrawlerPanel, CrawlerRow, EntryRow, HealthPanel, PageRow, ReadCell, Record, SectionRow, grouped};
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
 use crate::crawler::Crawler;
@@ -290,6 +290,8 @@ struct SiteScreen {
     crawlers: Option<CrawlerPanel>,
     /// The page table's crawler columns (each row's `reads`); empty with telemetry off.
     majors: Vec<&'static str>,
+    /// What checking its URLs found; `None` when the site is not checked.
+    health: Option<HealthPanel>,
     rows: Vec<PageRow>,
     /// The first screen's link, when this is not the first.
     first: Option<String>,
@@ -309,6 +311,7 @@ async fn site_pages(
     let pages = data.pages(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let names = data.sections(&site, &pages).await.map_err(|e| ViewError::store(e, depth))?;
     let telemetry = data.crawlers(&site).await.map_err(|e| ViewError::store(e, depth))?;
+    let health = data.health(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let section = |p: &PageState| names.name(section_of(p.id)).flatten();
     let listed = pages.iter().filter(|p| p.url_count > 0).count() as i64;
     let reads = telemetry.as_ref().map(|t| ReadIndex::new(&t.seen, &t.fetches));
@@ -348,6 +351,7 @@ async fn site_pages(
         sections: if names.is_empty() { Vec::new() } else { SectionRow::of(&pages, &names, &site) },
         majors: if crawlers.is_some() { Crawler::MAJOR.map(Crawler::shown).to_vec() } else { Vec::new() },
         crawlers,
+        health: health.map(|h| HealthPanel::new(h.policy, &h.summary, &h.urls, h.more, h.now_us)),
         rows,
         first: (after > 0).then(|| "./".to_owned()),
         next,

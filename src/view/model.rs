@@ -6,7 +6,9 @@ use crate::crawlers::report::{CrawlerReport, PageReads};
 use crate::domain::Extensions;
 use crate::domain::ext::Video;
 use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
+use crate::health::{Kind, Policy};
 use crate::page::{PageState, StoredUrl, number_of, page_bytes, section_of};
+use crate::store::{HealthSummary, UrlCheck};
 
 use super::source::ViewSite;
 
@@ -159,6 +161,157 @@ impl CrawlerRow {
                 Some(u) => count(u.pages, "page", "pages"),
             },
             oldest_unseen: c.unseen.and_then(|u| u.oldest_change_us).map(When::from_micros),
+        }
+    }
+}
+
+/// A site's URL health panel: its policy, counts by kind with the oldest, the backlog, the last check, and the
+/// problem URLs listed (at most a screen's worth).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HealthPanel {
+    /// `report` or `exclude`.
+    pub policy: &'static str,
+    /// What the policy does, in a sentence.
+    pub policy_says: &'static str,
+    pub tracked: String,
+    pub checked: String,
+    pub healthy: String,
+    /// Every kind, in `Kind::ALL` order.
+    pub kinds: Vec<KindRow>,
+    pub transient: String,
+    pub excluded: String,
+    /// `1,234`, or `at least 1,000,000` at the count's cap.
+    pub backlog: String,
+    /// Whether every record stored before checking began has been queued.
+    pub seeded: bool,
+    pub last_check: Option<Ago>,
+    pub urls: Vec<ProblemRow>,
+    /// Whether more problem URLs exist than are listed (the listing was full).
+    pub more: bool,
+}
+
+/// One kind of problem in the panel's counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindRow {
+    /// Its stable name (`not_found`): the API's `?problem=`.
+    pub name: &'static str,
+    /// In words (`Not found (404)`).
+    pub words: &'static str,
+    pub urls: String,
+    /// Since when the URL that has had it longest has had a problem.
+    pub oldest: Option<Ago>,
+    pub none: bool,
+}
+
+/// A kind of problem in words, for a count.
+pub fn kind_words(kind: Kind) -> &'static str {
+    match kind {
+        Kind::NotFound => "Not found (404)",
+        Kind::Gone => "Gone (410)",
+        Kind::ClientError => "Other client error (4xx)",
+        Kind::Redirect => "Redirect (3xx)",
+        Kind::Noindex => "Noindex",
+        Kind::Canonical => "Canonical names another URL",
+        Kind::Disallowed => "Disallowed by robots.txt",
+    }
+}
+
+impl HealthPanel {
+    /// `problems`: the records listed, problem ones first; `more`: the listing was cut.
+    pub fn new(policy: Policy, s: &HealthSummary, problems: &[UrlCheck], more: bool, now_us: i64) -> Self {
+        let kinds = Kind::ALL
+            .iter()
+            .map(|kind| {
+                let (urls, oldest) =
+                    s.kinds.iter().find(|(k, _, _)| k == kind).map_or((0, None), |(_, urls, oldest)| (*urls, *oldest));
+                KindRow {
+                    name: kind.name(),
+                    words: kind_words(*kind),
+                    urls: grouped(urls as i64),
+                    oldest: oldest.map(|us| Ago::new(now_us, us)),
+                    none: urls == 0,
+                }
+            })
+            .collect();
+        let backlog = if s.backlog >= crate::store::BACKLOG_CAP {
+            format!("at least {}", grouped(crate::store::BACKLOG_CAP as i64))
+        } else {
+            grouped(s.backlog as i64)
+        };
+        Self {
+            policy: policy.name(),
+            policy_says: match policy {
+                Policy::Report => "problems are reported here; the sitemaps never change for them",
+                Policy::Exclude => {
+                    "a URL with a definite problem is left out of its page until a check finds it healthy"
+                }
+            },
+            tracked: grouped(s.tracked as i64),
+            checked: grouped(s.checked as i64),
+            healthy: grouped(s.healthy as i64),
+            kinds,
+            transient: grouped(s.transient as i64),
+            excluded: grouped(s.excluded as i64),
+            backlog,
+            seeded: s.seeded,
+            last_check: s.last_checked_us.map(|us| Ago::new(now_us, us)),
+            urls: problems.iter().map(|c| ProblemRow::new(c, now_us)).collect(),
+            more,
+        }
+    }
+}
+
+/// One URL in the panel's list of problems.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProblemRow {
+    pub loc: String,
+    /// Its lookup screen, relative to the site's directory.
+    pub href: String,
+    /// Each problem in words, with what the answer said: `not found (404)`, `redirects to https://…`.
+    pub reasons: Vec<String>,
+    /// The last attempt's transient failure: `timeout, 3 attempts in a row`.
+    pub transient: Option<String>,
+    /// Since when it has had a definite problem.
+    pub since: Option<Ago>,
+    pub excluded: bool,
+}
+
+impl ProblemRow {
+    pub fn new(c: &UrlCheck, now_us: i64) -> Self {
+        let status = |fallback: &str| c.status.map_or_else(|| fallback.to_owned(), |s| s.to_string());
+        let reasons = c
+            .problems
+            .iter()
+            .map(|kind| match kind {
+                Kind::NotFound => "not found (404)".to_owned(),
+                Kind::Gone => "gone (410)".to_owned(),
+                Kind::ClientError => format!("client error ({})", status("4xx")),
+                Kind::Redirect => match &c.location {
+                    Some(to) => format!("redirects ({}) to {to}", status("3xx")),
+                    None => format!("redirects ({}) without a Location", status("3xx")),
+                },
+                Kind::Noindex => match &c.noindex_by {
+                    Some(by) => format!("noindex ({by})"),
+                    None => "noindex".to_owned(),
+                },
+                Kind::Canonical => match &c.canonical {
+                    Some(to) => format!("canonical is {to}"),
+                    None => "canonical names another URL".to_owned(),
+                },
+                Kind::Disallowed => "disallowed for Googlebot by robots.txt".to_owned(),
+            })
+            .collect();
+        let transient = c.transient.as_ref().map(|t| {
+            let t = t.replace('_', " ");
+            if c.attempts > 1 { format!("{t}, {} attempts in a row", c.attempts) } else { t }
+        });
+        Self {
+            loc: c.loc.clone(),
+            href: lookup_href("./", &c.loc),
+            reasons,
+            transient,
+            since: c.problem_since_us.map(|us| Ago::new(now_us, us)),
+            excluded: c.excluded,
         }
     }
 }
@@ -577,6 +730,32 @@ mod tests {
         for not in ["javascript:alert(1)", "data:text/html,x", " https://x.test/", "//x.test/", "http:"] {
             assert_eq!(link(not), None, "{not}");
         }
+    }
+
+    #[test]
+    fn a_problem_url_says_why_in_words_and_whether_it_is_left_out() {
+        use crate::health::{Kind, Problems};
+        let now = 1_764_120_000_000_000;
+        let check = UrlCheck {
+            loc: "https://x.test/a?b=<c>".into(),
+            status: Some(301),
+            problems: [Kind::Redirect, Kind::Noindex].into_iter().collect::<Problems>(),
+            location: Some("https://x.test/b".into()),
+            noindex_by: Some("X-Robots-Tag".into()),
+            problem_since_us: Some(now - 3 * 3_600_000_000),
+            transient: Some("server_error 503".into()),
+            attempts: 2,
+            excluded: true,
+            ..UrlCheck::default()
+        };
+        let row = ProblemRow::new(&check, now);
+        assert_eq!(row.reasons, ["redirects (301) to https://x.test/b", "noindex (X-Robots-Tag)"]);
+        assert_eq!(row.transient.as_deref(), Some("server error 503, 2 attempts in a row"));
+        assert_eq!(row.since.map(|s| s.ago).as_deref(), Some("3 h ago"));
+        assert_eq!(row.href, "./lookup?loc=https%3A%2F%2Fx.test%2Fa%3Fb%3D%3Cc%3E");
+        assert!(row.excluded);
+        let gone = UrlCheck { problems: Problems::from_bits(Kind::ClientError.bit()), status: Some(403), ..check };
+        assert_eq!(ProblemRow::new(&gone, now).reasons, ["client error (403)"]);
     }
 
     #[test]

@@ -9,8 +9,13 @@ use std::sync::Arc;
 use crate::AppState;
 use crate::crawlers::report;
 use crate::domain::{Loc, PublicUrl, SectionNames};
+use crate::health::Policy;
 use crate::page::{Limits, PageState, StoredUrl, section_of};
-use crate::store::{self, FetchRecord, PageRead};
+use crate::store::{self, FetchRecord, HealthSummary, PageRead, ProblemFilter, UrlCheck};
+
+/// The most problem URLs the site screen lists: the first of the definite problems by record id, then the transient
+/// failures.
+pub const HEALTH_URLS: u32 = 100;
 
 /// A site as the view shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +44,19 @@ pub struct CrawlerTelemetry {
     /// The window's days (`crawler_window_days`).
     pub window_days: u32,
     /// When it was read, µs since the Unix epoch: what "3 h ago" counts from.
+    pub now_us: i64,
+}
+
+/// A site's URL health as read for one screen.
+#[derive(Clone, Debug)]
+pub struct SiteHealth {
+    pub policy: Policy,
+    pub summary: HealthSummary,
+    /// At most [`HEALTH_URLS`]: the definite problems first, then the transient failures (each URL once).
+    pub urls: Vec<UrlCheck>,
+    /// Whether either listing was full (more may follow).
+    pub more: bool,
+    /// When it was read, µs since the Unix epoch.
     pub now_us: i64,
 }
 
@@ -113,6 +131,31 @@ impl<'a> ViewData<'a> {
             window_days,
             now_us,
         }))
+    }
+
+    /// The site's URL health (three reads: the summary, O(problem rows); at most [`HEALTH_URLS`] problem URLs and
+    /// as many transient ones, through the problem rows' index); `None` when the site is not checked.
+    pub async fn health(&self, site: &ViewSite) -> store::Result<Option<SiteHealth>> {
+        let Some(policy) = self.state.config.health_check.policy(&site.name) else { return Ok(None) };
+        let now_us =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let reads = self.state.reads();
+        let summary = reads.health_summary(site.id).await?;
+        let problems = reads.health_problems(Some(site.id), ProblemFilter::Any, 0, HEALTH_URLS).await?;
+        let mut more = problems.len() >= HEALTH_URLS as usize;
+        let mut urls: Vec<UrlCheck> = problems.into_iter().map(|(_, check)| check).collect();
+        let room = HEALTH_URLS as usize - urls.len().min(HEALTH_URLS as usize);
+        if room > 0 && summary.transient > 0 {
+            let transient = reads.health_problems(Some(site.id), ProblemFilter::Transient, 0, HEALTH_URLS).await?;
+            more |= transient.len() >= HEALTH_URLS as usize;
+            let fresh: Vec<UrlCheck> =
+                transient.into_iter().map(|(_, c)| c).filter(|c| !urls.iter().any(|u| u.loc == c.loc)).collect();
+            more |= fresh.len() > room;
+            urls.extend(fresh.into_iter().take(room));
+        } else if summary.transient > 0 {
+            more = true;
+        }
+        Ok(Some(SiteHealth { policy, summary, urls, more, now_us }))
     }
 
     /// The site's record of `loc`, if it stores one (a record of another site is not this site's).

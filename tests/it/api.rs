@@ -38,7 +38,9 @@ async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
                "priority": 0.8, "section": null, "site": "default", "sitemap": "https://www.example.com/sitemap-1.xml",
                // No crawler has read its page yet.
                "crawlers": {"googlebot": {"last_read": null, "read_since_change": false},
-                            "bingbot": {"last_read": null, "read_since_change": false}}})
+                            "bingbot": {"last_read": null, "read_since_change": false}},
+               // The site's URLs are not checked (health_check).
+               "health": null})
     );
     // Look-ups normalize like writes do.
     assert_eq!(app.find("https://WWW.example.com:443/a?x=1&y=2").await.status, StatusCode::OK);

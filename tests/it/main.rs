@@ -2,8 +2,10 @@
 //! `observability` checks `/metrics`, request logs and the OpenAPI document; `indexnow` runs change notification
 //! against a fake endpoint; `process` runs the built binary; `readme` runs the ```sh blocks of the README and docs/
 //! against it and checks their links; `recipes` runs docs/recipes.md's push functions (python3, node) against it;
-//! `sites` serves several sites; `crawlers_view` what people see of crawler telemetry (API, view, metrics); `text` the text sitemaps (`/sitemap-N.txt`); `import` reads sitemaps from a local web server and files; `view` checks the HTML view through the router and in headless Chromium
-//! (screenshots in `target/artifacts/view/`).
+//! `sites` serves several sites; `crawlers_view` what people see of crawler telemetry (API, view, metrics);
+//! `health_view` what people see of URL health (a record's `health`, `?problem=`, `/api/v1/health`, metrics, the
+//! view); `text` the text sitemaps (`/sitemap-N.txt`); `import` reads sitemaps from a local web server and files;
+//! `view` checks the HTML view through the router and in headless Chromium (screenshots in `target/artifacts/view/`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
 //! and fails if Postgres is unreachable). A test whose prerequisite is missing (Postgres, Chromium, xmllint, …)
 //! shows as ignored with the reason, never as passed: `build.rs` decides it, and under `CI` ignores nothing.
@@ -15,6 +17,7 @@ mod crawlers_view;
 mod export;
 mod extensions;
 mod health_store;
+mod health_view;
 mod import;
 mod indexnow;
 mod json_body;

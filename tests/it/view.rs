@@ -262,7 +262,7 @@ async fn a_database_that_is_down_is_503(b: Backend) {
 // --- in a real browser ------------------------------------------------------------------------------------------
 
 /// Debian's `chromium`, from `PATH`. The browser test is ignored without it (see `build.rs`); `.ci/run` installs it.
-fn chromium() -> PathBuf {
+pub(crate) fn chromium() -> PathBuf {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
@@ -300,14 +300,14 @@ async fn run_chromium(chromium: &Path, url: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 DOM")
 }
 
-async fn dom(chromium: &Path, url: &str) -> String {
+pub(crate) async fn dom(chromium: &Path, url: &str) -> String {
     let dom = run_chromium(chromium, url, &["--dump-dom"]).await;
     assert!(dom.contains("</html>"), "a whole document from {url}: {dom}");
     dom
 }
 
 /// A screenshot of `url` at `width`×`height`, kept as `name`; checks it is a PNG of that size.
-async fn screenshot(chromium: &Path, url: &str, name: &str, (width, height): (u32, u32)) -> PathBuf {
+pub(crate) async fn screenshot(chromium: &Path, url: &str, name: &str, (width, height): (u32, u32)) -> PathBuf {
     let path = artifacts().join(name);
     let _ = std::fs::remove_file(&path);
     let args = [format!("--screenshot={}", path.display()), format!("--window-size={width},{height}")];
@@ -380,7 +380,7 @@ async fn the_view_renders_in_a_real_browser(b: Backend) {
 }
 
 /// `app` served by `serve()` on a free loopback port, until the returned sender is dropped.
-async fn serve(app: &TestApp) -> (u16, tokio::sync::oneshot::Sender<()>) {
+pub(crate) async fn serve(app: &TestApp) -> (u16, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
