@@ -14,6 +14,8 @@ mod crawlers;
 mod crawlers_view;
 mod export;
 mod extensions;
+mod health;
+mod health_site;
 mod import;
 mod indexnow;
 mod json_body;
