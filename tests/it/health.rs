@@ -23,6 +23,7 @@ both_backends!(
     report_changes_no_page,
     one_request_in_flight_per_host,
     the_rate_holds_between_request_starts,
+    two_checkers_share_the_work,
 );
 
 /// The service with its public URL on `site`, checked with `policy`; `vars` on top.
@@ -270,4 +271,24 @@ async fn the_rate_holds_between_request_starts(backend: Backend) {
     // 5 a second: 200 ms apart, measured at the site; a little less allowed for the loopback's scheduling.
     let least = gaps.iter().min().unwrap();
     assert!(*least >= Duration::from_millis(180), "{gaps:?}");
+}
+
+/// Two processes on one database, each with its checker: every URL checked once, none twice at once.
+async fn two_checkers_share_the_work(backend: Backend) {
+    let site = TestSite::start();
+    let app = app(backend, &site, "report", &[("SITEMAPD_HEALTH_CONCURRENCY", "3"), ("SITEMAPD_HEALTH_RATE", "1")])
+        .await;
+    let other = app.another_process().await;
+    let paths: Vec<String> = (0..12).map(|i| format!("{}{i}", path::SLOWISH)).collect();
+    put(&app, &site, &paths.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    // Rate 1: a claim takes at most 10 URLs, so the second checker finds some left while the first works.
+    let (one, two) = (checker(&app), checker(&other));
+    let (a, b) = tokio::join!(one.drain(), two.drain());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a + b, 12, "{a} + {b}");
+    assert!(a > 0 && b > 0, "both took a share: {a} + {b}");
+    for p in &paths {
+        assert_eq!(site.count(p), 1, "{p}");
+    }
+    assert_eq!(site.overlapped_path(), None);
 }
