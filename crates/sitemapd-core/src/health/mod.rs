@@ -5,7 +5,14 @@
 //! leaves a URL with a definite problem ([`Problems`]) out of its page. A transient failure (timeout, 5xx, 429, a
 //! broken connection) is never a definite problem: it is retried with backoff ([`backoff`]) and reported as such.
 
+pub mod head;
+pub mod headers;
+mod judge;
+pub mod robots;
+
 use std::time::Duration;
+
+pub use judge::{judge, judge_at};
 
 /// A definite problem: what a search engine refuses a submitted URL for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -149,6 +156,11 @@ impl Finding {
     pub fn transient(why: Transient, retry_after: Option<Duration>) -> Self {
         Finding { transient: Some(why), retry_after, ..Finding::default() }
     }
+    /// A URL the site's `robots.txt` disallows for Googlebot, found without fetching it (the checker asks
+    /// [`robots::Robots::allows`] first): a definite answer with no status.
+    pub fn disallowed() -> Self {
+        Finding { problems: Problems::from_iter([Kind::Disallowed]), ..Finding::default() }
+    }
     /// Whether the check reached a definite answer (healthy or not).
     pub fn is_definite(&self) -> bool {
         self.transient.is_none()
@@ -178,5 +190,78 @@ impl Policy {
             "exclude" => Some(Policy::Exclude),
             _ => None,
         }
+    }
+}
+
+/// The first wait after a transient failure; each further failure doubles it.
+pub const BACKOFF_FIRST: Duration = Duration::from_secs(60);
+/// The longest wait between tries of one URL: a URL that keeps failing is still tried four times a day.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// The wait before the next try of a URL after `attempts` consecutive transient failures: 1 minute, doubling,
+/// at most [`BACKOFF_CAP`] (0 counts as 1). The checker adds its jitter and takes the longer of this and the
+/// answer's `Retry-After`.
+pub fn backoff(attempts: u32) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(16);
+    BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_CAP)
+}
+
+/// The checker's `User-Agent`: names sitemapd, its version and where a site's owner reads what it does.
+pub fn user_agent(version: &str) -> String {
+    format!("sitemapd/{version} (URL health check; +https://github.com/sitemapd/sitemapd/blob/main/docs/health.md)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each case: consecutive failures, the wait in minutes.
+    #[test]
+    fn backoff_doubles_from_a_minute_to_six_hours() {
+        let cases: &[(u32, u64)] = &[
+            (0, 1),
+            (1, 1),
+            (2, 2),
+            (3, 4),
+            (4, 8),
+            (5, 16),
+            (6, 32),
+            (7, 64),
+            (8, 128),
+            (9, 256),
+            (10, 360),
+            (11, 360),
+            (40, 360),
+            (u32::MAX, 360),
+        ];
+        for (attempts, minutes) in cases {
+            assert_eq!(backoff(*attempts), Duration::from_secs(minutes * 60), "{attempts}");
+        }
+    }
+
+    #[test]
+    fn the_user_agent_names_sitemapd_its_version_and_the_docs() {
+        assert_eq!(
+            user_agent("1.4.0"),
+            "sitemapd/1.4.0 (URL health check; +https://github.com/sitemapd/sitemapd/blob/main/docs/health.md)"
+        );
+    }
+
+    /// The stored bits and names never change: each case one kind, its bit and its name.
+    #[test]
+    fn kinds_keep_their_bits_and_names() {
+        let cases: &[(Kind, u32, &str)] = &[
+            (Kind::NotFound, 1, "not_found"),
+            (Kind::Gone, 2, "gone"),
+            (Kind::ClientError, 4, "client_error"),
+            (Kind::Redirect, 8, "redirect"),
+            (Kind::Noindex, 16, "noindex"),
+            (Kind::Canonical, 32, "canonical"),
+            (Kind::Disallowed, 64, "disallowed"),
+        ];
+        for (kind, bit, name) in cases {
+            assert_eq!((kind.bit(), kind.name(), Kind::parse(name)), (*bit, *name, Some(*kind)));
+        }
+        assert_eq!(Problems::from_bits(0xff).bits(), 0x7f);
     }
 }
