@@ -11,8 +11,9 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::CheckerOptions;
-use super::judge::{Robots, head_ended};
 use crate::health::Transient;
+use crate::health::head::HeadScan;
+use crate::health::robots::Robots;
 use crate::store::CheckClaim;
 
 /// Redirects of a robots.txt followed, within the configured sites' hosts (RFC 9309 asks for at least five).
@@ -71,16 +72,15 @@ pub(super) async fn page(client: &reqwest::Client, options: &CheckerOptions, url
             let value = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok()).map(str::to_owned);
             return Ok(Fetched::NotModified { etag: value(header::ETAG), last_modified: value(header::LAST_MODIFIED) });
         }
-        let mut head = Vec::new();
-        if is_html(&headers) {
-            while head.len() < options.head_bytes && !head_ended(&head) {
-                match response.chunk().await.map_err(|e| failure(&e))? {
-                    Some(chunk) => head.extend_from_slice(&chunk),
-                    None => break,
+        let mut head = HeadScan::new(options.head_bytes);
+        if is_html(&headers) && (200..300).contains(&status) {
+            while let Some(chunk) = response.chunk().await.map_err(|e| failure(&e))? {
+                if head.push(&chunk) {
+                    break;
                 }
             }
-            head.truncate(options.head_bytes);
         }
+        let head = head.into_bytes();
         // The rest of the body is never read: dropping the response closes its connection.
         Ok(Fetched::Answer { status, headers, head })
     };
@@ -171,8 +171,9 @@ impl CachedRobots {
         self.0.as_ref().filter(|(until, _)| Instant::now() < *until).map(|(_, r)| r.clone())
     }
 
-    pub(super) fn keep(&mut self, robots: Arc<Robots>, status: u16) {
-        let ttl = if status >= 500 { ROBOTS_ERROR_TTL } else { ROBOTS_TTL };
+    /// Keeps `robots` for 24 h, or a few minutes when it is an `error` (5xx, no answer).
+    pub(super) fn keep(&mut self, robots: Arc<Robots>, error: bool) {
+        let ttl = if error { ROBOTS_ERROR_TTL } else { ROBOTS_TTL };
         self.0 = Some((Instant::now() + ttl, robots));
     }
 }

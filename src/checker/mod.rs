@@ -12,7 +12,6 @@
 //! which the state implements.
 
 mod fetch;
-mod judge;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
@@ -30,7 +29,8 @@ use url::Url;
 
 use self::fetch::{Fetched, RobotsCache};
 use crate::config::Config;
-use crate::health::{Finding, Policy};
+use crate::health::robots::Robots;
+use crate::health::{Finding, Kind, Policy, Problems, Transient, backoff, judge, user_agent};
 use crate::placement::Changes;
 use crate::store::{CheckClaim, CheckResult, Store};
 use crate::telemetry;
@@ -79,7 +79,7 @@ impl CheckerOptions {
             head_bytes: usize::try_from(config.health_head_bytes).unwrap_or(usize::MAX),
             poll: Duration::from_millis(config.health_poll_ms),
             claim: rate.saturating_mul(10).max(1),
-            user_agent: judge::user_agent(env!("CARGO_PKG_VERSION")),
+            user_agent: user_agent(env!("CARGO_PKG_VERSION")),
         }
     }
 
@@ -336,7 +336,7 @@ impl Checker {
                 let result = CheckResult {
                     claim: claim.claim,
                     loc: claim.loc.clone(),
-                    finding: Finding::transient(crate::health::Transient::RateLimited, Some(wait)),
+                    finding: Finding::transient(Transient::RateLimited, Some(wait)),
                     next_in: wait,
                 };
                 self.settle(target, &result, "transient").await;
@@ -352,7 +352,7 @@ impl Checker {
         let next_in = if finding.is_definite() {
             jitter(self.options.cycle)
         } else {
-            jitter(judge::backoff(claim.attempts.saturating_add(1))).max(finding.retry_after.unwrap_or_default())
+            jitter(backoff(claim.attempts.saturating_add(1))).max(finding.retry_after.unwrap_or_default())
         };
         tracing::debug!(
             site = %target.name,
@@ -423,34 +423,29 @@ impl Checker {
     /// What one check found: robots.txt first (no page request for a disallowed URL), then the page.
     async fn fetch(&self, target: &Target, claim: &CheckClaim) -> Result<Checked, Deferred> {
         let Ok(url) = Url::parse(&claim.loc) else {
-            let finding = Finding::transient(crate::health::Transient::Connect("not a URL".into()), None);
+            let finding = Finding::transient(Transient::Connect("not a URL".into()), None);
             return Ok(Checked { finding, not_modified: false, hold: None });
         };
         let host = origin(&url);
         if !self.hosts.contains(&host) {
             // Never fetched: no configured site has this host (a loc cannot be stored so; checked anyway).
             let why = format!("{host} is no configured site's host: not fetched");
-            let finding = Finding::transient(crate::health::Transient::Connect(why), None);
+            let finding = Finding::transient(Transient::Connect(why), None);
             return Ok(Checked { finding, not_modified: false, hold: None });
         }
         let semaphore = self.semaphore(&host);
         let _permit = semaphore.acquire_owned().await.expect("never closed");
-        let robots = match self.robots_for(target, &host).await? {
-            Ok(robots) => robots,
-            Err(transient) => {
-                return Ok(Checked { finding: Finding::transient(transient, None), not_modified: false, hold: None });
-            }
-        };
+        let robots = self.robots_for(target, &host).await?;
         let allowed = robots.allows(&url);
         if allowed == Some(false) {
-            return Ok(Checked { finding: judge::disallowed(), not_modified: false, hold: None });
+            return Ok(Checked { finding: Finding::disallowed(), not_modified: false, hold: None });
         }
         self.slot(&host).await?;
         telemetry::health_request(&target.name, "page");
         let fetched = fetch::page(&self.client, &self.options, &url, claim).await;
         Ok(match fetched {
             Fetched::Answer { status, headers, head } => {
-                let finding = judge::judge(&url, status, &headers, &head, allowed);
+                let finding = judge(&url, status, &headers, &head, allowed);
                 let hold = matches!(status, 429 | 503).then_some(finding.retry_after).flatten();
                 Checked { finding, not_modified: false, hold }
             }
@@ -466,16 +461,13 @@ impl Checker {
     }
 
     /// The host's robots.txt, from the cache or fetched (through the host's slots; the caller holds its
-    /// semaphore). A transient failure to fetch it is the check's.
-    async fn robots_for(
-        &self,
-        target: &Target,
-        host: &str,
-    ) -> Result<Result<Arc<judge::Robots>, crate::health::Transient>, Deferred> {
+    /// semaphore). A robots.txt that cannot be had (no answer, a redirect off the configured hosts, too many
+    /// redirects) is unknown: it makes no problem, and is asked for again after a few minutes.
+    async fn robots_for(&self, target: &Target, host: &str) -> Result<Arc<Robots>, Deferred> {
         let entry = self.robots.entry(host);
         let mut cached = entry.lock().await;
         if let Some(robots) = cached.fresh() {
-            return Ok(Ok(robots));
+            return Ok(robots);
         }
         let mut at = Url::parse(&format!("{host}/robots.txt")).expect("an origin and a path");
         for _hop in 0..=fetch::ROBOTS_HOPS {
@@ -483,19 +475,24 @@ impl Checker {
             telemetry::health_request(&target.name, "robots");
             match fetch::robots(&self.client, &self.options, &at).await {
                 fetch::RobotsAnswer::Found { status, body } => {
-                    let robots = Arc::new(judge::Robots::from_answer(status, &body));
-                    cached.keep(robots.clone(), status);
-                    return Ok(Ok(robots));
+                    let robots = Arc::new(Robots::from_answer(status, &body));
+                    cached.keep(robots.clone(), status >= 500);
+                    return Ok(robots);
                 }
                 fetch::RobotsAnswer::Redirect(to) if self.hosts.contains(&origin(&to)) => at = to,
-                // Off the configured hosts: not followed, as if there were none (RFC 9309: unavailable).
-                fetch::RobotsAnswer::Redirect(_) => break,
-                fetch::RobotsAnswer::Failed(transient) => return Ok(Err(transient)),
+                fetch::RobotsAnswer::Redirect(to) => {
+                    tracing::debug!(site = %target.name, %to, "URL health: robots.txt redirects off the sites");
+                    break;
+                }
+                fetch::RobotsAnswer::Failed(why) => {
+                    tracing::debug!(site = %target.name, why = why.name(), "URL health: robots.txt unavailable");
+                    break;
+                }
             }
         }
-        let robots = Arc::new(judge::Robots::from_answer(404, b""));
-        cached.keep(robots.clone(), 404);
-        Ok(Ok(robots))
+        let robots = Arc::new(Robots::unreachable());
+        cached.keep(robots.clone(), true);
+        Ok(robots)
     }
 }
 
@@ -536,11 +533,10 @@ fn previous_stands(
         },
         None => Finding { status: Some(304), ..Finding::default() },
     };
-    let without: crate::health::Problems =
-        finding.problems.iter().filter(|k| *k != crate::health::Kind::Disallowed).collect();
+    let without: Problems = finding.problems.iter().filter(|k| *k != Kind::Disallowed).collect();
     finding.problems = without;
     if allowed == Some(false) {
-        finding.problems.insert(crate::health::Kind::Disallowed);
+        finding.problems.insert(Kind::Disallowed);
     }
     finding.etag = etag.or_else(|| claim.etag.clone());
     finding.last_modified = last_modified.or_else(|| claim.last_modified.clone());
@@ -634,7 +630,6 @@ mod tests {
 
     #[test]
     fn a_304_keeps_the_previous_problems_but_robots_as_now() {
-        use crate::health::Kind;
         use crate::store::UrlCheck;
         let previous = UrlCheck {
             status: Some(200),

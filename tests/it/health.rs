@@ -276,8 +276,8 @@ async fn the_rate_holds_between_request_starts(backend: Backend) {
 /// Two processes on one database, each with its checker: every URL checked once, none twice at once.
 async fn two_checkers_share_the_work(backend: Backend) {
     let site = TestSite::start();
-    let app = app(backend, &site, "report", &[("SITEMAPD_HEALTH_CONCURRENCY", "3"), ("SITEMAPD_HEALTH_RATE", "1")])
-        .await;
+    let app =
+        app(backend, &site, "report", &[("SITEMAPD_HEALTH_CONCURRENCY", "3"), ("SITEMAPD_HEALTH_RATE", "1")]).await;
     let other = app.another_process().await;
     let paths: Vec<String> = (0..12).map(|i| format!("{}{i}", path::SLOWISH)).collect();
     put(&app, &site, &paths.iter().map(String::as_str).collect::<Vec<_>>()).await;
