@@ -175,7 +175,7 @@ impl Inner {
             }
             // Rendered ahead of crawlers; the states they replace are forgotten when the page table is read again.
             if let Some(queue) = &self.prerender {
-                queue.push(*site, changes.pages.iter().filter(|p| p.url_count > 0).map(|p| (p.id, p.version)));
+                queue.push(*site, changes.pages.iter().filter(|p| p.listed()).map(|p| (p.id, p.version)));
             }
         }
     }

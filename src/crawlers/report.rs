@@ -237,6 +237,7 @@ mod tests {
             modified_us,
             ns: NsCounts::default(),
             gzip: Gzip::Blocks,
+            excluded: 0,
         }
     }
 

@@ -99,7 +99,7 @@ impl Table {
             Some((section, number_of(p.id)))
         };
         let mut listed: Vec<usize> =
-            (0..pages.len()).filter(|&i| pages[i].url_count > 0 && rank(&pages[i]).is_some()).collect();
+            (0..pages.len()).filter(|&i| pages[i].listed() && rank(&pages[i]).is_some()).collect();
         // The default section (`None`) sorts first, then sections by name.
         listed.sort_by(|&a, &b| rank(&pages[a]).cmp(&rank(&pages[b])));
         let index_state =
@@ -160,7 +160,7 @@ impl Table {
             if old == Some(page) {
                 continue;
             }
-            if page.url_count > 0 {
+            if page.listed() {
                 changed.push(page.clone());
             }
             replaced.extend(old.cloned());
@@ -225,7 +225,7 @@ impl Directory {
             return Some(docs.clone());
         }
         let all: Vec<&PageState> = self.table.pages.iter().filter(|p| section_of(p.id) == section).collect();
-        let listed: Vec<&PageState> = all.iter().copied().filter(|p| p.url_count > 0).collect();
+        let listed: Vec<&PageState> = all.iter().copied().filter(|p| p.listed()).collect();
         if listed.is_empty() {
             return None;
         }
@@ -251,9 +251,9 @@ impl Directory {
         Some(docs)
     }
 
-    /// The pages of section `section` (by id) that have URLs, in number order.
+    /// The pages of section `section` (by id) that are listed ([`PageState::listed`]), in number order.
     pub fn section_pages(&self, section: i64) -> impl Iterator<Item = &PageState> {
-        self.table.pages.iter().filter(move |p| section_of(p.id) == section && p.url_count > 0)
+        self.table.pages.iter().filter(move |p| section_of(p.id) == section && p.listed())
     }
 
     /// Every page, empty ones included, by id.
@@ -261,9 +261,9 @@ impl Directory {
         &self.table.pages
     }
 
-    /// A page with URLs on it.
+    /// A listed page: one with an entry that is not excluded ([`PageState::listed`]).
     pub fn page(&self, id: i64) -> Option<&PageState> {
-        self.table.page(id).filter(|p| p.url_count > 0)
+        self.table.page(id).filter(|p| p.listed())
     }
 
     /// The newest change to any page, emptied ones included (their leaving the index changes it).

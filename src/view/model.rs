@@ -526,6 +526,7 @@ mod tests {
             modified_us: 1_700_000_000_123_456,
             ns: NsCounts { image: 2, video: 0, xhtml: 1 },
             gzip: crate::page::Gzip::Blocks,
+            excluded: 0,
         };
         let row = PageRow::new(&page, &site, None);
         assert_eq!((row.label.as_str(), row.file.as_str()), ("Page 3", "sitemap-3.xml"));

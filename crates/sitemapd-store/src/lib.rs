@@ -226,10 +226,7 @@ pub trait StoreReads: Send + Sync + 'static {
     /// µs): at most `limit`, newest first. Read from the primary.
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>>;
     /// URL health: `loc`'s last check in `site`, if it is tracked. Read from the primary.
-    async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>> {
-        let _ = (site, loc);
-        Err(not_yet())
-    }
+    async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>>;
     /// URL health: the records (of one site or all) whose check matches `filter`, in record id order after `after`
     /// (keyset), at most `limit`, each with its check. Through an index of the problem rows: O(listed).
     async fn health_problems(
@@ -238,15 +235,9 @@ pub trait StoreReads: Send + Sync + 'static {
         filter: ProblemFilter,
         after: i64,
         limit: u32,
-    ) -> Result<Vec<(SiteUrl, UrlCheck)>> {
-        let _ = (site, filter, after, limit);
-        Err(not_yet())
-    }
+    ) -> Result<Vec<(SiteUrl, UrlCheck)>>;
     /// URL health: `site`'s counts ([`HealthSummary`]). O(problem rows) plus the capped backlog count.
-    async fn health_summary(&self, site: i64) -> Result<HealthSummary> {
-        let _ = site;
-        Err(not_yet())
-    }
+    async fn health_summary(&self, site: i64) -> Result<HealthSummary>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
 }
@@ -286,38 +277,23 @@ pub trait Store: StoreReads {
     async fn purge_crawls(&self, before_us: i64) -> Result<u64>;
     /// URL health: queues at most `limit` of `site`'s stored records not yet queued, walking them by id from where
     /// the last walk stopped (`health_sites.seeded_id`), due at once; the number walked (0: the walk is at the end).
-    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {
-        let _ = (site, limit);
-        Err(not_yet())
-    }
+    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64>;
     /// URL health: claims up to `limit` of `site`'s due checks for `lease` (changed URLs first, then by due time).
     /// Rows another replica holds are skipped, never waited for.
-    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>> {
-        let _ = (site, limit, lease);
-        Err(not_yet())
-    }
+    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>>;
     /// URL health: records a claimed check's finding and releases the row, due again after `result.next_in` (at
     /// once when the URL was written while claimed). With `exclude`, a definite problem leaves the URL out of its
     /// page and a healthy finding puts it back: a change of that page (version, `modified_us`, the change counter)
     /// in the same transaction, under the write lock; a transient finding never changes the page. A URL deleted
     /// since the claim loses its row. The changed page is in the returned [`Written`]'s changes.
-    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>> {
-        let _ = (site, result, exclude);
-        Err(not_yet())
-    }
+    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>>;
     /// URL health: puts every excluded record of `site` back in its page (its policy is no longer `exclude`, or
     /// checking is off), a change of each page that held one; the number put back.
-    async fn health_restore(&self, site: i64) -> Result<Written<u64>> {
-        let _ = site;
-        Err(not_yet())
-    }
+    async fn health_restore(&self, site: i64) -> Result<Written<u64>>;
     /// URL health: reserves the next request slot of `host` (`scheme://host:port`) shared by every replica: at
     /// least `gap` after the slot before it, and not before `hold` from now (a `Retry-After`). Returns how long to
     /// wait from now for it.
-    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {
-        let _ = (host, gap, hold);
-        Err(not_yet())
-    }
+    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration>;
     /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
     /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
@@ -326,11 +302,6 @@ pub trait Store: StoreReads {
     /// Called by [`open`] once the database is migrated and checked: reads may go to the read replica from now on
     /// (Postgres with `read_url`; nothing otherwise).
     fn read_from_replica(&self) {}
-}
-
-/// The interim answer of a URL health method a backend does not implement yet.
-fn not_yet() -> StoreError {
-    StoreError::Other(sqlx::Error::Protocol("URL health is not implemented by this store".into()))
 }
 
 /// A listing stops after the record whose rendered size takes the sizes of those listed past this (8 MiB): a page
@@ -617,6 +588,7 @@ struct PageRow {
     video_urls: i64,
     xhtml_urls: i64,
     gzip: i32,
+    excluded: i64,
 }
 
 impl From<PageRow> for PageState {
@@ -629,6 +601,7 @@ impl From<PageRow> for PageState {
             modified_us: r.modified_us,
             ns: NsCounts { image: r.image_urls, video: r.video_urls, xhtml: r.xhtml_urls },
             gzip: Gzip::from_code(r.gzip),
+            excluded: r.excluded,
         }
     }
 }
@@ -641,7 +614,7 @@ macro_rules! url_columns {
 }
 macro_rules! page_columns {
     () => {
-        "id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls, gzip"
+        "id, url_count, byte_size, version, modified_us, image_urls, video_urls, xhtml_urls, gzip, excluded"
     };
 }
 use {page_columns, url_columns};

@@ -57,7 +57,7 @@ pub struct Settled {
 }
 
 /// A claim id no other claim has: random per process, then counted.
-fn claim_id() -> i64 {
+pub(super) fn claim_id() -> i64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let seed = *SEED.get_or_init(|| RandomState::new().hash_one((std::process::id(), super::now_us())));

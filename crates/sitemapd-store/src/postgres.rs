@@ -11,7 +11,9 @@ use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use super::CheckSettled;
 use super::crawls::{self, FetchRecord, PageRead};
+use super::health::{self, CheckClaim, CheckResult, Checks};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Upsert, Writes};
@@ -29,8 +31,9 @@ const LOG_TARGET: &str = "sitemapd::store::postgres";
 /// statistics). Equalities, not a row-value range: Postgres 15 stops a btree scan at a row comparison's upper bound
 /// only when its first column decides, so `(site_id, page_id, id) < ($1, $2 + 1, 0)` scanned the index from the
 /// page to the site's last row. At 100 million URLs that made page 1's cold read 2.6 s against page 2,000's 0.15 s.
+/// Excluded records (URL health) are skipped: a filter on the same scan.
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority, ext FROM urls \
-     WHERE site_id = $1 AND page_id = $2 ORDER BY site_id, page_id, id";
+     WHERE site_id = $1 AND page_id = $2 AND NOT excluded ORDER BY site_id, page_id, id";
 
 /// Planner settings for the page's read-only transaction: no bitmap scan, no sort (both would collect the page
 /// before the first row goes out).
@@ -91,9 +94,11 @@ pub struct PgStore {
     shape: write::Shape,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
-    /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
+    /// The sites whose changes are queued for notification, and those whose URLs are checked (URL health), by
+    /// name; by id once `migrate` registered them.
     notify_names: BTreeSet<String>,
-    notify: OnceLock<BTreeSet<i64>>,
+    check_names: BTreeSet<String>,
+    queues: OnceLock<write::Queues>,
     /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
     guess: write::Guess,
 }
@@ -137,7 +142,8 @@ impl PgStore {
             specs: options.sites.clone(),
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
-            notify: OnceLock::new(),
+            check_names: options.check_sites.clone(),
+            queues: OnceLock::new(),
             guess: write::Guess::default(),
         })
     }
@@ -146,16 +152,17 @@ impl PgStore {
     /// queues no change notification.
     pub fn from_pool(pool: PgPool, limits: Limits, sites: Sites) -> Self {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
-        let (notify_names, notify) = (BTreeSet::new(), OnceLock::new());
+        let (notify_names, check_names, queues) = (BTreeSet::new(), BTreeSet::new(), OnceLock::new());
         let sites = OnceLock::from(Arc::new(sites));
         let (guess, shape) = (write::Guess::default(), write::Shape::uniform(limits));
-        Self { pool, read_pool: None, replica: Arc::default(), shape, specs, sites, notify_names, notify, guess }
+        let replica = Arc::default();
+        Self { pool, read_pool: None, replica, shape, specs, sites, notify_names, check_names, queues, guess }
     }
 
-    /// The sites whose changes are queued for notification (none before `migrate`).
-    fn notify(&self) -> &BTreeSet<i64> {
-        static NONE: BTreeSet<i64> = BTreeSet::new();
-        self.notify.get().unwrap_or(&NONE)
+    /// The sites whose writes queue notifications and checks (none before `migrate`).
+    fn queues(&self) -> &write::Queues {
+        static NONE: write::Queues = write::Queues { notify: BTreeSet::new(), check: BTreeSet::new() };
+        self.queues.get().unwrap_or(&NONE)
     }
 
     /// A write transaction holding the write lock (transaction-scoped: released at its end).
@@ -346,6 +353,25 @@ impl Writes for sqlx::Postgres {
     async fn enqueue_notifications(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
         outbox::pg_enqueue(conn, site, locs).await
     }
+
+    async fn enqueue_checks(conn: &mut PgConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+        sqlx::query(health::PG_ENQUEUE_SQL).bind(site).bind(locs).bind(now_us).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn drop_checks(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
+        sqlx::query(health::PG_DROP_SQL).bind(site).bind(locs).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn seed_checks(conn: &mut PgConnection, site: i64, walked: &[(i64, String)], now_us: i64) -> Result<()> {
+        let locs: Vec<&str> = walked.iter().map(|(_, loc)| loc.as_str()).collect();
+        let ids: Vec<i64> = walked.iter().map(|(id, _)| *id).collect();
+        sqlx::query(health::PG_SEED_SQL).bind(site).bind(locs).bind(ids).bind(now_us).execute(conn).await?;
+        Ok(())
+    }
+
+    const CLAIM_CHECKS_SQL: &'static str = health::PG_CLAIM_SQL;
 }
 
 #[async_trait]
@@ -356,7 +382,8 @@ impl Store for PgStore {
         write::repair(self.begin_write().await?, self.shape.limits).await?;
         let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Postgres::stored_sites(&self.pool).await?, &sites);
-        let _ = self.notify.set(super::site_ids(&sites, &self.notify_names));
+        let notify = super::site_ids(&sites, &self.notify_names);
+        let _ = self.queues.set(write::Queues { notify, check: super::site_ids(&sites, &self.check_names) });
         let _ = self.sites.set(Arc::new(sites));
         Ok(())
     }
@@ -384,7 +411,7 @@ impl Store for PgStore {
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
         let pool = Some(&self.pool);
-        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.notify(), pool).await
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.queues(), pool).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -392,7 +419,7 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        write::delete(self.begin_write().await?, &locs, self.notify(), self.shape.removed_days > 0).await
+        write::delete(self.begin_write().await?, &locs, self.queues(), self.shape.removed_days > 0).await
     }
 
     async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
@@ -421,6 +448,51 @@ impl Store for PgStore {
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
         outbox::pg_settle(&self.pool, claim, settle).await
+    }
+
+    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let walked = sqlx::Postgres::seed(&mut tx, site, limit).await?;
+        tx.commit().await?;
+        Ok(walked)
+    }
+
+    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>> {
+        let mut tx = self.pool.begin().await?;
+        let claims = sqlx::Postgres::claim(&mut tx, site, limit, lease).await?;
+        tx.commit().await?;
+        Ok(claims)
+    }
+
+    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>> {
+        // The write lock only when the settle may exclude or restore the record (a change of its page).
+        let flip = exclude && result.finding.is_definite() && {
+            let mut conn = self.pool.acquire().await?;
+            let record = sqlx::Postgres::record(&mut conn, site, &result.loc).await?;
+            record.is_some_and(|(_, _, excluded, _)| excluded == result.finding.problems.is_empty())
+        };
+        let mut tx = if flip { self.begin_write().await? } else { self.pool.begin().await? };
+        let settled = sqlx::Postgres::settle(&mut tx, site, result, exclude, flip).await?;
+        tx.commit().await?;
+        Ok(settled)
+    }
+
+    async fn health_restore(&self, site: i64) -> Result<Written<u64>> {
+        let mut tx = self.begin_write().await?;
+        let restored = sqlx::Postgres::restore(&mut tx, site).await?;
+        tx.commit().await?;
+        Ok(restored)
+    }
+
+    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {
+        let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+        let (wait,): (i64,) = sqlx::query_as(health::PG_HOST_SLOT_SQL)
+            .bind(host)
+            .bind(micros(gap))
+            .bind(micros(hold))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Duration::from_micros(u64::try_from(wait).unwrap_or(0)))
     }
 }
 

@@ -11,6 +11,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction
 use std::sync::Arc;
 
 use super::crawls::{self, FetchRecord, PageRead};
+use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::{
     EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, RemovedRead, Result, SiteUrl, StoreReads, UrlRow,
     page_columns, url_columns,
@@ -37,13 +38,13 @@ const LIST_SITE_AFTER_SQL: &str =
 const URLS_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE site_id = $1 ORDER BY id");
 const PAGES_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE site_id = $1 ORDER BY id");
 const PAGE_SQL: &str = concat!("SELECT ", page_columns!(), " FROM pages WHERE site_id = $1 AND id = $2");
-/// A site's news window, newest first, through `urls_news_us` (a backward scan).
+/// A site's news window, newest first, through `urls_news_us` (a backward scan); excluded records (URL health)
+/// left out.
 pub const NEWS_SQL: &str = "SELECT loc, news, news_us FROM urls \
-     WHERE site_id = $4 AND news_us >= $1 AND news_us <= $2 ORDER BY site_id DESC, news_us DESC, id DESC LIMIT $3";
+     WHERE site_id = $4 AND news_us >= $1 AND news_us <= $2 AND NOT excluded ORDER BY site_id DESC, news_us DESC, id DESC LIMIT $3";
 const NEWS_STATE_SQL: &str = "SELECT modified_us FROM news_state WHERE site_id = $1";
 /// The newest publication date before the window, through the same index.
-pub const NEWS_BEFORE_SQL: &str =
-    "SELECT news_us FROM urls WHERE site_id = $2 AND news_us < $1 ORDER BY site_id DESC, news_us DESC LIMIT 1";
+pub const NEWS_BEFORE_SQL: &str = "SELECT news_us FROM urls WHERE site_id = $2 AND news_us < $1 AND NOT excluded ORDER BY site_id DESC, news_us DESC LIMIT 1";
 /// A site's removed-URLs window, newest first, through `removed_site_time` (a backward scan, index only).
 pub const REMOVED_SQL: &str = "SELECT loc, removed_us FROM removed WHERE site_id = $1 AND removed_us >= $2 \
      ORDER BY site_id DESC, removed_us DESC, loc DESC LIMIT $3";
@@ -313,7 +314,7 @@ where
 
     async fn nonempty_page_in(conn: &mut Self::Connection, site: i64, id: i64) -> Result<Option<PageState>> {
         let row: Option<PageRow> = sqlx::query_as(PAGE_SQL).bind(site).bind(id).fetch_optional(conn).await?;
-        Ok(row.map(PageState::from).filter(|p| p.url_count > 0))
+        Ok(row.map(PageState::from).filter(PageState::listed))
     }
 
     async fn register_sites(pool: &Pool<Self>, specs: &[SiteSpec]) -> Result<Sites> {
@@ -517,7 +518,7 @@ async fn listing(mut rows: impl futures_util::Stream<Item = sqlx::Result<UrlRow>
 /// A backend's side of the read half: its pool, and the reads that differ.
 #[async_trait]
 pub(crate) trait Backend: Send + Sync + 'static {
-    type Db: Sql;
+    type Db: Sql + Checks;
     fn pool(&self) -> &Pool<Self::Db>;
     /// Where [`StoreReads`] reads: a replica's pool when one is configured (and has not just failed), else
     /// [`Backend::pool`].
@@ -657,5 +658,22 @@ impl<B: Backend> StoreReads for B {
     }
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
         B::Db::crawler_lags(self.pool(), site, since_us, limit).await
+    }
+    // URL health is read from the primary too: checkers settle into it.
+    async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>> {
+        let mut conn = self.pool().acquire().await?;
+        B::Db::check_of(&mut conn, site, loc).await
+    }
+    async fn health_problems(
+        &self,
+        site: Option<i64>,
+        filter: ProblemFilter,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<(SiteUrl, UrlCheck)>> {
+        B::Db::problems(self.pool(), site, filter, after, limit).await
+    }
+    async fn health_summary(&self, site: i64) -> Result<HealthSummary> {
+        B::Db::summary(self.pool(), site).await
     }
 }

@@ -19,7 +19,9 @@ use sqlx::sqlite::{
 };
 use tokio::sync::Mutex;
 
+use super::CheckSettled;
 use super::crawls::{self, FetchRecord, PageRead};
+use super::health::{self, CheckClaim, CheckResult, Checks};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::watch::{self, FileWatch, Trouble};
@@ -35,9 +37,9 @@ use sitemapd_core::placement::{NewUrl, UpsertCounts};
 /// filters and log processing that name it keep working.
 const LOG_TARGET: &str = "sitemapd::store::sqlite";
 
-/// A page's entries in page order: a search of `urls_site_page_id`, already in order (a test pins the plan).
-pub const PAGE_ENTRIES_SQL: &str =
-    "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE site_id = ?1 AND page_id = ?2 ORDER BY id";
+/// A page's entries in page order: a search of `urls_site_page_id`, already in order (a test pins the plan);
+/// excluded records (URL health) skipped.
+pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE site_id = ?1 AND page_id = ?2 AND NOT excluded ORDER BY id";
 
 /// The stored rows of a batch's locs, given as one JSON array.
 const LOOKUP_SQL: &str =
@@ -69,9 +71,11 @@ pub struct SqliteStore {
     watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
-    /// The sites whose changes are queued for notification, by name; by id once `migrate` registered them.
+    /// The sites whose changes are queued for notification, and those whose URLs are checked (URL health), by
+    /// name; by id once `migrate` registered them.
     notify_names: BTreeSet<String>,
-    notify: OnceLock<BTreeSet<i64>>,
+    check_names: BTreeSet<String>,
+    queues: OnceLock<write::Queues>,
     /// Whether the next large batch is planned without a lookup ([`write::upsert_guessing`]).
     guess: write::Guess,
 }
@@ -137,7 +141,8 @@ impl SqliteStore {
             specs: options.sites.clone(),
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
-            notify: OnceLock::new(),
+            check_names: options.check_sites.clone(),
+            queues: OnceLock::new(),
             guess: write::Guess::default(),
         })
     }
@@ -171,10 +176,10 @@ impl SqliteStore {
         result
     }
 
-    /// The sites whose changes are queued for notification (none before `migrate`).
-    fn notify(&self) -> &BTreeSet<i64> {
-        static NONE: BTreeSet<i64> = BTreeSet::new();
-        self.notify.get().unwrap_or(&NONE)
+    /// The sites whose writes queue notifications and checks (none before `migrate`).
+    fn queues(&self) -> &write::Queues {
+        static NONE: write::Queues = write::Queues { notify: BTreeSet::new(), check: BTreeSet::new() };
+        self.queues.get().unwrap_or(&NONE)
     }
 
     /// A write transaction on the writer connection, holding SQLite's write lock from its start; the caller holds
@@ -291,6 +296,27 @@ impl Writes for sqlx::Sqlite {
     async fn enqueue_notifications(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
         outbox::sqlite_enqueue(conn, site, locs).await
     }
+
+    async fn enqueue_checks(conn: &mut SqliteConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+        let json = serde_json::to_string(locs).expect("strings serialize");
+        sqlx::query(health::SQLITE_ENQUEUE_SQL).bind(site).bind(json).bind(now_us).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn drop_checks(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
+        let json = serde_json::to_string(locs).expect("strings serialize");
+        sqlx::query(health::SQLITE_DROP_SQL).bind(site).bind(json).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn seed_checks(conn: &mut SqliteConnection, site: i64, walked: &[(i64, String)], now_us: i64) -> Result<()> {
+        let pairs: Vec<(&str, i64)> = walked.iter().map(|(id, loc)| (loc.as_str(), *id)).collect();
+        let json = serde_json::to_string(&pairs).expect("strings serialize");
+        sqlx::query(health::SQLITE_SEED_SQL).bind(site).bind(json).bind(now_us).execute(conn).await?;
+        Ok(())
+    }
+
+    const CLAIM_CHECKS_SQL: &'static str = health::SQLITE_CLAIM_SQL;
 }
 
 /// Rows per multi-row `INSERT` (10 parameters each: well within SQLite's 32,766).
@@ -336,7 +362,8 @@ impl Store for SqliteStore {
         write::repair(tx, self.shape.limits).await?;
         let sites = sqlx::Sqlite::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Sqlite::stored_sites(&self.pool).await?, &sites);
-        let _ = self.notify.set(super::site_ids(&sites, &self.notify_names));
+        let notify = super::site_ids(&sites, &self.notify_names);
+        let _ = self.queues.set(write::Queues { notify, check: super::site_ids(&sites, &self.check_names) });
         let _ = self.sites.set(Arc::new(sites));
         Ok(())
     }
@@ -385,7 +412,7 @@ impl Store for SqliteStore {
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
         let written =
-            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.notify(), None).await;
+            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.queues(), None).await;
         self.noted(written)
     }
 
@@ -396,7 +423,7 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         let deleted = match self.begin_write().await {
-            Ok(tx) => write::delete(tx, &locs, self.notify(), self.shape.removed_days > 0).await,
+            Ok(tx) => write::delete(tx, &locs, self.queues(), self.shape.removed_days > 0).await,
             Err(e) => Err(e),
         };
         self.noted(deleted)
@@ -452,6 +479,69 @@ impl Store for SqliteStore {
             Ok(claim)
         };
         self.noted(claimed.await)
+    }
+
+    // URL health writes under the writer lock, like a write (see above).
+    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {
+        let _writer = self.lock_writer().await?;
+        let seeded = async {
+            let mut tx = self.begin_write().await?;
+            let walked = sqlx::Sqlite::seed(&mut tx, site, limit).await?;
+            tx.commit().await?;
+            Ok(walked)
+        };
+        self.noted(seeded.await)
+    }
+
+    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>> {
+        let _writer = self.lock_writer().await?;
+        let claimed = async {
+            let mut tx = self.begin_write().await?;
+            let claims = sqlx::Sqlite::claim(&mut tx, site, limit, lease).await?;
+            tx.commit().await?;
+            Ok(claims)
+        };
+        self.noted(claimed.await)
+    }
+
+    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>> {
+        let _writer = self.lock_writer().await?;
+        let settled = async {
+            let mut tx = self.begin_write().await?;
+            let settled = sqlx::Sqlite::settle(&mut tx, site, result, exclude, true).await?;
+            tx.commit().await?;
+            Ok(settled)
+        };
+        self.noted(settled.await)
+    }
+
+    async fn health_restore(&self, site: i64) -> Result<Written<u64>> {
+        let _writer = self.lock_writer().await?;
+        let restored = async {
+            let mut tx = self.begin_write().await?;
+            let restored = sqlx::Sqlite::restore(&mut tx, site).await?;
+            tx.commit().await?;
+            Ok(restored)
+        };
+        self.noted(restored.await)
+    }
+
+    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {
+        let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+        let _writer = self.lock_writer().await?;
+        let slot = async {
+            let mut tx = self.begin_write().await?;
+            let (wait,): (i64,) = sqlx::query_as(health::SQLITE_HOST_SLOT_SQL)
+                .bind(host)
+                .bind(micros(gap))
+                .bind(micros(hold))
+                .bind(now_us())
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Duration::from_micros(u64::try_from(wait).unwrap_or(0)))
+        };
+        self.noted(slot.await)
     }
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::Transaction;
 
+use super::health::Checks;
 use super::shared::Sql;
 use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
 use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Section, Sites};
@@ -85,6 +86,87 @@ pub(crate) trait Writes: Sql {
         site: i64,
         locs: &[&str],
     ) -> impl Future<Output = Result<()>> + Send;
+    /// URL health: queues `locs` (distinct, sorted) of `site` for a check at `now_us`: a new loc due at once, a
+    /// queued one moved on (its `seq`) and due at once unless a claim holds it ([`super::health`]).
+    fn enqueue_checks(
+        conn: &mut Self::Connection,
+        site: i64,
+        locs: &[&str],
+        now_us: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// URL health: drops the checks of `locs` (distinct, sorted) of `site`, deleted.
+    fn drop_checks(conn: &mut Self::Connection, site: i64, locs: &[&str]) -> impl Future<Output = Result<()>> + Send;
+    /// URL health: queues the walk's records (id, loc) of `site`, due at `now_us`; rows already queued stay.
+    fn seed_checks(
+        conn: &mut Self::Connection,
+        site: i64,
+        walked: &[(i64, String)],
+        now_us: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// URL health: the claim's statement (`$1` site, `$2` limit, `$3` claim, `$4` now, `$5` the lease's end);
+    /// Postgres skips rows another claim has locked.
+    const CLAIM_CHECKS_SQL: &'static str;
+}
+
+/// The sites whose writes queue something in their transaction, by id: change notifications (IndexNow) and URL
+/// health checks.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Queues {
+    pub notify: BTreeSet<i64>,
+    pub check: BTreeSet<i64>,
+}
+
+/// Queues the locs each site of `changes` changed for a check, for the sites in `check`; else nothing (no
+/// statement).
+async fn enqueue_checks<DB: Writes>(
+    conn: &mut DB::Connection,
+    check: &BTreeSet<i64>,
+    changes: &BTreeMap<i64, Changes>,
+    now: i64,
+) -> Result<()> {
+    for (site, changes) in changes {
+        if changes.locs.is_empty() || !check.contains(site) {
+            continue;
+        }
+        // Sorted: rows are locked in loc order (as the seed inserts them), so a write and a seed never deadlock.
+        let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
+        locs.sort_unstable();
+        locs.dedup();
+        DB::enqueue_checks(conn, *site, &locs, now).await?;
+    }
+    Ok(())
+}
+
+/// Drops the checks of the locs a delete removed from each site of `changes`, for the sites in `check`: nothing
+/// is left to check. Else nothing (no statement).
+async fn drop_checks<DB: Writes>(
+    conn: &mut DB::Connection,
+    check: &BTreeSet<i64>,
+    changes: &BTreeMap<i64, Changes>,
+) -> Result<()> {
+    for (site, changes) in changes {
+        if changes.locs.is_empty() || !check.contains(site) {
+            continue;
+        }
+        let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
+        locs.sort_unstable();
+        locs.dedup();
+        DB::drop_checks(conn, *site, &locs).await?;
+    }
+    Ok(())
+}
+
+/// Counts again the excluded records (URL health) of the pages a write changed in a site where one of them had
+/// any: a record deleted, or moved to another page, takes its exclusion with it. `write_pages` leaves the stored
+/// count alone, so it is never overwritten with the count loaded before the write. A site without exclusions
+/// costs no statement.
+async fn recount_excluded<DB: Checks>(conn: &mut DB::Connection, changes: &mut BTreeMap<i64, Changes>) -> Result<()> {
+    for (site, changes) in changes.iter_mut() {
+        if changes.pages.iter().any(|p| p.excluded > 0) {
+            DB::recount(conn, *site, &mut changes.pages).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Queues the locs each site of `changes` changed, for the sites in `notify`; else nothing (no statement).
@@ -160,13 +242,13 @@ async fn forget_removed<DB: Writes>(conn: &mut DB::Connection, site: i64, entrie
 /// With [`Lookup::Skip`], nothing is looked up: the batch is planned as if none of its locs were stored, which is
 /// the plan a lookup that finds nothing gives. If one is stored after all, the unique index of locs stops the
 /// insert: the transaction is rolled back and the error returned ([`stored_after_all`]), and nothing was written.
-pub(crate) async fn upsert<DB: Writes>(
+pub(crate) async fn upsert<DB: Checks>(
     mut tx: Transaction<'_, DB>,
     sites: &Sites,
     entries: &[Entry],
     mode: Upsert,
     shape: &Shape,
-    notify: &BTreeSet<i64>,
+    queues: &Queues,
     lookup: Lookup<'_, DB>,
 ) -> Result<Written<UpsertCounts>> {
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
@@ -245,7 +327,9 @@ pub(crate) async fn upsert<DB: Writes>(
         written.counts += plan.counts;
         merge(&mut written.changes, *site, plan.into_changes());
     }
-    enqueue::<DB>(&mut tx, notify, &written.changes).await?;
+    recount_excluded::<DB>(&mut tx, &mut written.changes).await?;
+    enqueue::<DB>(&mut tx, &queues.notify, &written.changes).await?;
+    enqueue_checks::<DB>(&mut tx, &queues.check, &written.changes, now).await?;
     tx.commit().await?;
     Ok(written)
 }
@@ -307,13 +391,13 @@ async fn layout<DB: Writes>(
 /// costs the database an index search per row); otherwise with a lookup, and so is a guessed batch one of whose
 /// locs was stored after all (again, in a new transaction). Either way the records, pages and counts are those the
 /// lookup gives.
-pub(crate) async fn upsert_guessing<DB: Writes, F, Fut>(
+pub(crate) async fn upsert_guessing<DB: Checks, F, Fut>(
     guess: &Guess,
     begin: F,
     sites: &Sites,
     entries: &[Entry],
     (mode, shape): (Upsert, &Shape),
-    notify: &BTreeSet<i64>,
+    queues: &Queues,
     pool: Option<&sqlx::Pool<DB>>,
 ) -> Result<Written<UpsertCounts>>
 where
@@ -322,7 +406,7 @@ where
 {
     let large = entries.len() >= Guess::LARGE;
     if large && guess.all_new.load(Ordering::Relaxed) {
-        match upsert(begin().await?, sites, entries, mode, shape, notify, Lookup::Skip).await {
+        match upsert(begin().await?, sites, entries, mode, shape, queues, Lookup::Skip).await {
             Err(e) if stored_after_all(&e) => {
                 sitemapd_metrics::write_guess("stored");
                 guess.all_new.store(false, Ordering::Relaxed);
@@ -335,7 +419,7 @@ where
             }
         }
     }
-    let written = upsert(begin().await?, sites, entries, mode, shape, notify, Lookup::Find(pool)).await?;
+    let written = upsert(begin().await?, sites, entries, mode, shape, queues, Lookup::Find(pool)).await?;
     if large {
         guess.all_new.store(written.counts.created == entries.len() as u64, Ordering::Relaxed);
     }
@@ -486,10 +570,10 @@ fn merge(changes: &mut BTreeMap<i64, Changes>, site: i64, more: Changes) {
 /// Deletes the records of `locs` (distinct, not empty) in `tx`, which holds the write lock, and commits. Each is
 /// deleted from the site it is stored in; with `tombstones` (the removed-URLs sitemap is on), its loc is kept as a
 /// tombstone there ([`keep_removed`]). A loc stored nowhere changes nothing.
-pub(crate) async fn delete<DB: Writes>(
+pub(crate) async fn delete<DB: Checks>(
     mut tx: Transaction<'_, DB>,
     locs: &[&str],
-    notify: &BTreeSet<i64>,
+    queues: &Queues,
     tombstones: bool,
 ) -> Result<Written<DeleteCounts>> {
     let now = DB::now(&mut tx).await?;
@@ -512,7 +596,9 @@ pub(crate) async fn delete<DB: Writes>(
         written.counts.missing -= plan.deleted;
         merge(&mut written.changes, site, plan.into_changes());
     }
-    enqueue::<DB>(&mut tx, notify, &written.changes).await?;
+    recount_excluded::<DB>(&mut tx, &mut written.changes).await?;
+    enqueue::<DB>(&mut tx, &queues.notify, &written.changes).await?;
+    drop_checks::<DB>(&mut tx, &queues.check, &written.changes).await?;
     tx.commit().await?;
     Ok(written)
 }

@@ -102,6 +102,17 @@ pub struct PageState {
     /// How its gzip is made: part of its gzip ETag, chosen anew only when the page changes, so that a page nobody
     /// changed keeps its compressed bytes and ETag across upgrades.
     pub gzip: Gzip,
+    /// How many of its entries are left out of it (URL health, policy `exclude`). Not part of its validators: an
+    /// exclusion or a restore moves `version` and `modified_us`.
+    pub excluded: i64,
+}
+
+impl PageState {
+    /// Whether the page is listed and served: it has an entry that is not excluded (an empty `<urlset>` is
+    /// invalid, so a page whose entries are all excluded is left out as an empty one is).
+    pub fn listed(&self) -> bool {
+        self.url_count > self.excluded
+    }
 }
 
 /// The ways a page's gzip is made, as stored (`pages.gzip`, migration 0008). Each one, with the level, fixes the
