@@ -16,6 +16,7 @@ mod export;
 mod extensions;
 mod health;
 mod health_site;
+mod health_store;
 mod import;
 mod indexnow;
 mod json_body;
