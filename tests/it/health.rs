@@ -170,15 +170,29 @@ async fn a_transient_failure_is_retried_and_an_unchanged_page_asked_conditionall
     assert_eq!((ok.status, kinds(&ok), ok.excluded), (Some(200), vec![], false));
 }
 
-/// Each page's (ETag, locs) through the router.
-async fn pages(app: &TestApp, n: usize) -> Vec<(String, Vec<String>)> {
+/// Each page's (ETag, locs) through the router; `None` for a page not served (404: every entry left out).
+/// `fresh`: asked with `Cache-Control: no-cache`, so the page table is read again.
+async fn pages(app: &TestApp, n: usize, fresh: bool) -> Vec<Option<(String, Vec<String>)>> {
     let mut out = Vec::new();
+    let headers: &[(&str, &str)] = if fresh { &[("cache-control", "no-cache")] } else { &[] };
     for page in 1..=n {
-        let r = app.get(&format!("/sitemap-{page}.xml"), &[("cache-control", "no-cache")]).await;
+        let r = app.get(&format!("/sitemap-{page}.xml"), headers).await;
+        if r.status == 404 {
+            out.push(None);
+            continue;
+        }
         assert_eq!(r.status, 200, "page {page}");
-        out.push((r.header("etag").unwrap().to_owned(), crate::support::xml_texts(&r.text(), "loc")));
+        out.push(Some((r.header("etag").unwrap().to_owned(), crate::support::xml_texts(&r.text(), "loc"))));
     }
     out
+}
+
+fn locs(page: &Option<(String, Vec<String>)>) -> Vec<String> {
+    page.as_ref().map(|(_, locs)| locs.clone()).unwrap_or_default()
+}
+
+fn etag(page: &Option<(String, Vec<String>)>) -> Option<String> {
+    page.as_ref().map(|(etag, _)| etag.clone())
 }
 
 async fn exclude_leaves_out_the_definite_problems_and_puts_a_fixed_one_back(backend: Backend) {
@@ -189,25 +203,17 @@ async fn exclude_leaves_out_the_definite_problems_and_puts_a_fixed_one_back(back
     put(&app, &site, &[path::OK, path::CANONICAL_SELF]).await;
     put(&app, &site, &[path::MISSING, path::BUSY]).await;
     put(&app, &site, &[path::FIXABLE, path::NOINDEX_HEADER]).await;
-    let before = pages(&app, 3).await;
-    assert_eq!(before[2].1, vec![site.loc(path::FIXABLE), site.loc(path::NOINDEX_HEADER)]);
+    let before = pages(&app, 3, true).await;
+    assert_eq!(locs(&before[2]), vec![site.loc(path::FIXABLE), site.loc(path::NOINDEX_HEADER)]);
 
     let checker = checker(&app);
     assert_eq!(checker.drain().await.unwrap(), 6);
     // No `no-cache` here: the checker told the state, so the next answer is of the new page table.
-    let after = {
-        let mut out = Vec::new();
-        for page in 1..=3 {
-            let r = app.get(&format!("/sitemap-{page}.xml"), &[]).await;
-            out.push((r.header("etag").unwrap().to_owned(), crate::support::xml_texts(&r.text(), "loc")));
-        }
-        out
-    };
+    let after = pages(&app, 3, false).await;
     assert_eq!(after[0], before[0], "a page without a problem is untouched");
-    assert_ne!(after[1].0, before[1].0);
-    assert_eq!(after[1].1, vec![site.loc(path::BUSY)], "the 404 is out, the 429 (transient) stays");
-    assert_ne!(after[2].0, before[2].0);
-    assert!(after[2].1.is_empty(), "{:?}", after[2].1);
+    assert_ne!(etag(&after[1]), etag(&before[1]));
+    assert_eq!(locs(&after[1]), vec![site.loc(path::BUSY)], "the 404 is out, the 429 (transient) stays");
+    assert_eq!(after[2], None, "every entry of page 3 is out: not served");
     for p in [path::MISSING, path::FIXABLE, path::NOINDEX_HEADER] {
         assert!(health(&app, &site, p).await.excluded, "{p}");
     }
@@ -217,31 +223,32 @@ async fn exclude_leaves_out_the_definite_problems_and_puts_a_fixed_one_back(back
     site.fix();
     all_due(&app).await;
     checker.drain().await.unwrap();
-    let fixed = pages(&app, 3).await;
-    assert_eq!(fixed[2].1, vec![site.loc(path::FIXABLE)]);
-    assert_ne!(fixed[2].0, after[2].0);
+    let fixed = pages(&app, 3, false).await;
+    assert_eq!(locs(&fixed[2]), vec![site.loc(path::FIXABLE)]);
+    assert_ne!(etag(&fixed[2]), etag(&before[2]));
     assert_eq!(fixed[0], after[0]);
     assert_eq!(fixed[1], after[1]);
     let c = health(&app, &site, path::FIXABLE).await;
     assert_eq!((c.excluded, kinds(&c), c.status), (false, vec![], Some(200)));
 
-    // A restart with `report`: every exclusion undone.
+    // A restart with `report`: every exclusion undone, each in its page.
     let reporting = app.another_process_with(&[("SITEMAPD_HEALTH_CHECK", "report")]).await;
     let notify: Arc<dyn Notify> = Arc::new(reporting.state.clone().unwrap());
     Checker::new(reporting.store.clone(), &reporting.config, notify).unwrap().restore().await;
-    let restored = pages(&reporting, 3).await;
-    assert_eq!(restored[1].1, vec![site.loc(path::MISSING), site.loc(path::BUSY)]);
-    assert_eq!(restored[2].1, vec![site.loc(path::FIXABLE), site.loc(path::NOINDEX_HEADER)]);
+    let restored = pages(&reporting, 3, true).await;
     assert_eq!(restored[0], after[0]);
+    assert_eq!(locs(&restored[1]), vec![site.loc(path::MISSING), site.loc(path::BUSY)]);
+    assert_eq!(locs(&restored[2]), vec![site.loc(path::FIXABLE), site.loc(path::NOINDEX_HEADER)]);
+    assert!(!health(&app, &site, path::MISSING).await.excluded);
 }
 
 async fn report_changes_no_page(backend: Backend) {
     let site = TestSite::start();
     let app = app(backend, &site, "report", &[]).await;
     put(&app, &site, &[path::OK, path::MISSING, path::NOINDEX_META]).await;
-    let before = pages(&app, 1).await;
+    let before = pages(&app, 1, true).await;
     assert_eq!(checker(&app).drain().await.unwrap(), 3);
-    assert_eq!(pages(&app, 1).await, before);
+    assert_eq!(pages(&app, 1, true).await, before);
     let missing = health(&app, &site, path::MISSING).await;
     assert_eq!((kinds(&missing), missing.excluded), (vec![Kind::NotFound], false));
 }
