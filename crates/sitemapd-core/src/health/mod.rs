@@ -132,7 +132,8 @@ impl Transient {
 /// What one check found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Finding {
-    /// The answer's status; `None` when there was none (a transient failure before the head).
+    /// The answer's status; `None` when there was none (a transient failure before the head, or a URL not
+    /// fetched because `robots.txt` disallows it: [`Finding::disallowed`]).
     pub status: Option<u16>,
     /// The definite problems (empty: healthy, or transient).
     pub problems: Problems,

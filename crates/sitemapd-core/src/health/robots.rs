@@ -55,6 +55,12 @@ impl Robots {
         match &self.0 {
             Rules::Unknown => None,
             Rules::AllowAll => Some(true),
+            Rules::Parsed(robot) if url.fragment().is_some() => {
+                // A fragment is never sent, so never matched.
+                let mut url = url.clone();
+                url.set_fragment(None);
+                Some(robot.allowed(url.as_str()))
+            }
             Rules::Parsed(robot) => Some(robot.allowed(url.as_str())),
         }
     }
@@ -137,6 +143,9 @@ mod tests {
             // Percent-encoding: a non-ASCII rule matches the URL's encoded path.
             ("user-agent: googlebot\ndisallow: /foo/bar/ツ\n", "http://foo.bar/foo/bar/ツ", false),
             ("user-agent: googlebot\ndisallow: /foo/bar/%E3%83%84\n", "http://foo.bar/foo/bar/ツ", false),
+            // The fragment is not part of what is matched.
+            ("user-agent: googlebot\ndisallow: /a$\n", "http://foo.bar/a#part", false),
+            ("user-agent: googlebot\ndisallow: /*part\n", "http://foo.bar/a#part", true),
             // robots.txt itself is always allowed.
             ("user-agent: googlebot\ndisallow: /\n", "http://foo.bar/robots.txt", true),
         ];
@@ -187,5 +196,11 @@ mod tests {
         // Within the limit, it counts.
         let short = b"user-agent: googlebot\nallow: /public\ndisallow: /private\n";
         assert_eq!(Robots::from_answer(200, short).allows(&url), Some(false));
+    }
+
+    #[test]
+    fn robots_can_be_shared_between_tasks() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Robots>();
     }
 }
