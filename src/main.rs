@@ -209,9 +209,16 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 sitemapd::crawlers::verify::check_files(&config.crawler_ranges).await?;
             }
             let state = AppState::new(store.clone(), &config);
+            // URL health, when a site is checked: a task of its own that tells the state what its exclusions change.
+            // Started either way: a site no longer excluding gets its URLs back.
+            let checker = sitemapd::checker::start(store.clone(), &config, Arc::new(state.clone())).await?;
             let served =
                 serve(state.clone(), listener, shutdown_signal(), Duration::from_secs(config.shutdown_grace_secs))
                     .await;
+            // Checks in flight may finish (briefly); the rest stay claimed until their lease ends.
+            if let Some(checker) = checker {
+                checker.stop(store::CLOSE_TIMEOUT).await;
+            }
             // The crawler telemetry recorded since the last flush, written before the pool closes (bounded).
             if let Some(recorder) = state.crawl_recorder() {
                 let _ = tokio::time::timeout(store::CLOSE_TIMEOUT, recorder.flush()).await;

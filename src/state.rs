@@ -198,6 +198,13 @@ impl Inner {
     }
 }
 
+/// URL health's checker tells the state which pages an exclusion or a restore changed: as after a write.
+impl crate::checker::Notify for AppState {
+    fn pages_changed(&self, changes: &BTreeMap<i64, Changes>) {
+        self.written(Some(changes));
+    }
+}
+
 impl AsRef<Hosts> for AppState {
     fn as_ref(&self) -> &Hosts {
         &self.hosts

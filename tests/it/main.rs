@@ -16,6 +16,8 @@ mod crawlers;
 mod crawlers_view;
 mod export;
 mod extensions;
+mod health;
+mod health_site;
 mod health_store;
 mod health_view;
 mod import;

@@ -232,12 +232,15 @@ pub(crate) const PG_SEED_SQL: &str = "INSERT INTO url_checks (site_id, loc, url_
      SELECT $1, loc, id, $4 FROM UNNEST($2::text[], $3::bigint[]) AS w (loc, id) ORDER BY loc COLLATE \"C\" \
      ON CONFLICT (site_id, loc) DO NOTHING";
 /// Claims up to `$2` due rows of site `$1` (skipping rows another claim's statement has locked) as claim `$3`
-/// until `$5`, noting each one's record id.
+/// until `$5`, noting each one's record id. The rows are picked once, in a materialized CTE: as an `IN (…)`
+/// subquery the planner may run it again for each row updated, and each run then skips the rows just claimed
+/// and picks more, past the limit (12 claimed of a limit of 10, seen in tests/it/health.rs).
 pub(crate) const PG_CLAIM_SQL: &str = concat!(
+    "WITH picked AS MATERIALIZED (SELECT loc FROM url_checks WHERE site_id = $1 AND due_us <= $4 ",
+    "ORDER BY due_us LIMIT $2 FOR UPDATE SKIP LOCKED) ",
     "UPDATE url_checks SET claim = $3, claimed_seq = seq, due_us = $5, ",
     "url_id = COALESCE((SELECT id FROM urls WHERE urls.loc = url_checks.loc AND urls.site_id = url_checks.site_id), url_id) ",
-    "WHERE site_id = $1 AND loc IN (SELECT loc FROM url_checks WHERE site_id = $1 AND due_us <= $4 ",
-    "ORDER BY due_us LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING loc, ",
+    "WHERE site_id = $1 AND loc IN (SELECT loc FROM picked) RETURNING loc, ",
     check_columns!()
 );
 /// The next slot of host `$1`: at `next_us`, or after the hold `$3`, or now, whichever is latest; the one after
