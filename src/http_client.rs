@@ -20,3 +20,15 @@ pub fn builder() -> anyhow::Result<reqwest::ClientBuilder> {
         .with_no_client_auth();
     Ok(reqwest::Client::builder().tls_backend_preconfigured(tls).user_agent(USER_AGENT))
 }
+
+/// An error and its causes, `: `-separated (reqwest's own message names only the URL).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut shown = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        shown.push_str(": ");
+        shown.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    shown
+}

@@ -68,7 +68,11 @@ pub(crate) async fn get_crawlers(
 
 /// The sites an answer covers: the one named, which the token must reach (else 403; a name no site has: 400); else
 /// every site the token reaches, in configuration order (a scoped token that reaches none: 403).
-fn reachable_sites<'s>(state: &'s AppState, access: &Access, name: Option<&str>) -> Result<Vec<&'s Site>, ApiError> {
+pub(super) fn reachable_sites<'s>(
+    state: &'s AppState,
+    access: &Access,
+    name: Option<&str>,
+) -> Result<Vec<&'s Site>, ApiError> {
     let mine: Vec<&Site> = state.sites.iter().filter(|s| access.may(&s.name)).collect();
     let Some(name) = name else {
         if mine.is_empty() {
@@ -87,12 +91,12 @@ fn reachable_sites<'s>(state: &'s AppState, access: &Access, name: Option<&str>)
 }
 
 /// Now, in µs since the Unix epoch.
-fn now_us() -> i64 {
+pub(super) fn now_us() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
 
 /// A moment as the API gives it: RFC 3339 in UTC, with the fraction it has (`2026-11-26T01:20:00.25Z`).
-fn rfc3339(us: i64) -> String {
+pub(super) fn rfc3339(us: i64) -> String {
     LastMod::from_unix_micros(us).as_str().to_owned()
 }
 

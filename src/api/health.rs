@@ -10,11 +10,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
 use super::ApiQuery;
+use super::crawlers::{now_us, reachable_sites, rfc3339};
 use super::doc::{CommonErrors, ErrorBody};
-use super::urls::shown;
 use crate::AppState;
 use crate::access::Access;
-use crate::domain::{LastMod, Site};
 use crate::error::ApiError;
 use crate::health::{Kind, Policy};
 use crate::store::{HealthSummary, ProblemFilter, UrlCheck};
@@ -53,36 +52,6 @@ pub(crate) async fn get_health(
         answered.push(SiteHealth::new(&site.name, policy, &summary));
     }
     Ok(Json(HealthAnswer { cycle_days: state.config.health_cycle_days, sites: answered }))
-}
-
-/// The sites an answer covers: the one named, which the token must reach (else 403; a name no site has: 400); else
-/// every site the token reaches, in configuration order (a scoped token that reaches none: 403).
-fn reachable_sites<'s>(state: &'s AppState, access: &Access, name: Option<&str>) -> Result<Vec<&'s Site>, ApiError> {
-    let mine: Vec<&Site> = state.sites.iter().filter(|s| access.may(&s.name)).collect();
-    let Some(name) = name else {
-        if mine.is_empty() {
-            return Err(ApiError::forbidden("this token reaches no configured site"));
-        }
-        return Ok(mine);
-    };
-    let site = state
-        .sites
-        .by_name(name)
-        .ok_or_else(|| ApiError::bad_request(format!("site must name a configured site: {}", shown(&mine))))?;
-    if !access.may(&site.name) {
-        return Err(ApiError::forbidden(format!("this token may not reach the site {name}")));
-    }
-    Ok(vec![site])
-}
-
-/// Now, in µs since the Unix epoch.
-fn now_us() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
-}
-
-/// A moment as the API gives it: RFC 3339 in UTC, with the fraction it has (`2026-11-26T01:20:00.25Z`).
-fn rfc3339(us: i64) -> String {
-    LastMod::from_unix_micros(us).as_str().to_owned()
 }
 
 /// `GET /api/v1/health`.

@@ -14,6 +14,7 @@ use super::CheckerOptions;
 use crate::health::Transient;
 use crate::health::head::HeadScan;
 use crate::health::robots::Robots;
+use crate::http_client::error_chain;
 use crate::store::CheckClaim;
 
 /// Redirects of a robots.txt followed, within the configured sites' hosts (RFC 9309 asks for at least five).
@@ -137,18 +138,6 @@ fn is_html(headers: &HeaderMap) -> bool {
 
 fn failure(e: &reqwest::Error) -> Transient {
     if e.is_timeout() { Transient::Timeout } else { Transient::Connect(error_chain(e)) }
-}
-
-/// An error and its causes, `: `-separated (reqwest's own message names only the URL).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut shown = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        shown.push_str(": ");
-        shown.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    shown
 }
 
 /// Each host's robots.txt as last fetched. One entry per configured host (only those are fetched), each behind

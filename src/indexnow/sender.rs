@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{MAX_URLS_PER_REQUEST, Outcome, Target, classify, retry_delay, split_foreign, targets};
 use crate::config::Config;
+use crate::http_client::error_chain;
 use crate::store::{Claim, Settle, Store};
 use crate::telemetry;
 
@@ -284,18 +285,6 @@ async fn body_start(mut response: reqwest::Response) -> String {
         .collect::<String>()
         .trim()
         .to_owned()
-}
-
-/// An error and its causes, `: `-separated (reqwest's own message names only the URL).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut shown = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        shown.push_str(": ");
-        shown.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    shown
 }
 
 /// A random number in [0, 1) for the jitter: the standard library's randomly keyed hasher over a counter.

@@ -116,6 +116,20 @@ pub(crate) struct Queues {
     pub check: BTreeSet<i64>,
 }
 
+/// The locs each site of `changes` in `sites` changed, distinct and in byte order (the order statements lock rows
+/// in); sites that changed no loc are left out.
+fn sorted_locs<'c>(
+    sites: &'c BTreeSet<i64>,
+    changes: &'c BTreeMap<i64, Changes>,
+) -> impl Iterator<Item = (i64, Vec<&'c str>)> + 'c {
+    changes.iter().filter(|(site, c)| !c.locs.is_empty() && sites.contains(site)).map(|(site, c)| {
+        let mut locs: Vec<&str> = c.locs.iter().map(String::as_str).collect();
+        locs.sort_unstable();
+        locs.dedup();
+        (*site, locs)
+    })
+}
+
 /// Queues the locs each site of `changes` changed for a check, for the sites in `check`; else nothing (no
 /// statement).
 async fn enqueue_checks<DB: Writes>(
@@ -124,15 +138,9 @@ async fn enqueue_checks<DB: Writes>(
     changes: &BTreeMap<i64, Changes>,
     now: i64,
 ) -> Result<()> {
-    for (site, changes) in changes {
-        if changes.locs.is_empty() || !check.contains(site) {
-            continue;
-        }
-        // Sorted: rows are locked in loc order (as the seed inserts them), so a write and a seed never deadlock.
-        let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
-        locs.sort_unstable();
-        locs.dedup();
-        DB::enqueue_checks(conn, *site, &locs, now).await?;
+    // Sorted: rows are locked in loc order (as the seed inserts them), so a write and a seed never deadlock.
+    for (site, locs) in sorted_locs(check, changes) {
+        DB::enqueue_checks(conn, site, &locs, now).await?;
     }
     Ok(())
 }
@@ -144,14 +152,8 @@ async fn drop_checks<DB: Writes>(
     check: &BTreeSet<i64>,
     changes: &BTreeMap<i64, Changes>,
 ) -> Result<()> {
-    for (site, changes) in changes {
-        if changes.locs.is_empty() || !check.contains(site) {
-            continue;
-        }
-        let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
-        locs.sort_unstable();
-        locs.dedup();
-        DB::drop_checks(conn, *site, &locs).await?;
+    for (site, locs) in sorted_locs(check, changes) {
+        DB::drop_checks(conn, site, &locs).await?;
     }
     Ok(())
 }
@@ -175,15 +177,9 @@ async fn enqueue<DB: Writes>(
     notify: &BTreeSet<i64>,
     changes: &BTreeMap<i64, Changes>,
 ) -> Result<()> {
-    for (site, changes) in changes {
-        if changes.locs.is_empty() || !notify.contains(site) {
-            continue;
-        }
-        // Sorted: rows are locked in loc order, as a settling sender locks them (no deadlock between the two).
-        let mut locs: Vec<&str> = changes.locs.iter().map(String::as_str).collect();
-        locs.sort_unstable();
-        locs.dedup();
-        DB::enqueue_notifications(conn, *site, &locs).await?;
+    // Sorted: rows are locked in loc order, as a settling sender locks them (no deadlock between the two).
+    for (site, locs) in sorted_locs(notify, changes) {
+        DB::enqueue_notifications(conn, site, &locs).await?;
     }
     Ok(())
 }
