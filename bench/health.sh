@@ -58,9 +58,15 @@ while :; do
   sleep 1
 done
 end=$(date +%s.%N)
-sleep 2 # the retried 503s (Retry-After: 1) and their settle
-curl -fsS "$API/api/v1/health" >"$OUT/health.json"
 say "checked $N URLs in $(python3 -c "print(round($end - $start, 1))") s; sitemapd after: $(rss)"
+# The first answers of 503 are retried after the first backoff (1 min, +-10 %): wait for them (3 min at most).
+for _ in $(seq 1 180); do
+  curl -fsS "$API/api/v1/health" >"$OUT/health.json"
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sites"][0]; sys.exit(s["transient"] > 0)' \
+    "$OUT/health.json" && break
+  sleep 1
+done
+say "transient failures retried: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sites"][0]["transient"])' "$OUT/health.json") left"
 say ""
 say "GET /api/v1/health:"
 python3 -m json.tool "$OUT/health.json" | tee -a "$OUT/health.txt"
@@ -98,10 +104,9 @@ print(f"user agents: {list(s['agents'])}")
 PY
 curl -fsS "$API/sitemap-1.xml" -o "$OUT/page1-after.xml"
 say "page 1: $(grep -c '<loc>' "$OUT/page1-before.xml") entries before the checks, $(grep -c '<loc>' "$OUT/page1-after.xml") after (policy exclude)"
-curl -fsS "$API/view/" -o /dev/null && say "view: $API/view/ (screenshot: $OUT/view.png)"
+curl -fsS "$API/view/default/" -o /dev/null && say "view: $API/view/default/ (screenshot: $OUT/view.png)"
 if command -v chromium >/dev/null; then
-  site_view=$(curl -fsS "$API/view/" | grep -o 'href="/view/site/[^"]*"' | head -1 | sed 's/href="//; s/"$//')
   chromium --headless --no-sandbox --hide-scrollbars --window-size=1280,2000 --screenshot="$OUT/view.png" \
-    "$API${site_view:-/view/}" >/dev/null 2>&1 || true
+    "$API/view/default/" >/dev/null 2>&1 || true
 fi
 say "sitemapd at the end: $(rss)"

@@ -90,6 +90,14 @@ impl CheckerOptions {
         (self.timeout + self.gap) * ahead
     }
 
+    /// How soon the walk of a site's records runs again once it reached the end: sixty polls (a minute by
+    /// default), at most an eighth of the cycle. Each time it reads from its cursor on, one index probe when
+    /// nothing is new; it takes up records stored without being queued (by a version before URL health, or
+    /// while the site was not checked) and keeps the summary's `seeded` true once the write path queued the rest.
+    pub fn rewalk(&self) -> Duration {
+        (self.poll * 60).min(self.cycle / 8)
+    }
+
     /// How long a claim holds its URLs from other replicas: its checks' queue, three timeouts (robots.txt, the
     /// page, a redirect of robots.txt) and the settle. A checker that dies with a claim delays its URLs this long.
     pub fn lease(&self) -> Duration {
@@ -252,7 +260,7 @@ impl Checker {
         Ok(checks)
     }
 
-    /// One site's loop: seed a step while the walk is not at its end (again every cycle / 8), claim, check; when
+    /// One site's loop: seed a step while the walk is not at its end (again after [`CheckerOptions::rewalk`]), claim, check; when
     /// nothing is due, wait `poll`. A store failure is logged and waited out (the poll, doubling to a minute).
     async fn run_site(self: Arc<Self>, target: Target, stop: CancellationToken) {
         let mut seed_at = Some(Instant::now());
@@ -264,7 +272,7 @@ impl Checker {
             let mut idle = true;
             if seed_at.is_some_and(|at| at <= Instant::now()) {
                 match self.store.health_seed(target.id, SEED_STEP).await {
-                    Ok(0) => seed_at = Some(Instant::now() + self.options.cycle / 8),
+                    Ok(0) => seed_at = Some(Instant::now() + self.options.rewalk()),
                     Ok(_) => idle = false,
                     Err(e) => {
                         failures += 1;

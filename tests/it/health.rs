@@ -24,6 +24,7 @@ both_backends!(
     one_request_in_flight_per_host,
     the_rate_holds_between_request_starts,
     two_checkers_share_the_work,
+    the_running_checker_walks_to_the_end_again,
 );
 
 /// The service with its public URL on `site`, checked with `policy`; `vars` on top.
@@ -298,4 +299,27 @@ async fn two_checkers_share_the_work(backend: Backend) {
         assert_eq!(site.count(p), 1, "{p}");
     }
     assert_eq!(site.overlapped_path(), None);
+}
+
+/// The running checker (its task, not `drain`): URLs written after its walk first found the site empty are checked
+/// as the write queued them, and the walk, run again after sixty polls, reaches their ids: the summary says
+/// `seeded` then, as the view and the API show it.
+async fn the_running_checker_walks_to_the_end_again(backend: Backend) {
+    let site = TestSite::start();
+    let app = app(backend, &site, "report", &[("SITEMAPD_HEALTH_POLL_MS", "20")]).await;
+    let running = checker(&app).spawn();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    put(&app, &site, &[path::OK, path::MISSING]).await;
+    let id = app.store.sites().only().unwrap().id;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let summary = loop {
+        let summary = app.store.health_summary(id).await.unwrap();
+        if summary.checked == 2 && summary.seeded {
+            break summary;
+        }
+        assert!(std::time::Instant::now() < deadline, "after 30 s: {summary:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!((summary.tracked, summary.healthy), (2, 1), "{summary:?}");
+    running.stop(std::time::Duration::from_secs(5)).await;
 }
