@@ -1096,6 +1096,34 @@ mod tests {
     }
 
     #[test]
+    fn health_check_names_configured_sites_and_a_policy_each() {
+        let sites = |raw: &str| load(&[("SITEMAPD_HEALTH_CHECK", raw)]).map(|c| c.health_check);
+        let shown = |raw: &str| sites(raw).unwrap().shown();
+        assert_eq!(shown("report"), ["default=report"]);
+        assert_eq!(shown(" , default = exclude , "), ["default=exclude"]);
+        assert!(sites("").unwrap().is_empty() && sites(" , ").unwrap().is_empty());
+        for (raw, says) in [
+            ("Report", "the policy is \"report\" or \"exclude\", not \"Report\""),
+            ("default=", "not \"\""),
+            ("shop=report", "given for the site \"shop\", which is not configured (sites: default)"),
+            ("Shop Site=report", "site name"),
+            ("report,default=exclude", "the site \"default\" is given twice"),
+        ] {
+            let e = sites(raw).unwrap_err().to_string();
+            assert!(e.starts_with("health_check (SITEMAPD_HEALTH_CHECK): "), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+        }
+        // A checked site's writes queue checks; the policy is logged.
+        let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let c = load(&[two, ("SITEMAPD_HEALTH_CHECK", "shop=exclude")]).unwrap();
+        assert_eq!(c.store_options().check_sites, ["shop".to_owned()].into());
+        assert_eq!(c.health_check.policy("shop"), Some(Policy::Exclude));
+        assert_eq!(c.health_check.policy("default"), None);
+        assert!(format!("{c:?}").contains("health_check: [\"shop=exclude\"]"));
+        assert!(load(&[]).unwrap().store_options().check_sites.is_empty());
+    }
+
+    #[test]
     fn indexnow_keys_are_checked_and_name_the_default_site() {
         let keys = |raw: &str| load(&[("SITEMAPD_INDEXNOW_KEYS", raw)]).map(|c| c.indexnow_keys);
         let pairs = |raw: &str| keys(raw).unwrap().iter().map(|(s, k)| format!("{s}={k}")).collect::<Vec<_>>();
