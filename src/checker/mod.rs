@@ -372,7 +372,7 @@ impl Checker {
             took_ms = started.elapsed().as_millis() as u64,
             "URL health: checked"
         );
-        let result = CheckResult { claim: claim.claim, loc: claim.loc, finding, next_in };
+        let result = CheckResult { claim: claim.claim, loc: claim.loc, finding: clipped(finding), next_in };
         self.settle(target, &result, outcome).await;
     }
 
@@ -561,6 +561,28 @@ fn origin(url: &Url) -> String {
     )
 }
 
+/// The most of a site's text a finding keeps (a redirect's target, a canonical URL, a validator): 2,048 bytes,
+/// the longest URL the search engines take. A hostile or broken page (a canonical of 200 KB in its head) costs
+/// no more than that in the database and in every listing that shows it.
+const MAX_TEXT: usize = 2048;
+
+fn clipped(mut finding: Finding) -> Finding {
+    let clip = |text: &mut Option<String>| {
+        if let Some(t) = text.as_mut().filter(|t| t.len() > MAX_TEXT) {
+            let mut end = MAX_TEXT;
+            while !t.is_char_boundary(end) {
+                end -= 1;
+            }
+            t.truncate(end);
+        }
+    };
+    clip(&mut finding.location);
+    clip(&mut finding.canonical);
+    clip(&mut finding.etag);
+    clip(&mut finding.last_modified);
+    finding
+}
+
 /// `d` ± 10 %, so that URLs checked together spread out over the next round.
 fn jitter(d: Duration) -> Duration {
     d.mul_f64(0.9 + 0.2 * unit_random())
@@ -625,6 +647,19 @@ mod tests {
     fn an_origin_names_the_port() {
         assert_eq!(origin(&Url::parse("https://example.com/a").unwrap()), "https://example.com:443");
         assert_eq!(origin(&Url::parse("http://127.0.0.1:8080/a").unwrap()), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn a_finding_keeps_at_most_2048_bytes_of_each_text() {
+        let long = format!("https://example.com/{}", "é".repeat(3000));
+        let f =
+            clipped(Finding { canonical: Some(long.clone()), location: Some("/short".into()), ..Finding::default() });
+        let canonical = f.canonical.unwrap();
+        assert!(canonical.len() <= MAX_TEXT && canonical.len() > MAX_TEXT - 2, "{}", canonical.len());
+        assert!(long.starts_with(&canonical));
+        assert_eq!(f.location.as_deref(), Some("/short"));
+        let etag = clipped(Finding { etag: Some("x".repeat(5000)), ..Finding::default() }).etag.unwrap();
+        assert_eq!(etag.len(), MAX_TEXT);
     }
 
     #[test]
