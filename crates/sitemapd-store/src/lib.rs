@@ -236,7 +236,8 @@ pub trait StoreReads: Send + Sync + 'static {
         after: i64,
         limit: u32,
     ) -> Result<Vec<(SiteUrl, UrlCheck)>>;
-    /// URL health: `site`'s counts ([`HealthSummary`]). O(problem rows) plus the capped backlog count.
+    /// URL health: `site`'s counts ([`HealthSummary`]): one pass over the site's check rows (O(tracked URLs)), the
+    /// kinds over the problem rows, and the capped backlog count.
     async fn health_summary(&self, site: i64) -> Result<HealthSummary>;
     /// The connection pool's use right now, for `/metrics`: no I/O.
     fn pool_status(&self) -> PoolStatus;
