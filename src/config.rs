@@ -176,6 +176,9 @@ settings! {
     view: bool = "SITEMAPD_VIEW";
     /// After SIGTERM/SIGINT, the longest in-flight requests may still run before they are cut off.
     shutdown_grace_secs: u64 = "SITEMAPD_SHUTDOWN_GRACE_SECS", in 0..=3600;
+    /// Threads that accept and serve connections, each with a runtime of its own (0: one per core). See
+    /// `serve_threads` at the crate root.
+    serve_threads: usize = "SITEMAPD_SERVE_THREADS", in 0..=1024;
     log_format: LogFormat = "SITEMAPD_LOG_FORMAT", parse parse_log_format;
     /// Which requests' `answered` line is logged at INFO (the others at DEBUG). See [`AccessLog`].
     access_log: AccessLog = "SITEMAPD_ACCESS_LOG", parse parse_access_log;
@@ -649,6 +652,15 @@ impl Config {
     }
 
     /// How to open the configured database.
+    /// How many threads serve connections: `serve_threads`, or one per core (as the OS reports them to this
+    /// process: a container's CPU limit included) when it is 0.
+    pub fn serving_threads(&self) -> usize {
+        match self.serve_threads {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            n => n,
+        }
+    }
+
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions {
             url: self.database_url.clone(),
@@ -1023,7 +1035,7 @@ mod tests {
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
-             robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, log_format: Text, \
+             robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, serve_threads: 0, log_format: Text, \
              access_log: WritesAndErrors, crawler_telemetry: true, crawler_ranges: [], crawler_ranges_refresh_hours: 24, \
              crawler_rdns: true, crawler_flush_ms: 5000, crawler_window_days: 7, health_check: [], health_cycle_days: 7, health_concurrency: 1, health_rate: 2, \
              health_timeout_secs: 10, health_head_bytes: 262144, health_poll_ms: 1000, indexnow_keys: [], indexnow_endpoint: \"https://api.indexnow.org/indexnow\", indexnow_interval_ms: 5000, \

@@ -124,61 +124,163 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::server::graceful::GracefulShutdown;
-    use hyper_util::service::TowerToHyperService;
+    let connections = Connections::new(&state.config);
+    let service = app(state);
+    connections.accept(service, listener, shutdown, grace).await;
+    Ok(())
+}
 
-    let write_timeout = Duration::from_secs(state.config.write_timeout_secs);
-    let min_send_rate = state.config.min_send_rate;
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(state.config.header_read_timeout_secs));
-    // Counts a request from its arrival until its response body has been sent or dropped.
-    let (in_flight, counter) = InFlightRequestsLayer::pair();
-    let service = app(state).layer(in_flight);
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait rather than spin; the listener itself stays.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let (stream, peer) = stream;
-        // Without it, a response that ends in a partial segment (most bodies) can wait for the client's delayed
-        // ACK (40 ms on Linux) before its last bytes leave. A socket that cannot take it is served as it is.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+/// How each accepted connection is served: hyper's HTTP/1 settings and the wrappers of the socket (see [`serve`]).
+struct Connections {
+    http: hyper::server::conn::http1::Builder,
+    write_timeout: Duration,
+    min_send_rate: u64,
+}
+
+impl Connections {
+    fn new(config: &config::Config) -> Self {
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(config.header_read_timeout_secs));
+        Self {
+            http,
+            write_timeout: Duration::from_secs(config.write_timeout_secs),
+            min_send_rate: config.min_send_rate,
         }
-        // The peer's address, for the handlers that believe forwarding headers from trusted proxies only.
-        let service = TowerToHyperService::new(Extension(ConnectInfo(peer)).layer(service.clone()));
-        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-        stream.set_write_timeout(Some(write_timeout));
-        let stream = send_rate::MinSendRate::new(Box::pin(stream), min_send_rate, write_timeout);
-        // A request head whose lines end in a bare LF is refused (400), as a proxy in front may read it otherwise.
-        let stream = line_ends::StrictLineEnds::new(stream);
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+    }
+
+    /// Accepts on `listener` and serves each connection in a task of the current runtime, until `shutdown`; then
+    /// lets the requests in flight finish for at most `grace`.
+    async fn accept(
+        &self,
+        service: Router,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        grace: Duration,
+    ) {
+        use hyper_util::rt::TokioIo;
+        use hyper_util::server::graceful::GracefulShutdown;
+        use hyper_util::service::TowerToHyperService;
+
+        // Counts a request from its arrival until its response body has been sent or dropped.
+        let (in_flight, counter) = InFlightRequestsLayer::pair();
+        let service = service.layer(in_flight);
+        let graceful = GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait rather than spin; the listener itself stays.
+                        tracing::warn!(error = %e, "cannot accept a connection");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = stream;
+            // Without it, a response that ends in a partial segment (most bodies) can wait for the client's delayed
+            // ACK (40 ms on Linux) before its last bytes leave. A socket that cannot take it is served as it is.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
             }
-        });
+            // The peer's address, for the handlers that believe forwarding headers from trusted proxies only.
+            let service = TowerToHyperService::new(Extension(ConnectInfo(peer)).layer(service.clone()));
+            let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+            stream.set_write_timeout(Some(self.write_timeout));
+            let stream = send_rate::MinSendRate::new(Box::pin(stream), self.min_send_rate, self.write_timeout);
+            // A request head whose lines end in a bare LF is refused (400), as a proxy in front may read it otherwise.
+            let stream = line_ends::StrictLineEnds::new(stream);
+            let connection = graceful.watch(self.http.serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+            });
+        }
+        drop(listener);
+        if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+            tracing::warn!(
+                cut_off = counter.get(),
+                grace_secs = grace.as_secs(),
+                "shutdown grace period over: cutting off the requests still in flight"
+            );
+        }
+    }
+}
+
+/// Serves as [`serve`] does, from `threads` threads (at least one), each running a single-threaded runtime of its
+/// own that accepts on its own handle of `listener` and serves the connections it accepted, start to end: no
+/// connection, request or wake-up is handed between threads (the shape of nginx's workers). A thread that is busy
+/// accepts later, so the idle ones take the new connections. Returns once `shutdown` has completed and every thread
+/// has finished its requests in flight (each within `grace`).
+///
+/// The threads and their runtimes live on until [`Served::release`]: a pooled database connection opened by a
+/// request on one of them is driven by that runtime's reactor, so the store must be closed before they end.
+pub async fn serve_threads(
+    state: AppState,
+    listener: std::net::TcpListener,
+    threads: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<Served> {
+    use tokio_util::sync::CancellationToken;
+
+    listener.set_nonblocking(true)?;
+    let stop = CancellationToken::new();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let mut handles = Vec::new();
+    let mut finished = Vec::new();
+    for n in 0..threads.max(1) {
+        let (listener, state, stop, mut released) =
+            (listener.try_clone()?, state.clone(), stop.clone(), released.clone());
+        let (done, finish) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let handle = std::thread::Builder::new().name(format!("serve-{n}")).spawn(move || {
+            runtime.block_on(async move {
+                let listener = TcpListener::from_std(listener)?;
+                let connections = Connections::new(&state.config);
+                connections.accept(app(state), listener, stop.cancelled_owned(), grace).await;
+                std::io::Result::Ok(())
+            })?;
+            drop(done);
+            runtime.block_on(async move {
+                let _ = released.wait_for(|released| *released).await;
+            });
+            Ok(())
+        })?;
+        handles.push(handle);
+        finished.push(finish);
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
-        tracing::warn!(
-            cut_off = counter.get(),
-            grace_secs = grace.as_secs(),
-            "shutdown grace period over: cutting off the requests still in flight"
-        );
+    shutdown.await;
+    stop.cancel();
+    for finish in finished {
+        let _ = finish.await;
     }
-    Ok(())
+    Ok(Served { release, handles })
+}
+
+/// The serving threads of [`serve_threads`], done serving and waiting to end.
+pub struct Served {
+    release: tokio::sync::watch::Sender<bool>,
+    handles: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Served {
+    /// Ends the threads (after the store is closed) and returns the first error one of them met, if any.
+    pub async fn release(self) -> std::io::Result<()> {
+        let _ = self.release.send(true);
+        let handles = self.handles;
+        tokio::task::spawn_blocking(move || {
+            handles.into_iter().map(|h| h.join().unwrap_or(Ok(()))).collect::<std::io::Result<Vec<()>>>()
+        })
+        .await
+        .unwrap_or(Ok(Vec::new()))
+        .map(drop)
+    }
 }
 
 /// 200 while the process runs.

@@ -14,9 +14,9 @@ use sitemapd::db_files;
 use sitemapd::domain::{Section, Site, Sites};
 use sitemapd::import::{HttpOptions, ImportOptions, Progress, Sections, Source};
 use sitemapd::store;
-use sitemapd::{AppState, serve};
+use sitemapd::{AppState, serve_threads};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -196,11 +196,12 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 );
             }
             let store = store::open(&options).await?;
-            let listener =
-                TcpListener::bind(config.bind).await.with_context(|| format!("cannot listen on {}", config.bind))?;
+            let listener = std::net::TcpListener::bind(config.bind)
+                .with_context(|| format!("cannot listen on {}", config.bind))?;
             let sites: Vec<String> =
                 config.site_specs().iter().map(|s| format!("{}={}", s.name, s.public_url)).collect();
-            tracing::info!(address = %listener.local_addr()?, sites = ?sites, "listening");
+            let threads = config.serving_threads();
+            tracing::info!(address = %listener.local_addr()?, sites = ?sites, threads, "listening");
             // Change notification (IndexNow), when a site has a key: a task of its own, never in a write's way.
             let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
             // The removed-URLs sitemap's tombstones past the retention, when it is on: a task of its own.
@@ -212,9 +213,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             // URL health, when a site is checked: a task of its own that tells the state what its exclusions change.
             // Started either way: a site no longer excluding gets its URLs back.
             let checker = sitemapd::checker::start(store.clone(), &config, Arc::new(state.clone())).await?;
-            let served =
-                serve(state.clone(), listener, shutdown_signal(), Duration::from_secs(config.shutdown_grace_secs))
-                    .await;
+            let grace = Duration::from_secs(config.shutdown_grace_secs);
+            let served = serve_threads(state.clone(), listener, threads, shutdown_signal(), grace).await;
             // Checks in flight may finish (briefly); the rest stay claimed until their lease ends.
             if let Some(checker) = checker {
                 checker.stop(store::CLOSE_TIMEOUT).await;
@@ -233,7 +233,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             }
             // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
             store.close().await;
-            served?;
+            // The serving threads' runtimes drive the pooled connections they opened: they end after the store.
+            served?.release().await?;
             tracing::info!("stopped");
             Ok(())
         }
