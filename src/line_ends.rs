@@ -58,12 +58,15 @@ impl Default for LineEnds {
 impl LineEnds {
     /// Looks at `bytes` as they arrive on the connection, turning each bare LF of a head into a NUL. Returns
     /// whether it found one.
+    ///
+    /// A line's bytes up to its LF are taken as one run (`memchr` finds the LF): only an LF can end a line, a head
+    /// or a chunk-size line, so the run changes no state but the line it extends. Byte for byte the same as
+    /// taking each alone (a property test holds the two side by side), at a tenth of the cost of a request head.
     pub fn scan(&mut self, bytes: &mut [u8]) -> bool {
-        let mut refused = false;
         let mut i = 0;
         while i < bytes.len() {
             match self.state {
-                State::Off => return refused,
+                State::Off => return false,
                 State::Body(left) => {
                     let take = left.min((bytes.len() - i) as u64);
                     i += take as usize;
@@ -87,18 +90,44 @@ impl LineEnds {
                 }
                 State::Head | State::ChunkSize | State::Trailers => {}
             }
-            let byte = bytes[i];
-            if byte == b'\n' && self.prev != b'\r' {
-                bytes[i] = 0;
-                refused = true;
-                self.state = State::Off;
-                return refused;
+            // The run of bytes before the next LF (or the end of what arrived).
+            let lf = memchr::memchr(b'\n', &bytes[i..]).map_or(bytes.len(), |at| i + at);
+            if lf > i {
+                self.line_run(&bytes[i..lf]);
+                if self.state == State::Off {
+                    return false;
+                }
+                i = lf;
             }
-            self.prev = byte;
+            if i == bytes.len() {
+                break;
+            }
+            if self.prev != b'\r' {
+                bytes[i] = 0;
+                self.state = State::Off;
+                return true;
+            }
+            self.prev = b'\n';
             i += 1;
-            self.line_byte(byte);
+            self.line_byte(b'\n');
         }
-        refused
+        false
+    }
+
+    /// A run of bytes of a head, a trailer section or a chunk-size line that holds no LF: what [`Self::line_byte`]
+    /// does to each, at once.
+    fn line_run(&mut self, run: &[u8]) {
+        self.prev = run[run.len() - 1];
+        let mut run = run;
+        // Empty lines before a request line are allowed (RFC 9112 §2.2) and skipped: their CRs here.
+        if self.state == State::Head && self.line.is_empty() {
+            let start = run.iter().position(|&b| b != b'\r').unwrap_or(run.len());
+            run = &run[start..];
+        }
+        self.line.extend_from_slice(run);
+        if self.line.len() > MAX_HEAD {
+            self.state = State::Off;
+        }
     }
 
     /// A byte of a head, a trailer section or a chunk-size line (already checked for a bare LF).
@@ -140,17 +169,26 @@ impl LineEnds {
 /// refuses such a request and closes the connection. (sitemapd upgrades no connection: after a `CONNECT` or an
 /// `Upgrade` request, hyper reads the next request as ever.)
 fn framing(head: &[u8]) -> State {
-    // Lossy: a header value may hold bytes that are not UTF-8 (obs-text); the names and lengths read here are ASCII.
-    let head = String::from_utf8_lossy(head);
     let (mut length, mut chunked, mut coded) = (None::<u64>, false, false);
-    for line in head.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
+    // Lossy: a header value may hold bytes that are not UTF-8 (obs-text); the names and lengths read here are ASCII.
+    // An all-ASCII head (every request of a crawler) is read as it is; another is made a string first.
+    let lossy;
+    let head = if head.is_ascii() {
+        std::str::from_utf8(head).unwrap_or_default()
+    } else {
+        lossy = String::from_utf8_lossy(head);
+        &lossy
+    };
+    // Every LF of a head that got here follows a CR (a bare one ended the scan): lines split at the LF (found by
+    // memchr) and lose their CR, the same lines as split at CRLF, found faster.
+    for line in head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).skip(1).filter(|l| !l.is_empty()) {
         let Some((name, value)) = line.split_once(':') else { return State::Off };
-        let (name, value) = (name.trim(), value.trim());
+        let name = name.trim();
         if name.eq_ignore_ascii_case("transfer-encoding") {
             coded = true;
             chunked = value.rsplit(',').next().is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
         } else if name.eq_ignore_ascii_case("content-length") {
-            for value in value.split(',').map(str::trim) {
+            for value in value.trim().split(',').map(str::trim) {
                 match value.parse::<u64>() {
                     Ok(n) if length.is_none_or(|l| l == n) => length = Some(n),
                     _ => return State::Off,
@@ -290,7 +328,144 @@ mod tests {
         }
     }
 
+    /// The scan as it was, one byte at a time: what [`LineEnds::scan`] must match, byte for byte and state for state.
+    fn scan_bytewise(scanner: &mut LineEnds, bytes: &mut [u8]) -> bool {
+        let mut i = 0;
+        while i < bytes.len() {
+            match scanner.state {
+                State::Off => return false,
+                State::Body(left) => {
+                    let take = left.min((bytes.len() - i) as u64);
+                    i += take as usize;
+                    scanner.state = if take == left { State::Head } else { State::Body(left - take) };
+                    scanner.prev = 0;
+                    continue;
+                }
+                State::ChunkData(left) => {
+                    let take = left.min((bytes.len() - i) as u64);
+                    i += take as usize;
+                    scanner.state = if take == left { State::ChunkEnd(2) } else { State::ChunkData(left - take) };
+                    scanner.prev = 0;
+                    continue;
+                }
+                State::ChunkEnd(left) => {
+                    scanner.state = if left == 1 { State::ChunkSize } else { State::ChunkEnd(left - 1) };
+                    scanner.prev = bytes[i];
+                    i += 1;
+                    continue;
+                }
+                State::Head | State::ChunkSize | State::Trailers => {}
+            }
+            let byte = bytes[i];
+            if byte == b'\n' && scanner.prev != b'\r' {
+                bytes[i] = 0;
+                scanner.state = State::Off;
+                return true;
+            }
+            scanner.prev = byte;
+            i += 1;
+            scanner.line_byte(byte);
+        }
+        false
+    }
+
+    /// Pieces of request streams: heads, framing, bodies, stray line ends and bytes.
+    fn stream() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"GET / HTTP/1.1\r\n".to_vec()),
+            Just(b"PUT /a HTTP/1.1\r\n".to_vec()),
+            Just(b"Host: x\r\n".to_vec()),
+            Just(b"Content-Length: 3\r\n".to_vec()),
+            Just(b"content-length:0\r\n".to_vec()),
+            Just(b"Transfer-Encoding: chunked\r\n".to_vec()),
+            Just(b"3;x=1\r\nabc\r\n".to_vec()),
+            Just(b"0\r\n".to_vec()),
+            Just(b"X: \xe9\r\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\r".to_vec()),
+            Just(b"\n".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ];
+        proptest::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
+    }
+
+    /// The framing as it was read: the head made a string, split at CRLF.
+    fn framing_reference(head: &[u8]) -> State {
+        let head = String::from_utf8_lossy(head);
+        let (mut length, mut chunked, mut coded) = (None::<u64>, false, false);
+        for line in head.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
+            let Some((name, value)) = line.split_once(':') else { return State::Off };
+            let (name, value) = (name.trim(), value.trim());
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                coded = true;
+                chunked = value.rsplit(',').next().is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+            } else if name.eq_ignore_ascii_case("content-length") {
+                for value in value.split(',').map(str::trim) {
+                    match value.parse::<u64>() {
+                        Ok(n) if length.is_none_or(|l| l == n) => length = Some(n),
+                        _ => return State::Off,
+                    }
+                }
+            }
+        }
+        match (coded, chunked, length) {
+            (true, true, _) => State::ChunkSize,
+            (true, false, _) => State::Off,
+            (false, _, Some(0) | None) => State::Head,
+            (false, _, Some(n)) => State::Body(n),
+        }
+    }
+
+    /// Header lines as a head may hold them (no bare LF: a head with one never reaches `framing`).
+    fn head() -> impl Strategy<Value = Vec<u8>> {
+        let line = prop_oneof![
+            Just(b"Host: x".to_vec()),
+            Just(b"Content-Length: 3".to_vec()),
+            Just(b"content-length :  7 , 7 ".to_vec()),
+            Just(b"Content-Length: 3, 4".to_vec()),
+            Just(b"Content-Length: \xe9".to_vec()),
+            Just(b"Transfer-Encoding: gzip, chunked".to_vec()),
+            Just(b"transfer-encoding: chunked , ".to_vec()),
+            Just(b"Transfer-Encoding: chunked\r".to_vec()),
+            Just(b"X: \xe9\xff".to_vec()),
+            Just(b"no colon".to_vec()),
+            proptest::collection::vec(any::<u8>().prop_filter("no LF", |b| *b != b'\n'), 0..12),
+        ];
+        proptest::collection::vec(line, 0..6).prop_map(|lines| {
+            let mut head = b"PUT / HTTP/1.1\r\n".to_vec();
+            for line in lines {
+                head.extend_from_slice(&line);
+                head.extend_from_slice(b"\r\n");
+            }
+            head.extend_from_slice(b"\r\n");
+            head
+        })
+    }
+
     proptest! {
+        /// The framing read from the head's bytes is the framing read from the head made a string.
+        #[test]
+        fn the_framing_is_read_as_it_was(head in head()) {
+            prop_assert_eq!(framing(&head), framing_reference(&head));
+        }
+
+        /// The scan by runs is the scan byte by byte: the same bytes out, the same answer, the same state after,
+        /// whatever the pieces the stream arrives in.
+        #[test]
+        fn the_scan_by_runs_is_the_scan_byte_by_byte(bytes in stream(), step in 1usize..40) {
+            let (mut fast, mut slow) = (LineEnds::default(), LineEnds::default());
+            let (mut a, mut b) = (bytes.clone(), bytes.clone());
+            for (x, y) in a.chunks_mut(step).zip(b.chunks_mut(step)) {
+                prop_assert_eq!(fast.scan(x), scan_bytewise(&mut slow, y));
+                prop_assert_eq!(&fast.state, &slow.state);
+                prop_assert_eq!(&fast.line, &slow.line);
+                if fast.state != State::Off {
+                    prop_assert_eq!(fast.prev, slow.prev);
+                }
+            }
+            prop_assert_eq!(a, b);
+        }
+
         /// Whatever arrives, in whatever pieces: no panic, and only LF bytes are ever changed.
         #[test]
         fn any_bytes_are_scanned_without_harm(bytes in proptest::collection::vec(any::<u8>(), 0..400), step in 1usize..50) {
