@@ -40,9 +40,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
-use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::metrics::InFlightRequestsLayer;
-use tower_http::trace::TraceLayer;
 use tower_layer::Layer;
 
 use crate::error::ApiError;
@@ -64,23 +62,34 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .fallback(|| async { ApiError::not_found("no such resource") })
         .with_state(state)
-        .layer(middleware::from_fn(require_one_host))
-        .layer(CatchPanicLayer::custom(|_| {
-            tracing::error!("a request handler panicked");
-            ApiError::internal().into_response()
-        }))
-        // Outside CatchPanicLayer, so that a panic counts as the 500 it is answered with.
-        .layer(middleware::from_fn_with_state(access_log, telemetry::track_requests))
-        // The span names the matched route, so logs group by route, not by raw path. No header is recorded: the
-        // Authorization header never reaches a log.
-        .layer(
-            // `track_requests` logs the one `answered` line, in this span; the default hooks would log a response
-            // and a 5xx again.
-            TraceLayer::new_for_http()
-                .make_span_with(move |r: &axum::extract::Request| telemetry::request_span(r, access_log))
-                .on_response(())
-                .on_failure(()),
-        )
+        // One layer, not four: each layer of a router is a boxed service that every request clones, with all the
+        // layers inside it, so their cost grew with the square of their number (35 clones a request with four;
+        // BENCHMARKS.md, round three).
+        .layer(middleware::from_fn_with_state(access_log, front))
+}
+
+/// What every request passes through, outermost first: its span ([`telemetry::request_span`]; no header is
+/// recorded, so the Authorization header never reaches a log), its metrics and `answered` line
+/// ([`telemetry::track_requests`], outside the panic catch so that a panic counts as the 500 it is answered
+/// with), the panic catch (500), and the one-`Host` rule ([`require_one_host`]).
+async fn front(
+    State(access_log): State<telemetry::AccessLog>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    use futures_util::FutureExt;
+    use tracing::Instrument;
+
+    let span = telemetry::request_span(&request, access_log);
+    let answer = telemetry::track_requests(access_log, request, |request| {
+        std::panic::AssertUnwindSafe(require_one_host(request, next)).catch_unwind().map(|answer| {
+            answer.unwrap_or_else(|_| {
+                tracing::error!("a request handler panicked");
+                ApiError::internal().into_response()
+            })
+        })
+    });
+    answer.instrument(span).await
 }
 
 /// RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without `Host`, and to any request with more than

@@ -2,49 +2,99 @@
 //! span, the access-log policy and the log output. The metric names, the recorder and the recording functions are
 //! the leaf crate `sitemapd-metrics`, re-exported here; `GET /metrics` is `scrape.rs`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, StatusCode, Uri};
-use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
-use metrics::{Counter, counter, histogram};
+use metrics::{Counter, Histogram, counter, histogram};
 use tracing::Span;
 
 pub use sitemapd_metrics::*;
 
-/// Middleware: counts each request by matched route (never the raw path, so the label set stays bounded), method
-/// and status; times it to the response head; counts its body bytes as they are sent.
-pub async fn track_requests(State(access_log): State<AccessLog>, request: Request, next: Next) -> Response {
-    let route = route_label(&request).to_owned();
+/// Counts each request by matched route (never the raw path, so the label set stays bounded), method and status;
+/// times it to the response head (`next` answers it); counts its body bytes as they are sent, in the current span
+/// (the request's).
+pub async fn track_requests<F>(access_log: AccessLog, request: Request, next: impl FnOnce(Request) -> F) -> Response
+where
+    F: std::future::Future<Output = Response>,
+{
+    // The matched route is an `Arc<str>`: held, not copied.
+    let matched = request.extensions().get::<MatchedPath>().cloned();
     let may_change = !matches!(*request.method(), Method::GET | Method::HEAD);
     let method = method_label(request.method());
     // Without a span of its own (a routine read at INFO), an answer logged at INFO names the request itself.
     let unspanned = Span::current().is_disabled().then(|| request.uri().clone());
     let start = Instant::now();
-    let response = next.run(request).await;
+    let response = next(request).await;
     let status = response.status();
     let latency = start.elapsed();
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
     match unspanned {
         Some(uri) if logged_at_info(access_log, may_change, status.as_u16(), latency) => {
             let (status, latency_ms) = (status.as_u16(), latency_ms(latency));
             let uri = loggable_target(&uri);
-            tracing::info!(method, route = route.as_str(), uri, status, latency_ms, "answered");
+            tracing::info!(method, route, uri, status, latency_ms, "answered");
         }
         _ => log_answer(access_log, may_change, status, latency),
     }
-    counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status.as_u16().to_string())
-        .increment(1);
-    histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(start.elapsed().as_secs_f64());
-    if status == StatusCode::NOT_MODIFIED {
-        counter!(HTTP_NOT_MODIFIED, "route" => route.clone()).increment(1);
+    let handles = RequestHandles::of(route, method, status);
+    handles.requests.increment(1);
+    handles.duration.record(start.elapsed().as_secs_f64());
+    if let Some(not_modified) = &handles.not_modified {
+        not_modified.increment(1);
     }
-    let bytes = counter!(HTTP_BODY_BYTES, "route" => route);
-    response.map(|inner| Body::new(CountedBody { inner, bytes }))
+    let (bytes, span) = (handles.bytes.clone(), Span::current());
+    response.map(|inner| Body::new(CountedBody { inner, bytes, span }))
+}
+
+/// The request metrics of one route, method and status. Made once per thread and kept: a lookup in the recorder
+/// makes the labels' strings and hashes them, which at a 304's cost was a tenth of it (BENCHMARKS.md, round three).
+/// The recorder hands out the same handle for the same labels, so a kept one counts where a new one would.
+struct RequestHandles {
+    requests: Counter,
+    duration: Histogram,
+    not_modified: Option<Counter>,
+    bytes: Counter,
+}
+
+/// Routes by name, then (method, status): a few dozen entries in all, since every label is bounded.
+type HandleMap = HashMap<Box<str>, HashMap<(&'static str, u16), Rc<RequestHandles>>>;
+
+thread_local! {
+    static REQUEST_HANDLES: RefCell<HandleMap> = RefCell::new(HashMap::new());
+}
+
+impl RequestHandles {
+    fn of(route: &str, method: &'static str, status: StatusCode) -> Rc<Self> {
+        REQUEST_HANDLES.with_borrow_mut(|routes| {
+            if !routes.contains_key(route) {
+                routes.insert(route.into(), HashMap::new());
+            }
+            let by_answer = routes.get_mut(route).expect("inserted");
+            Rc::clone(
+                by_answer.entry((method, status.as_u16())).or_insert_with(|| Rc::new(Self::new(route, method, status))),
+            )
+        })
+    }
+
+    fn new(route: &str, method: &'static str, status: StatusCode) -> Self {
+        let route = route.to_owned();
+        Self {
+            requests: counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status.as_u16().to_string()),
+            duration: histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method),
+            not_modified: (status == StatusCode::NOT_MODIFIED)
+                .then(|| counter!(HTTP_NOT_MODIFIED, "route" => route.clone())),
+            bytes: counter!(HTTP_BODY_BYTES, "route" => route),
+        }
+    }
 }
 
 /// The matched route, or `unmatched` for requests no route took.
@@ -66,10 +116,12 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// A response body that adds each data frame's length to a counter as it passes.
+/// A response body that adds each data frame's length to a counter as it passes, and is read in the request's
+/// span (what its stream logs names the request).
 struct CountedBody {
     inner: Body,
     bytes: Counter,
+    span: Span,
 }
 
 impl http_body::Body for CountedBody {
@@ -78,6 +130,7 @@ impl http_body::Body for CountedBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
+        let _entered = this.span.enter();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(data) = frame.data_ref()

@@ -78,15 +78,20 @@ pub fn router<S: Serving>(state: S) -> Router<S> {
         .route("/sitemap-news.xml", get(get_news::<S>))
         .route("/sitemap-news.xml.gz", get(get_news_file::<S>))
         .route("/{file}", get(get_page::<S>))
-        .route_layer(middleware::from_fn_with_state(state.clone(), robots_tag::<S>))
-        .route_layer(middleware::from_fn_with_state(state, record_crawl::<S>))
+        // One layer for both (a router's layers cost each request a clone of every layer inside them: lib.rs).
+        .route_layer(middleware::from_fn_with_state(state, sitemap_answer::<S>))
         .route("/robots.txt", get(get_robots::<S>))
+}
+
+/// What every answer of a sitemap route passes through: the crawl record ([`record_crawl`]) and the
+/// `X-Robots-Tag` ([`robots_tag`]).
+async fn sitemap_answer<S: Serving>(State(state): State<S>, request: Request, next: Next) -> Response {
+    record_crawl(&state, request, |request| async { robots_tag(&state, next.run(request).await) }).await
 }
 
 /// `X-Robots-Tag: <robots_tag>` on every answer of a sitemap route (304s and errors too), unless it is empty:
 /// search engines read sitemaps but should not list them as results.
-async fn robots_tag<S: Serving>(State(state): State<S>, request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
+fn robots_tag<S: Serving>(state: &S, mut response: Response) -> Response {
     if !state.config().robots_tag.is_empty()
         && let Ok(value) = HeaderValue::from_str(&state.config().robots_tag)
     {
@@ -105,12 +110,15 @@ struct ServedPage {
 /// Hands every answered fetch (200, 304) of a client whose `User-Agent` names a crawler to the recorder: the
 /// site, the file (without `.gz`), the page and version it carried, the answer, the client's address (from a
 /// trusted proxy's forwarding header only, [`crate::host::client_addr`]). Other clients cost one header scan.
-async fn record_crawl<S: Serving>(State(state): State<S>, request: Request, next: Next) -> Response {
-    let Some(recorder) = state.crawls() else { return next.run(request).await };
+async fn record_crawl<S: Serving, F>(state: &S, request: Request, next: impl FnOnce(Request) -> F) -> Response
+where
+    F: std::future::Future<Output = Response>,
+{
+    let Some(recorder) = state.crawls() else { return next(request).await };
     let agent = request.headers().get(header::USER_AGENT).map(HeaderValue::as_bytes);
-    let Some(crawler) = agent.and_then(crate::crawler::Crawler::classify) else { return next.run(request).await };
+    let Some(crawler) = agent.and_then(crate::crawler::Crawler::classify) else { return next(request).await };
     let (mut parts, body) = request.into_parts();
-    let site = <RequestSite as axum::extract::FromRequestParts<S>>::from_request_parts(&mut parts, &state).await;
+    let site = <RequestSite as axum::extract::FromRequestParts<S>>::from_request_parts(&mut parts, state).await;
     let hosts: &Hosts = state.as_ref();
     let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     let addr = crate::host::client_addr(peer, &parts.headers, &hosts.trusted_proxies, hosts.forwarded_header);
@@ -118,7 +126,7 @@ async fn record_crawl<S: Serving>(State(state): State<S>, request: Request, next
         parts.headers.contains_key(header::IF_NONE_MATCH) || parts.headers.contains_key(header::IF_MODIFIED_SINCE);
     let file = parts.uri.path().strip_prefix('/').unwrap_or_default();
     let resource: Box<str> = file.strip_suffix(".gz").unwrap_or(file).into();
-    let response = next.run(Request::from_parts(parts, body)).await;
+    let response = next(Request::from_parts(parts, body)).await;
     let status = response.status();
     if let Ok(RequestSite(site)) = site
         && (status == StatusCode::OK || status == StatusCode::NOT_MODIFIED)
@@ -281,7 +289,13 @@ impl Representation {
 
     /// Headers shared by 200 and 304 answers.
     fn validators(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
+        let mut h = HeaderMap::with_capacity(8);
+        self.add_validators(&mut h);
+        h
+    }
+
+    /// Adds the headers shared by 200 and 304 answers to `h`.
+    fn add_validators(&self, h: &mut HeaderMap) {
         h.insert(header::ETAG, HeaderValue::from_str(&self.etag).expect("hex"));
         let last_modified = httpdate::fmt_http_date(system_time(self.modified_us));
         h.insert(header::LAST_MODIFIED, HeaderValue::from_str(&last_modified).expect("http-date"));
@@ -289,7 +303,6 @@ impl Representation {
         if self.encoding != Encoding::GzipFile {
             h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         }
-        h
     }
 
     /// 304 or 412 when the request's preconditions say so (RFC 9110 §13.2.2), else `None`: send the body.
@@ -299,7 +312,11 @@ impl Representation {
             conditional::Outcome::NotModified => StatusCode::NOT_MODIFIED,
             conditional::Outcome::Failed => StatusCode::PRECONDITION_FAILED,
         };
-        Some((status, self.validators()).into_response())
+        // The headers go straight into the answer's own map (no map made and copied: a 304 is all headers).
+        let mut answer = Response::new(Body::empty());
+        *answer.status_mut() = status;
+        self.add_validators(answer.headers_mut());
+        Some(answer)
     }
 
     /// The 200 headers: validators plus type, encoding, and the length when it is known before streaming.
