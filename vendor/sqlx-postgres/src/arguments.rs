@@ -188,6 +188,12 @@ impl PgArgumentBuffer {
         Ok(())
     }
 
+    /// Whether the encoded arguments are final: no callback waits for the statement's parameter types and no type
+    /// name waits to be resolved (sitemapd's patch: such arguments may be bound before the statement is described).
+    pub(crate) fn is_static(&self) -> bool {
+        self.patches.is_empty() && self.hole_types.is_empty()
+    }
+
     // Adds a callback to be invoked later when we know the parameter type
     #[cfg_attr(not(feature = "json"), expect(dead_code))]
     pub(crate) fn patch_with<F>(&mut self, callback: F)

@@ -28,7 +28,10 @@ async fn prepare(
     persistent: bool,
     resolve_column_origin: bool,
 ) -> Result<(StatementId, Arc<PgStatementMetadata>), Error> {
-    let id = if persistent {
+    // sitemapd's patch: a statement that will not be cached is not named either. A named statement the cache
+    // does not hold was never closed: with `statement_cache_capacity(0)` each one stayed on the server for the
+    // connection's life, and behind a transaction-mode pooler another client's `sqlx_s_1` already exists there.
+    let id = if persistent && conn.inner.cache_statement.is_enabled() {
         let id = conn.inner.next_statement_id;
         conn.inner.next_statement_id = id.next();
         id
@@ -211,7 +214,56 @@ impl PgConnection {
 
         let mut metadata: Arc<PgStatementMetadata>;
 
-        let format = if let Some(mut arguments) = arguments {
+        let format = if let Some(arguments) = arguments.as_ref().filter(|a| {
+            // sitemapd's patch: a statement that will not be cached, whose arguments need nothing of its
+            // description, goes in one message sequence ending in one Sync (as libpq's `PQexecParams`): one
+            // round trip instead of two, and one pooler transaction (a transaction-mode pooler such as PgBouncer
+            // may hand each Sync's work to another server connection, where the unnamed statement is not).
+            !(persistent && self.inner.cache_statement.is_enabled())
+                && metadata_opt.is_none()
+                && a.buffer.is_static()
+        }) {
+            let num_params = u16::try_from(arguments.len()).map_err(|_| {
+                err_protocol!(
+                    "PgConnection::run(): too many arguments for query: {}",
+                    arguments.len()
+                )
+            })?;
+
+            let param_types = self.resolve_types(&arguments.types).await?;
+
+            self.wait_until_ready().await?;
+
+            self.inner.stream.write_msg(Parse {
+                param_types: &param_types,
+                query: sql,
+                statement: StatementId::UNNAMED,
+            })?;
+            self.inner.stream.write_msg(Bind {
+                portal: PortalId::UNNAMED,
+                statement: StatementId::UNNAMED,
+                formats: &[PgValueFormat::Binary],
+                num_params,
+                params: &arguments.buffer,
+                result_formats: &[PgValueFormat::Binary],
+            })?;
+            // The rows' description comes before them (RowDescription, or NoData), read by the loop below.
+            self.inner
+                .stream
+                .write_msg(message::Describe::Portal(PortalId::UNNAMED))?;
+            self.inner.stream.write_msg(message::Execute {
+                portal: PortalId::UNNAMED,
+                limit: 0,
+            })?;
+            self.inner
+                .stream
+                .write_msg(Close::Portal(PortalId::UNNAMED))?;
+            self.write_sync();
+
+            metadata = Arc::new(PgStatementMetadata::default());
+
+            PgValueFormat::Binary
+        } else if let Some(mut arguments) = arguments {
             // Check this before we write anything to the stream.
             //
             // Note: Postgres actually interprets this value as unsigned,
