@@ -19,6 +19,7 @@ type Probe = fn() -> bool;
 const PREREQUISITES: &[(&str, Probe)] = &[
     ("postgres", || set("TEST_DATABASE_URL")),
     ("replica", || set("TEST_DATABASE_READ_URL")),
+    ("pooler", || set("TEST_DATABASE_POOLER_URL")),
     ("chromium", || on_path("chromium") || on_path("chromium-browser")),
     ("xmllint", || on_path("xmllint")),
     ("curl", || on_path("curl") && on_path("gunzip")),
@@ -31,7 +32,8 @@ const PREREQUISITES: &[(&str, Probe)] = &[
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    for var in ["CI", "PATH", "TEST_WITHOUT", "TEST_DATABASE_URL", "TEST_DATABASE_READ_URL"] {
+    for var in ["CI", "PATH", "TEST_WITHOUT", "TEST_DATABASE_URL", "TEST_DATABASE_READ_URL", "TEST_DATABASE_POOLER_URL"]
+    {
         println!("cargo::rerun-if-env-changed={var}");
     }
     let names: Vec<String> = PREREQUISITES.iter().map(|(name, _)| format!("sitemapd_no_{name}")).collect();

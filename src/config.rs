@@ -19,7 +19,7 @@ use crate::health::Policy;
 use crate::host::{ForwardedHeader, TrustedProxies};
 use crate::page::Limits;
 use crate::redact::redact_url;
-use crate::store::{Backend, StoreOptions};
+use crate::store::{Backend, Pooler, StoreOptions};
 use crate::telemetry::AccessLog;
 
 /// The protocol's maxima for one sitemap.
@@ -117,6 +117,9 @@ settings! {
     /// A Postgres streaming replica that sitemap pages, the page table and the read API are read from (empty: the
     /// primary, `database_url`). See [`crate::store::StoreOptions::read_url`].
     database_read_url: String = "DATABASE_READ_URL", check read_url_backend, show show_read_url;
+    /// `transaction`: both Postgres URLs lead to a transaction-mode pooler (PgBouncer). See
+    /// [`crate::store::Pooler`].
+    database_pooler: Pooler = "SITEMAPD_DATABASE_POOLER", parse parse_pooler, show |p: &Pooler| p.as_str();
     public_url: PublicUrl = "SITEMAPD_PUBLIC_URL", parse parse_public_url, show PublicUrl::as_str;
     /// Several sites (`name=URL, …`); empty: one site, named `default`, at `public_url`. See [`Config::site_specs`].
     sites: Vec<SiteSpec> = "SITEMAPD_SITES", parse parse_sites, show show_sites;
@@ -422,6 +425,10 @@ fn parse_forwarded_header(raw: &str, named: Named) -> anyhow::Result<ForwardedHe
     }
 }
 
+fn parse_pooler(raw: &str, named: Named) -> anyhow::Result<Pooler> {
+    Pooler::parse(raw).ok_or_else(|| anyhow::anyhow!("{named} must be \"none\" or \"transaction\", not {raw:?}"))
+}
+
 fn parse_log_format(raw: &str, named: Named) -> anyhow::Result<LogFormat> {
     match raw {
         "text" => Ok(LogFormat::Text),
@@ -669,6 +676,7 @@ impl Config {
             limits: self.limits(),
             section_max_urls: self.section_max_urls.clone(),
             max_connections: self.db_max_connections,
+            pooler: self.database_pooler,
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
             notify_sites: self.indexnow_keys.iter().map(|(site, _)| site.to_owned()).collect(),
             check_sites: self.health_check.iter().map(|(site, _)| site.to_owned()).collect(),
@@ -935,7 +943,7 @@ mod tests {
     #[test]
     fn each_variable_is_named_after_its_setting() {
         for (key, var) in ENV {
-            let expected = if key.starts_with("database_") {
+            let expected = if matches!(*key, "database_url" | "database_read_url") {
                 key.to_uppercase()
             } else {
                 format!("SITEMAPD_{}", key.to_uppercase())
@@ -1006,6 +1014,11 @@ mod tests {
             ("SITEMAPD_LOG_FORMAT", "xml", "log_format (SITEMAPD_LOG_FORMAT) must be \"text\" or \"json\", not \"xml\"".into()),
             ("DATABASE_URL", "mysql://x", "database_url (DATABASE_URL) must start with sqlite:// or postgres://".into()),
             (
+                "SITEMAPD_DATABASE_POOLER",
+                "pgbouncer",
+                "database_pooler (SITEMAPD_DATABASE_POOLER) must be \"none\" or \"transaction\", not \"pgbouncer\"".into(),
+            ),
+            (
                 "DATABASE_URL",
                 "sqlite://?mode=rwc",
                 "database_url (DATABASE_URL) must name the SQLite file: sqlite://PATH (e.g. sqlite://sitemapd.db)".into(),
@@ -1027,7 +1040,7 @@ mod tests {
     fn the_logged_defaults() {
         assert_eq!(
             format!("{:?}", load(&[]).unwrap()),
-            "Config { database_url: \"sqlite://sitemapd.db\", database_read_url: \"\", public_url: \"http://localhost:8080/\", sites: [], \
+            "Config { database_url: \"sqlite://sitemapd.db\", database_read_url: \"\", database_pooler: \"none\", public_url: \"http://localhost:8080/\", sites: [], \
              trusted_proxies: [], forwarded_header: XForwardedHost, bind: \
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, section_max_urls: {}, max_json_bytes: \
              16777216, max_line_bytes: 65536, max_json_entries: 50000, body_memory_bytes: 201326592, \

@@ -11,8 +11,8 @@ use sitemapd::AppState;
 use sitemapd::domain::Sites;
 use sitemapd::store::{PgStore, SqliteStore, Store};
 
-use crate::both_backends;
 use crate::support::{Backend, PUBLIC_URL, TestApp, options, postgres_url, urlencode};
+use crate::{both_backends, through_pooler};
 
 fn loc(path: &str) -> String {
     format!("{PUBLIC_URL}/{path}")
@@ -378,6 +378,16 @@ both_backends!(
     deletes_single_and_batch,
     listing_pages_by_cursor_returns_each_entry_once,
     locs_must_lie_under_the_public_url_prefix,
+    health_and_readiness,
+);
+
+// Through a transaction-mode PgBouncer (tests/it/pooler.rs).
+through_pooler!(
+    upsert_returns_counts_and_stores_normalized_entries,
+    ndjson_streams_in_batches_and_reports_counts,
+    ndjson_stops_at_the_first_bad_line_keeping_what_came_before,
+    deletes_single_and_batch,
+    listing_pages_by_cursor_returns_each_entry_once,
     health_and_readiness,
 );
 

@@ -10,8 +10,8 @@ use sitemapd::page::{Fields, PageState, StoredUrl};
 use sitemapd::placement::UpsertCounts;
 use sitemapd::store::{DeleteCounts, FetchRecord, PageRead, Store};
 
-use crate::both_backends;
 use crate::support::{Backend, PUBLIC_URL, TestApp};
+use crate::{both_backends, through_pooler};
 
 fn public() -> PublicUrl {
     PublicUrl::parse(PUBLIC_URL).unwrap()
@@ -256,7 +256,7 @@ async fn page_urls_is_cut_by_size(b: Backend) {
 async fn plan_of(b: Backend, url: &str, sql: &str, binds: &[i64], pg_settings: Option<&str>) -> String {
     use sqlx::{AssertSqlSafe, Connection};
     let lines: Vec<String> = match b {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Pooler => {
             let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
             sqlx::query("ANALYZE urls").execute(&mut conn).await.unwrap();
             let mut tx = conn.begin().await.unwrap();
@@ -291,7 +291,7 @@ async fn page_urls_is_a_range_of_the_page_index(b: Backend) {
     use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
     let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
     store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
-    let text = plan_of(b, &app.db.url, PAGE_URLS_SQL, &[1, 3, 120, 201], Some(PAGE_PLANNER_SETTINGS)).await;
+    let text = plan_of(b, &app.db.direct_url, PAGE_URLS_SQL, &[1, 3, 120, 201], Some(PAGE_PLANNER_SETTINGS)).await;
     assert!(text.contains("urls_site_page_id"), "{text}");
     for bad in ["Sort", "TEMP B-TREE", "Bitmap", "Seq Scan", "SCAN urls", "urls_pkey"] {
         assert!(!text.contains(bad), "plan uses {bad}:\n{text}");
@@ -478,6 +478,9 @@ async fn a_large_batch_is_looked_up_whole_in_either_half(b: Backend) {
     if b == Backend::Postgres {
         assert!(shared(&app.scrape().await) > shared(&before), "the lookup was shared with a second connection");
     }
+    if b == Backend::Pooler {
+        assert_eq!(shared(&app.scrape().await), shared(&before), "no second connection through the pooler");
+    }
     for i in [0, 1, 7, 1995, 1990, 2002, 2999, 3000, 3010, 3990, 3999] {
         let path = format!("half-{i:05}");
         let found = store.find(&loc(&path)).await.unwrap().expect("stored").url;
@@ -592,7 +595,7 @@ async fn sixteen_writers_on_shared_locs_keep_counts_exact(b: Backend) {
     };
     // SQLite serializes writers with an in-process lock: a second process would only add SQLITE_BUSY retries.
     let other = match b {
-        Backend::Postgres => app.another_process().await.store.clone(),
+        Backend::Postgres | Backend::Pooler => app.another_process().await.store.clone(),
         Backend::Sqlite => store.clone(),
     };
     // Forty shared locs: even ones long (1,500 to 1,900 characters), so that bytes fill pages before counts do.
@@ -669,11 +672,13 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
     let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
     store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
     let text = match b {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Pooler => {
             let sql = sitemapd::store::postgres::PAGE_ENTRIES_SQL;
-            plan_of(b, &app.db.url, sql, &[1, 3], Some(PAGE_PLANNER_SETTINGS)).await
+            plan_of(b, &app.db.direct_url, sql, &[1, 3], Some(PAGE_PLANNER_SETTINGS)).await
         }
-        Backend::Sqlite => plan_of(b, &app.db.url, sitemapd::store::sqlite::PAGE_ENTRIES_SQL, &[1, 3], None).await,
+        Backend::Sqlite => {
+            plan_of(b, &app.db.direct_url, sitemapd::store::sqlite::PAGE_ENTRIES_SQL, &[1, 3], None).await
+        }
     };
     assert!(text.contains("urls_site_page_id"), "{text}");
     // A row comparison's upper bound does not stop a Postgres 15 btree scan: it would read on to the site's end.
@@ -701,7 +706,7 @@ async fn the_news_window_is_read_through_its_index(b: Backend) {
     let (since, until) = (1_793_000_000_000_000i64, 1_795_000_000_000_000i64);
     let mut text = String::new();
     for (sql, binds) in [(NEWS_SQL, &[since, until, 1000, 1][..]), (NEWS_BEFORE_SQL, &[since, 1][..])] {
-        let plan = plan_of(b, &app.db.url, sql, binds, None).await;
+        let plan = plan_of(b, &app.db.direct_url, sql, binds, None).await;
         assert!(plan.contains("urls_news_us"), "{sql}:\n{plan}");
         text.push_str(&plan);
     }
@@ -732,7 +737,7 @@ async fn the_removed_window_is_read_through_its_index(b: Backend) {
             "WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) \
              INSERT INTO removed (site_id, loc, removed_us) SELECT 1, 'https://www.example.com/old/' || i, i FROM n"
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Pooler => {
             "INSERT INTO removed (site_id, loc, removed_us) \
              SELECT 1, 'https://www.example.com/old/' || i, i FROM generate_series(1, 20000) AS i"
         }
@@ -740,7 +745,7 @@ async fn the_removed_window_is_read_through_its_index(b: Backend) {
     app.exec_sql(older).await;
     app.exec_sql("ANALYZE removed").await;
     let since = read.entries[120].1;
-    let plan = plan_of(b, &app.db.url, REMOVED_SQL, &[1, since, 50_000], None).await;
+    let plan = plan_of(b, &app.db.direct_url, REMOVED_SQL, &[1, since, 50_000], None).await;
     assert!(plan.contains("removed_site_time"), "{plan}");
     // The planner may sort what the index gives for the window (Postgres: a bitmap scan of a few rows); it never
     // reads the table whole. SQLite reads the index backwards, already in order.
@@ -834,7 +839,7 @@ async fn crawler_fetch_records_merge_by_key(b: Backend) {
 async fn crawler_flushes_of_two_processes_combine(b: Backend) {
     let Some((app, store)) = store(b, &[]).await else { return };
     let other = match b {
-        Backend::Postgres => app.another_process().await.store.clone(),
+        Backend::Postgres | Backend::Pooler => app.another_process().await.store.clone(),
         Backend::Sqlite => store.clone(),
     };
     let crawlers = ["bingbot", "googlebot"];
@@ -981,14 +986,14 @@ async fn crawler_lags_are_a_window_newest_first(b: Backend) {
              INSERT INTO crawler_reads (site_id, page_id, crawler, version_us, first_us) \
              SELECT 1, i, 'googlebot', i, i FROM n"
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Pooler => {
             "INSERT INTO crawler_reads (site_id, page_id, crawler, version_us, first_us) \
              SELECT 1, i, 'googlebot', i, i FROM generate_series(1, 20000) AS i"
         }
     };
     app.exec_sql(older).await;
     app.exec_sql("ANALYZE crawler_reads").await;
-    let plan = plan_of(b, &app.db.url, LAGS_SQL, &[1, since, 100], None).await;
+    let plan = plan_of(b, &app.db.direct_url, LAGS_SQL, &[1, since, 100], None).await;
     assert!(plan.contains("crawler_reads_site_first"), "{plan}");
     assert!(!plan.contains("Seq Scan") && !plan.contains("SCAN crawler_reads") && !plan.contains("Sort"), "{plan}");
     if b == Backend::Sqlite {
@@ -1099,6 +1104,43 @@ both_backends!(
     a_page_is_read_by_an_ordered_index_scan,
     the_news_window_is_read_through_its_index,
     the_removed_window_is_read_through_its_index,
+    upsert_then_find_returns_the_normalized_entry,
+    counts_by_effect_and_later_duplicates_win,
+    an_upsert_replaces_the_whole_entry,
+    delete_counts_deleted_and_missing,
+    every_write_returns_what_it_changed,
+    list_after_returns_each_entry_once_across_changes,
+    page_urls_lists_one_page_by_keyset,
+    page_urls_is_cut_by_size,
+    page_urls_is_a_range_of_the_page_index,
+    pages_fill_in_order_and_a_freed_slot_is_reused,
+    a_change_touches_only_its_page,
+    a_page_keeps_its_gzip_way_until_it_changes,
+    deleting_advances_the_page_version_and_time,
+    identical_resend_changes_nothing,
+    awkward_and_long_values_are_stored_exactly_in_request_order,
+    a_batch_mixing_new_and_stored_records_keeps_request_order,
+    a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_is_stored,
+    a_large_batch_is_looked_up_whole_in_either_half,
+    byte_limits_hold_for_urls_of_any_length,
+    an_entry_that_outgrows_its_page_moves_and_the_limits_hold,
+    concurrent_writers_keep_every_invariant,
+    sixteen_writers_on_shared_locs_keep_counts_exact,
+    migrations_are_idempotent,
+    page_state_is_shared_by_every_process,
+    crawler_fetch_records_merge_by_key,
+    crawler_flushes_of_two_processes_combine,
+    a_page_read_is_new_once,
+    crawler_seen_is_the_newest_version_of_each_page,
+    crawler_lags_are_a_window_newest_first,
+    the_crawler_purge_keeps_the_newest_read,
+    crawler_telemetry_moves_no_change_counter,
+    a_crawler_flush_with_a_bad_row_is_refused_whole,
+);
+
+// The contract through a transaction-mode PgBouncer (`SITEMAPD_DATABASE_POOLER=transaction`), but for the plan
+// checks above (they read the plan on a connection of their own).
+through_pooler!(
     upsert_then_find_returns_the_normalized_entry,
     counts_by_effect_and_later_duplicates_win,
     an_upsert_replaces_the_whole_entry,

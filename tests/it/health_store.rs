@@ -11,8 +11,8 @@ use sitemapd::domain::{Entry, Loc, PublicUrl, Section};
 use sitemapd::health::{Finding, Kind, Problems, Transient};
 use sitemapd::store::{CheckClaim, CheckResult, CheckSettled, ProblemFilter, Store, Written};
 
-use crate::both_backends;
 use crate::support::{Backend, PUBLIC_URL, TestApp};
+use crate::{both_backends, through_pooler};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -434,6 +434,15 @@ both_backends!(
     an_all_excluded_page_leaves_the_index_and_404s,
     later_writes_keep_the_excluded_count,
     the_news_sitemap_omits_an_excluded_entry,
+    summary_and_listing_count_findings,
+    host_slots_are_spaced_and_held,
+);
+
+// Through a transaction-mode PgBouncer (tests/it/pooler.rs).
+through_pooler!(
+    write_queues_for_check_sites_only,
+    two_stores_never_claim_one_row_twice,
+    exclusion_changes_only_its_page,
     summary_and_listing_count_findings,
     host_slots_are_spaced_and_held,
 );

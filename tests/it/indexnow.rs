@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use sitemapd::indexnow::{Running, Sender, SenderOptions};
 use tokio::sync::{Notify, Semaphore};
 
-use crate::both_backends;
 use crate::observability::sum;
 use crate::support::{Backend, PUBLIC_URL, TestApp};
+use crate::{both_backends, through_pooler};
 
 pub(crate) const KEY: &str = "5f1c0b7e-indexnow-test";
 
@@ -559,6 +559,14 @@ both_backends!(
     a_refused_key_is_dropped,
     failures_are_given_up_after_the_last_attempt,
     a_change_during_a_send_is_sent_again,
+);
+
+// Through a transaction-mode PgBouncer (tests/it/pooler.rs).
+through_pooler!(
+    changes_are_sent_with_the_host_the_key_and_its_file,
+    deletes_are_notified,
+    a_change_during_a_send_is_sent_again,
+    failures_are_given_up_after_the_last_attempt,
 );
 
 /// Two senders (two processes' stores) on one Postgres: every loc is accepted exactly once. The endpoint holds the

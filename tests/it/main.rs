@@ -6,6 +6,8 @@
 //! `health_view` what people see of URL health (a record's `health`, `?problem=`, `/api/v1/health`, metrics, the
 //! view); `text` the text sitemaps (`/sitemap-N.txt`); `import` reads sitemaps from a local web server and files;
 //! `view` checks the HTML view through the router and in headless Chromium (screenshots in `target/artifacts/view/`).
+//! `pooler` runs the router through PgBouncer in transaction pooling mode (`TEST_DATABASE_POOLER_URL`), as do
+//! parts of the other suites (`through_pooler!`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
 //! and fails if Postgres is unreachable). A test whose prerequisite is missing (Postgres, Chromium, xmllint, …)
 //! shows as ignored with the reason, never as passed: `build.rs` decides it, and under `CI` ignores nothing.
@@ -26,6 +28,7 @@ mod json_body;
 mod limits;
 mod observability;
 mod outage;
+mod pooler;
 mod prerender;
 mod process;
 mod protocol;

@@ -235,7 +235,7 @@ async fn at_most_the_50000_newest_are_listed(b: Backend) {
             "WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50001) \
              INSERT INTO removed (site_id, loc, removed_us) SELECT 1, '{PUBLIC_URL}/r/' || i, {base} + i * 1000 FROM n"
         ),
-        Backend::Postgres => format!(
+        Backend::Postgres | Backend::Pooler => format!(
             "INSERT INTO removed (site_id, loc, removed_us) \
              SELECT 1, '{PUBLIC_URL}/r/' || i, {base} + i * 1000 FROM generate_series(1, 50001) AS i"
         ),

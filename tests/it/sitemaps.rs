@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::both_backends;
 use crate::support::{Backend, PUBLIC_URL, TestApp, gunzip, validate_xsd, xml_texts};
+use crate::{both_backends, through_pooler};
 
 const GZIP: (&str, &str) = ("accept-encoding", "gzip");
 
@@ -484,6 +484,19 @@ both_backends!(
     percent_encoded_page_names_are_404,
     head_and_get_agree_cached_or_not,
     excluding_every_coding_is_406,
+);
+
+// Through a transaction-mode PgBouncer (tests/it/pooler.rs).
+through_pooler!(
+    the_index_lists_each_non_empty_page_at_the_public_root,
+    gzip_is_negotiated_deterministic_and_has_its_own_etag,
+    conditional_get_and_head,
+    a_change_reaches_only_its_page_and_the_index,
+    resending_identical_data_keeps_every_etag,
+    every_process_answers_the_same_validators,
+    deleting_advances_page_and_index_lastmod,
+    a_large_page_streams_in_chunks,
+    head_and_get_agree_cached_or_not,
 );
 
 /// Property 7, in part: no query pages with OFFSET (cost would grow with depth).

@@ -23,6 +23,33 @@ use tower::ServiceExt;
 pub(crate) enum Backend {
     Sqlite,
     Postgres,
+    /// Postgres through a transaction-mode PgBouncer (`TEST_DATABASE_POOLER_URL`), with
+    /// `SITEMAPD_DATABASE_POOLER=transaction`: the test's database is made and dropped on `TEST_DATABASE_URL`,
+    /// sitemapd reaches it through the pooler.
+    Pooler,
+}
+
+impl Backend {
+    /// Whether the database is Postgres (directly or through the pooler).
+    pub(crate) fn is_postgres(self) -> bool {
+        matches!(self, Self::Postgres | Self::Pooler)
+    }
+}
+
+/// Generates `pooler::NAME` tests from `async fn NAME(Backend)` functions in scope, as [`both_backends!`] does for
+/// SQLite and Postgres: the test through a transaction-mode PgBouncer (`Backend::Pooler`). They show as ignored
+/// when `TEST_DATABASE_POOLER_URL` (or `TEST_DATABASE_URL`) was unset at build time (see `build.rs`).
+#[macro_export]
+macro_rules! through_pooler {
+    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
+        mod pooler {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[cfg_attr(any(sitemapd_no_postgres, sitemapd_no_pooler),
+                ignore = "needs Postgres through PgBouncer: TEST_DATABASE_URL and TEST_DATABASE_POOLER_URL")]
+            $(#[cfg_attr(not(any(sitemapd_no_postgres, sitemapd_no_pooler)), $attr)])*
+            async fn $name() { super::$name($crate::support::Backend::Pooler).await })*
+        }
+    };
 }
 
 /// Generates `sqlite::NAME` and `postgres::NAME` tests from `async fn NAME(Backend)` functions in scope. The
@@ -58,6 +85,18 @@ pub(crate) fn postgres_url() -> String {
     }
 }
 
+/// The transaction-mode PgBouncer for tests, from `TEST_DATABASE_POOLER_URL` (`.ci/run` starts one): it must
+/// route every database name to the `TEST_DATABASE_URL` server (`* = host=…` in `[databases]`).
+pub(crate) fn pooler_url() -> String {
+    match std::env::var("TEST_DATABASE_POOLER_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "TEST_DATABASE_POOLER_URL is not set: this test needs PgBouncer in transaction mode in front of \
+             TEST_DATABASE_URL's server, e.g. TEST_DATABASE_POOLER_URL=postgres://postgres@127.0.0.1:6432/test"
+        ),
+    }
+}
+
 /// Writes a note straight to the process's stderr, where `cargo test` shows it. libtest captures only what the
 /// print macros (`eprintln!`) write in a test, and shows it for failed tests alone; a write to the `Stderr` handle
 /// bypasses that capture, so the note is seen in every run, among the test results.
@@ -69,6 +108,9 @@ pub(crate) fn note(text: &str) {
 /// A database of its own for one test.
 pub(crate) struct TestDb {
     pub url: String,
+    /// The same database reached directly (for [`Backend::Pooler`], not through the pooler): for the test's own
+    /// SQL, on connections with sqlx's defaults, which PgBouncer refuses (`extra_float_digits`).
+    pub direct_url: String,
     _dir: Option<tempfile::TempDir>,
     drop_pg: Option<(String, String)>,
 }
@@ -80,9 +122,9 @@ impl TestDb {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let url = format!("sqlite://{}", dir.path().join("test.db").display());
-                Some(Self { url, _dir: Some(dir), drop_pg: None })
+                Some(Self { direct_url: url.clone(), url, _dir: Some(dir), drop_pg: None })
             }
-            Backend::Postgres => {
+            Backend::Postgres | Backend::Pooler => {
                 let admin = postgres_url();
                 static COUNTER: AtomicU32 = AtomicU32::new(0);
                 let name = format!(
@@ -96,9 +138,14 @@ impl TestDb {
                     .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is set but Postgres is unreachable: {e}"));
                 sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
                 conn.close().await.ok();
-                let mut url = url::Url::parse(&admin).unwrap();
-                url.set_path(&name);
-                Some(Self { url: url.into(), _dir: None, drop_pg: Some((admin, name)) })
+                let on = |server: &str| {
+                    let mut url = url::Url::parse(server).unwrap();
+                    url.set_path(&name);
+                    String::from(url)
+                };
+                let direct_url = on(&admin);
+                let url = if backend == Backend::Pooler { on(&pooler_url()) } else { direct_url.clone() };
+                Some(Self { url, direct_url, _dir: None, drop_pg: Some((admin, name)) })
             }
         }
     }
@@ -169,7 +216,7 @@ pub(crate) fn gunzip(bytes: &[u8]) -> String {
 impl TestApp {
     /// Runs `sql` (one or more statements) on the test's database, outside sitemapd.
     pub(crate) async fn exec_sql(&self, sql: &str) {
-        let url = &self.db.url;
+        let url = &self.db.direct_url;
         if url.starts_with("sqlite:") {
             let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
             sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut conn).await.unwrap();
@@ -187,6 +234,9 @@ impl TestApp {
             .into();
         all.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         all.insert("DATABASE_URL".into(), db.url.clone());
+        if backend == Backend::Pooler {
+            all.insert("SITEMAPD_DATABASE_POOLER".into(), "transaction".into());
+        }
         Some(Self::open(db, all).await)
     }
 
@@ -215,7 +265,8 @@ impl TestApp {
 
     /// A router over a store built by the test itself (no database of its own).
     pub(crate) fn from_parts(store: Arc<dyn Store>, config: Config, router: Router) -> Self {
-        let db = Arc::new(TestDb { url: config.database_url.clone(), _dir: None, drop_pg: None });
+        let url = config.database_url.clone();
+        let db = Arc::new(TestDb { direct_url: url.clone(), url, _dir: None, drop_pg: None });
         Self { router, state: None, store, config, vars: HashMap::new(), db }
     }
 

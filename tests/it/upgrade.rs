@@ -29,7 +29,7 @@ impl Recorded {
     fn load(set: &str, backend: Backend) -> Self {
         let name = match backend {
             Backend::Sqlite => "answers-sqlite.json",
-            Backend::Postgres => "answers-postgres.json",
+            Backend::Postgres | Backend::Pooler => "answers-postgres.json",
         };
         let text = std::fs::read_to_string(fixture_dir(set).join(name)).expect("fixture answers");
         Self { json: serde_json::from_str(&text).expect("answers are JSON") }
@@ -122,7 +122,7 @@ async fn fixture_db(set: &str, backend: Backend) -> Option<Fixture> {
             let url = format!("sqlite://{}", path.display());
             Some(Fixture { url, _db: None, _dir: Some(dir) })
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Pooler => {
             let db = TestDb::new(Backend::Postgres).await?;
             // Its own connection: the dump clears search_path for the session it runs in.
             let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
@@ -315,7 +315,7 @@ async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backe
     use sitemapd::page::Gzip;
     let Some(fixture) = fixture_db("v0007", backend).await else { return };
     let applied = latest_migration(&fixture.url).await;
-    let previous = if backend == Backend::Postgres { 7 } else { 6 };
+    let previous = if backend.is_postgres() { 7 } else { 6 };
     assert_eq!(applied, previous, "tests/fixtures/v0007 must be written by the release before migration 0008");
     let (app, fixture) = compare_answers(fixture, "v0007", backend).await;
     assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
@@ -357,7 +357,7 @@ async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backe
 async fn the_release_before_sections_is_served_byte_for_byte(backend: Backend) {
     let Some(fixture) = fixture_db("v0009", backend).await else { return };
     let applied = latest_migration(&fixture.url).await;
-    let previous = if backend == Backend::Postgres { 9 } else { 8 };
+    let previous = if backend.is_postgres() { 9 } else { 8 };
     assert_eq!(applied, previous, "tests/fixtures/v0009 must be written by the release before migration 0010");
     let (app, fixture) = compare_answers(fixture, "v0009", backend).await;
     assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
@@ -484,7 +484,7 @@ async fn answers_stay_byte_for_byte(set: &str, backend: Backend) -> Option<(Test
 fn shipped_migration(backend: Backend) -> i64 {
     let dir = match backend {
         Backend::Sqlite => "migrations/sqlite",
-        Backend::Postgres => "migrations/postgres",
+        Backend::Postgres | Backend::Pooler => "migrations/postgres",
     };
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let numbers =

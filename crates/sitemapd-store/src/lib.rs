@@ -390,6 +390,9 @@ pub struct StoreOptions {
     /// Sections whose pages hold fewer URLs than `limits.max_urls`, by name (in every site).
     pub section_max_urls: BTreeMap<String, u32>,
     pub max_connections: u32,
+    /// What stands between sitemapd and Postgres (`url` and `read_url`): [`Pooler::Transaction`] makes every
+    /// connection fit a transaction-mode pooler such as PgBouncer (see `postgres.rs`, `PgStore::connect`).
+    pub pooler: Pooler,
     /// The longest a request waits for a connection before it is answered 503.
     pub acquire_timeout: Duration,
     /// The sites whose changes are queued for notification (IndexNow), by name: writes to other sites queue
@@ -411,6 +414,39 @@ impl StoreOptions {
     fn shape(&self) -> write::Shape {
         let (section_max_urls, removed_days) = (self.section_max_urls.clone(), self.removed_days);
         write::Shape { section_max_urls, removed_days, ..write::Shape::uniform(self.limits) }
+    }
+}
+
+/// What the Postgres URLs lead to: the server itself (or a session-mode pooler), or a transaction-mode pooler
+/// (PgBouncer's `pool_mode = transaction`), which may give each transaction, and each statement outside one,
+/// another server connection. Ignored for SQLite.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pooler {
+    /// Connections are the server's own: statements are prepared once per connection and cached, and the
+    /// timeouts are set once per connection (the `options` startup parameter).
+    #[default]
+    None,
+    /// Nothing is left on a server connection between transactions: no named prepared statement (each statement
+    /// is parsed, bound and run in one round trip), no `options` or `extra_float_digits` startup parameter (the
+    /// write transaction sets its timeouts itself), migrations under a transaction-scoped lock.
+    Transaction,
+}
+
+impl Pooler {
+    /// `none` or `transaction`, as the setting is written.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "none" => Some(Self::None),
+            "transaction" => Some(Self::Transaction),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Transaction => "transaction",
+        }
     }
 }
 

@@ -17,7 +17,9 @@ use super::health::{self, CheckClaim, CheckResult, Checks};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Upsert, Writes};
-use super::{DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns};
+use super::{
+    DeleteCounts, EntryStream, Pooler, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns,
+};
 use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use sitemapd_core::page::{Limits, PageState, StoredUrl};
 use sitemapd_core::placement::{NewUrl, UpsertCounts};
@@ -89,6 +91,8 @@ pub struct PgStore {
     /// A streaming replica's pool ([`StoreOptions::read_url`]), connected lazily: a replica that is down at start
     /// does not keep the service from starting.
     read_pool: Option<PgPool>,
+    /// Whether the URLs lead to a transaction-mode pooler ([`StoreOptions::pooler`]).
+    pooler: Pooler,
     /// Whether reads go to `read_pool` now; a probe task brings it back after a failure.
     replica: Arc<Replica>,
     shape: write::Shape,
@@ -106,10 +110,13 @@ pub struct PgStore {
 impl PgStore {
     pub async fn connect(options: &StoreOptions) -> anyhow::Result<Self> {
         // Bounded waits on the server too: a writer waits at most LOCK_TIMEOUT for the write lock (then 503), and
-        // no statement runs longer than STATEMENT_TIMEOUT.
-        let connect = PgConnectOptions::from_str(&options.url)
-            .context("invalid Postgres URL")?
-            .options([("lock_timeout", LOCK_TIMEOUT), ("statement_timeout", STATEMENT_TIMEOUT)]);
+        // no statement runs longer than STATEMENT_TIMEOUT. Through a transaction-mode pooler, the write
+        // transaction sets both itself (`begin_write`); see `pooled`.
+        let connect = PgConnectOptions::from_str(&options.url).context("invalid Postgres URL")?;
+        let connect = match options.pooler {
+            Pooler::None => connect.options([("lock_timeout", LOCK_TIMEOUT), ("statement_timeout", STATEMENT_TIMEOUT)]),
+            Pooler::Transaction => pooled(connect),
+        };
         // After a database restart the pooled connections are dead: each is pinged before it is handed out
         // (sqlx's default, pinned here because recovery without a restart depends on it; a test stops and starts a
         // real server), and idle ones are closed after a while anyway.
@@ -123,9 +130,11 @@ impl PgStore {
         let pool = pool_options().connect_with(connect).await?;
         let read_pool = match &options.read_url {
             Some(url) => {
-                let connect = PgConnectOptions::from_str(url)
-                    .context("invalid Postgres URL in DATABASE_READ_URL")?
-                    .options([("statement_timeout", STATEMENT_TIMEOUT)]);
+                let connect = PgConnectOptions::from_str(url).context("invalid Postgres URL in DATABASE_READ_URL")?;
+                let connect = match options.pooler {
+                    Pooler::None => connect.options([("statement_timeout", STATEMENT_TIMEOUT)]),
+                    Pooler::Transaction => pooled(connect),
+                };
                 Some(pool_options().connect_lazy_with(connect))
             }
             None => None,
@@ -137,6 +146,7 @@ impl PgStore {
         Ok(Self {
             pool,
             read_pool,
+            pooler: options.pooler,
             replica,
             shape: options.shape(),
             specs: options.sites.clone(),
@@ -156,7 +166,8 @@ impl PgStore {
         let sites = OnceLock::from(Arc::new(sites));
         let (guess, shape) = (write::Guess::default(), write::Shape::uniform(limits));
         let replica = Arc::default();
-        Self { pool, read_pool: None, replica, shape, specs, sites, notify_names, check_names, queues, guess }
+        let pooler = Pooler::None;
+        Self { pool, read_pool: None, pooler, replica, shape, specs, sites, notify_names, check_names, queues, guess }
     }
 
     /// The sites whose writes queue notifications and checks (none before `migrate`).
@@ -165,12 +176,57 @@ impl PgStore {
         self.queues.get().unwrap_or(&NONE)
     }
 
-    /// A write transaction holding the write lock (transaction-scoped: released at its end).
+    /// A write transaction holding the write lock (transaction-scoped: released at its end). Through a
+    /// transaction-mode pooler the transaction first sets its own timeouts (`set_config(…, true)`: `SET LOCAL`),
+    /// in the same statement: the lock is waited for under `lock_timeout`, as on a direct connection.
     async fn begin_write(&self) -> Result<sqlx::PgTransaction<'static>> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut *tx).await?;
+        let lock = match self.pooler {
+            Pooler::None => sqlx::query("SELECT pg_advisory_xact_lock($1)"),
+            Pooler::Transaction => sqlx::query(WRITE_LOCK_WITH_TIMEOUTS).bind(LOCK_TIMEOUT).bind(STATEMENT_TIMEOUT),
+        };
+        lock.bind(WRITE_LOCK).execute(&mut *tx).await?;
         Ok(tx)
     }
+
+    /// Applies the migrations through a transaction-mode pooler: all in one transaction, under a
+    /// transaction-scoped advisory lock on sqlx's own key for this database (its session lock, `pg_advisory_lock`,
+    /// would be taken on one server connection and released on another, if at all). So a replica migrating
+    /// directly (sqlx's lock) and one through the pooler still migrate one at a time. Each migration runs in a
+    /// savepoint, as sqlx runs it in a transaction; the `_sqlx_migrations` table is sqlx's, so either way reads
+    /// what the other applied.
+    async fn migrate_in_one_transaction(&self) -> anyhow::Result<()> {
+        let mut migrator = sqlx::migrate!("../../migrations/postgres");
+        migrator.set_locking(false);
+        let mut tx = self.pool.begin().await?;
+        let (database,): (String,) = sqlx::query_as("SELECT current_database()").fetch_one(&mut *tx).await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(migration_lock_id(&database)).execute(&mut *tx).await?;
+        // `run_direct` is what `run` calls once it has a connection; `run(&mut *tx)` itself does not compile in
+        // a `Send` future ("implementation of `Acquire` is not general enough", as sqlx's own comment says).
+        migrator.run_direct(None, &mut *tx, false).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// The write lock with the timeouts a direct connection gets at start ($1 `lock_timeout`, $2
+/// `statement_timeout`, $3 the lock's key). `set_config` runs first: the select list is evaluated in order.
+const WRITE_LOCK_WITH_TIMEOUTS: &str =
+    "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true), pg_advisory_xact_lock($3)";
+
+/// Connection options for a transaction-mode pooler: no startup parameter PgBouncer refuses (`options`;
+/// `extra_float_digits`, which sitemapd does not need: it reads no floating-point column), and no statement
+/// cache. Without a cache, the patched sqlx (`vendor/sqlx-postgres`) sends each statement unnamed, parsed, bound
+/// and run in one round trip ending in one Sync, so no statement outlives it on the server connection. Every
+/// transaction and every statement outside one is then complete in itself, whichever server connection the pooler
+/// gives it.
+fn pooled(connect: PgConnectOptions) -> PgConnectOptions {
+    connect.statement_cache_capacity(0).extra_float_digits(None)
+}
+
+/// sqlx's advisory lock key for migrating `database` (`sqlx-postgres`' `generate_lock_id`, not public).
+fn migration_lock_id(database: &str) -> i64 {
+    0x3d32_ad9e * i64::from(crc32fast::hash(database.as_bytes()))
 }
 
 /// Whether a failed read on `replica` says it is down, rather than busy (its pool full: connections open) or a
@@ -377,7 +433,10 @@ impl Writes for sqlx::Postgres {
 #[async_trait]
 impl Store for PgStore {
     async fn migrate(&self) -> anyhow::Result<()> {
-        sqlx::migrate!("../../migrations/postgres").run(&self.pool).await?;
+        match self.pooler {
+            Pooler::None => sqlx::migrate!("../../migrations/postgres").run(&self.pool).await?,
+            Pooler::Transaction => self.migrate_in_one_transaction().await?,
+        }
         // Under the write lock, so that replicas starting together repair once.
         write::repair(self.begin_write().await?, self.shape.limits).await?;
         let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
@@ -410,7 +469,10 @@ impl Store for PgStore {
         }
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
-        let pool = Some(&self.pool);
+        // Not through a transaction-mode pooler: an idle connection of this pool is not an idle server
+        // connection there. While writers queue for the write lock, each holds one of the pooler's server
+        // connections; the lock holder's second half would wait for one behind them, until they time out.
+        let pool = Some(&self.pool).filter(|_| self.pooler == Pooler::None);
         write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.queues(), pool).await
     }
 
@@ -554,5 +616,16 @@ impl Backend for PgStore {
         let urls = sqlx::Postgres::page_urls(&mut tx, site, page_id, after, limit).await?;
         tx.commit().await?;
         Ok(urls)
+    }
+}
+
+#[cfg(test)]
+mod pooled_tests {
+    /// The key sqlx's migrator locks for a database named `test` (its `generate_lock_id`: CRC-32/ISO-HDLC of the
+    /// name times 0x3d32ad9e), computed by hand: the two must agree, or a direct and a pooled replica could
+    /// migrate at once.
+    #[test]
+    fn the_migration_lock_is_sqlx_own_key() {
+        assert_eq!(super::migration_lock_id("test"), 0x3d32_ad9e * 0xd87f_7e0c_i64);
     }
 }

@@ -755,6 +755,7 @@ mod tests {
             limits: Limits { max_urls: 50_000, max_bytes: 52_428_800 },
             section_max_urls: Default::default(),
             max_connections: 10,
+            pooler: crate::Pooler::None,
             acquire_timeout: Duration::from_secs(5),
             notify_sites: Default::default(),
             check_sites: Default::default(),
