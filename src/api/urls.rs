@@ -12,7 +12,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::io::StreamReader;
-use tokio_util::task::AbortOnDropHandle;
 use utoipa::IntoParams;
 
 use super::ApiQuery;
@@ -24,6 +23,7 @@ use crate::body_budget::{BodyMemory, NDJSON_STEP};
 use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, LocScope, Site, Sites};
 use crate::error::ApiError;
 pub use crate::ingest::MAX_DETAILS;
+use crate::ingest::background::Pending;
 use crate::ingest::{self, BatchLimits, Caller, Failed, Forbidden, Pipeline, Refused, Rejections, Sink};
 use crate::placement::UpsertCounts;
 use crate::store::DeleteCounts;
@@ -165,16 +165,14 @@ async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, bod
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
     let (max_entries, sites, reach) = (state.config.max_json_entries, state.sites.clone(), access.clone());
     let parse = move || parse_json_entries(&bytes, max_entries, &Scope { sites: &sites, access: &reach });
-    // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the blocking pool,
-    // so that it does not hold up the crawler requests that share a runtime worker with it.
+    // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the background
+    // threads of lower priority, so that it does not hold up the crawler requests that share a runtime worker or a
+    // core with it.
     let entries = if large {
-        match tokio::task::spawn_blocking(parse).await {
+        match ingest::background::run(parse).await {
             Ok(parsed) => parsed?,
-            // A panic goes on to `CatchPanicLayer`; a cancelled task means the runtime is shutting down.
-            Err(e) => match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                Err(_) => return Err(ApiError::unavailable()),
-            },
+            // A panic goes on to `CatchPanicLayer`.
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     } else {
         parse()?
@@ -225,8 +223,9 @@ fn refused(r: Rejections, message: impl FnOnce(u64) -> String) -> ApiError {
 /// batch of large entries holds no more than one JSON body may). At the first bad line it stops: everything before
 /// that line is committed, nothing from it on, and the error says which line and how much was stored.
 ///
-/// Lines are parsed in chunks of [`PARSE_CHUNK_LINES`] lines, each in a task of its own, so that a request's lines are
-/// parsed on every core; the chunks' results are taken in order, so the batches, and the first bad line, are those
+/// Lines are parsed in chunks of [`PARSE_CHUNK_LINES`] lines, each a job on the background threads of lower CPU
+/// priority ([`ingest::background`]: one a core, off the runtime's workers, which crawlers' requests keep), so that
+/// a request's lines are parsed on every core; the chunks' results are taken in order, so the batches, and the first bad line, are those
 /// that parsing line by line gives. At most two chunks are parsed ahead of the one being taken.
 async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<Response, ApiError> {
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
@@ -236,7 +235,7 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     let mut lines = FramedRead::new(reader, codec);
     let limits = BatchLimits { entries: state.config.ndjson_batch, bytes: state.config.max_json_bytes };
     let mut ingest = Ingest { state, pipeline: Pipeline::new(Api(state.clone()), limits) };
-    let mut parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>> = Default::default();
+    let mut parsing: std::collections::VecDeque<Pending<Vec<ParsedLine>>> = Default::default();
     let mut chunk: Vec<(u64, String)> = Vec::new();
     let mut chunk_bytes = 0;
     let mut line_no: u64 = 0;
@@ -267,9 +266,12 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
                 if chunk.len() >= PARSE_CHUNK_LINES || chunk_bytes >= PARSE_CHUNK_BYTES {
                     let (state, access, lines) = (state.clone(), access.clone(), std::mem::take(&mut chunk));
                     chunk_bytes = 0;
-                    parsing.push_back(AbortOnDropHandle::new(tokio::spawn(async move {
+                    parsing.push_back(ingest::background::run(move || {
                         lines.into_iter().map(|(n, line)| parse_line(&state, &access, n, &line)).collect()
-                    })));
+                    }));
+                    // A body already received is read without a pause: between chunks, the worker goes to the
+                    // crawlers' requests waiting for it.
+                    tokio::task::yield_now().await;
                     if parsing.len() > 2 {
                         let parsed = parsed(parsing.pop_front().expect("more than two chunks")).await?;
                         if let Err((error, at)) = ingest.take(parsed).await? {
@@ -309,10 +311,10 @@ const PARSE_CHUNK_BYTES: usize = 256 * 1024;
 /// How long a client may pause before the lines it sent are parsed and taken without waiting for a full chunk.
 const PARSE_IDLE_FLUSH: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// The lines a chunk's task parsed.
-async fn parsed(task: AbortOnDropHandle<Vec<ParsedLine>>) -> Result<Vec<ParsedLine>, ApiError> {
-    task.await.map_err(|e| {
-        tracing::error!(error = %e, "an NDJSON chunk's parse task failed");
+/// The lines a chunk's job parsed.
+async fn parsed(job: Pending<Vec<ParsedLine>>) -> Result<Vec<ParsedLine>, ApiError> {
+    job.await.map_err(|_panicked| {
+        tracing::error!("an NDJSON chunk's parse failed");
         ApiError::internal()
     })
 }
@@ -407,10 +409,10 @@ impl Ingest<'_> {
         Ok(Ok(()))
     }
 
-    /// [`Ingest::take`] of every chunk being parsed, then of the `rest` of the lines, parsed here.
+    /// [`Ingest::take`] of every chunk being parsed, then of the `rest` of the lines, parsed as one more chunk.
     async fn take_all(
         &mut self,
-        parsing: std::collections::VecDeque<AbortOnDropHandle<Vec<ParsedLine>>>,
+        parsing: std::collections::VecDeque<Pending<Vec<ParsedLine>>>,
         rest: Vec<(u64, String)>,
         access: &Access,
     ) -> Result<Result<(), (ApiError, u64)>, ApiError> {
@@ -419,8 +421,14 @@ impl Ingest<'_> {
                 return Ok(Err(bad));
             }
         }
-        let rest = rest.into_iter().map(|(n, line)| parse_line(self.state, access, n, &line)).collect();
-        self.take(rest).await
+        if rest.is_empty() {
+            return Ok(Ok(()));
+        }
+        let (state, access) = (self.state.clone(), access.clone());
+        let rest = ingest::background::run(move || {
+            rest.into_iter().map(|(n, line)| parse_line(&state, &access, n, &line)).collect()
+        });
+        self.take(parsed(rest).await?).await
     }
 
     /// The answer to a batch that failed: a store error says how much was committed before it.

@@ -244,6 +244,25 @@ async fn a_long_ndjson_body_stops_at_its_first_bad_line_across_parse_chunks(b: B
     assert_eq!(r.json(), json!({"received": 4500, "created": 501, "updated": 0, "unchanged": 3999}), "{}", r.text());
 }
 
+/// A long body's lines are parsed on the background threads of lower CPU priority, off the runtime's workers that
+/// serve crawlers: each chunk of lines is a job there, and so is a large JSON array. The answers are those of a parse
+/// in place.
+async fn bodies_are_parsed_on_the_background_threads(b: Backend) {
+    use sitemapd::ingest::background::jobs_run;
+    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let body: String = (0..2500).map(|i| format!("{}\n", json!({"loc": loc(&format!("bg-{i:04}"))}))).collect();
+    let before = jobs_run();
+    let r = app.put_ndjson(&body).await;
+    assert_eq!(r.json(), json!({"received": 2500, "created": 2500, "updated": 0, "unchanged": 0}), "{}", r.text());
+    assert!(jobs_run() >= before + 3, "two chunks of 1,000 lines and the rest: {} jobs", jobs_run() - before);
+    let array: Vec<Value> = (0..2500).map(|i| json!({"loc": loc(&format!("bg-{i:04}-{}", "x".repeat(100)))})).collect();
+    assert!(serde_json::to_vec(&array).unwrap().len() >= 256 * 1024, "a body parsed apart from the request");
+    let before = jobs_run();
+    let r = app.put_json(&Value::Array(array)).await;
+    assert_eq!(r.json(), json!({"received": 2500, "created": 2500, "updated": 0, "unchanged": 0}), "{}", r.text());
+    assert!(jobs_run() > before, "the array's parse is a job");
+}
+
 async fn an_overlong_ndjson_line_is_refused_by_number(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await else { return };
     let long = json!({"loc": loc(&"x".repeat(5000))}).to_string();
@@ -373,6 +392,7 @@ both_backends!(
     an_ndjson_batch_closes_at_max_json_bytes_of_lines,
     ndjson_stops_at_the_first_bad_line_keeping_what_came_before,
     a_long_ndjson_body_stops_at_its_first_bad_line_across_parse_chunks,
+    bodies_are_parsed_on_the_background_threads,
     an_overlong_ndjson_line_is_refused_by_number,
     the_line_limit_excludes_the_line_terminator,
     deletes_single_and_batch,
