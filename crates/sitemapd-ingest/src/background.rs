@@ -8,7 +8,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
@@ -16,8 +15,6 @@ use tokio::sync::oneshot;
 /// How much lower than the process's the threads' CPU priority is (`nice` steps: the kernel weighs a thread at
 /// nice +10 about a tenth of one at nice 0 when both want a core).
 pub const NICE: i32 = 10;
-
-type Job = Box<dyn FnOnce() + Send>;
 
 /// The jobs run to their end (a panic included) since the process started.
 static RUN: AtomicU64 = AtomicU64::new(0);
@@ -27,31 +24,16 @@ pub fn jobs_run() -> u64 {
     RUN.load(Ordering::Relaxed)
 }
 
-/// The process's background threads, started at the first job.
-fn pool() -> &'static mpsc::Sender<Job> {
-    static POOL: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+/// The process's background threads (rayon's pool: a queue per thread, work stealing), started at the first job,
+/// each lowered to [`NICE`] as it starts.
+fn pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
     POOL.get_or_init(|| {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = std::sync::Arc::new(std::sync::Mutex::new(queue));
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        for i in 0..threads {
-            let queue = queue.clone();
-            std::thread::Builder::new()
-                .name(format!("sitemapd-bg-{i}"))
-                .spawn(move || {
-                    lower_priority();
-                    loop {
-                        // The lock is held only while waiting for the next job, not while it runs.
-                        let job = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv();
-                        match job {
-                            Ok(job) => job(),
-                            Err(_) => return,
-                        }
-                    }
-                })
-                .expect("start a background thread");
-        }
-        jobs
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("sitemapd-bg-{i}"))
+            .start_handler(|_| lower_priority())
+            .build()
+            .expect("start the background threads")
     })
 }
 
@@ -73,13 +55,12 @@ fn lower_priority() {
 /// Runs `job` on a background thread. The answer is its value, or its panic's payload.
 pub fn run<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Pending<T> {
     let (tx, rx) = oneshot::channel();
-    let job: Job = Box::new(move || {
+    // Caught here: a panic that left a rayon job would end the process.
+    pool().spawn(move || {
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
         RUN.fetch_add(1, Ordering::Relaxed);
         let _ = tx.send(done);
     });
-    // The threads never end while the sender lives (it is a static): a send cannot fail.
-    let _ = pool().send(job);
     Pending(rx)
 }
 
