@@ -48,6 +48,9 @@ pub struct Inner {
     prerender: Option<Arc<prerender::Queue>>,
     /// Crawlers' fetches recorded (`None` when `crawler_telemetry` is off, or with no runtime).
     crawls: Option<Recorder>,
+    /// The runtime the state was made on (the database's and the background tasks', multi-threaded), where the
+    /// API's requests run ([`AppState::off_serving`]). `None` with no runtime.
+    work: Option<tokio::runtime::Handle>,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ impl AppState {
         let crawls = (config.crawler_telemetry && tokio::runtime::Handle::try_current().is_ok())
             .then(|| Recorder::start(Arc::clone(&store), crawler_settings(config), Arc::new(SystemResolver)));
         let inner = Arc::new(Inner {
+            work: tokio::runtime::Handle::try_current().ok(),
             crawls,
             store,
             config: config.clone(),
@@ -178,6 +182,25 @@ impl Inner {
                 queue.push(*site, changes.pages.iter().filter(|p| p.listed()).map(|p| (p.id, p.version)));
             }
         }
+    }
+
+    /// Runs `work` on the state's own runtime, in the current span, and waits for it: a write's CPU work (the
+    /// placement of a batch, its statements) then never holds a serving thread, whose other connections would
+    /// wait behind it (`serve_threads`: a thread serves its connections alone). Dropping the answer aborts
+    /// `work`, as dropping `work` itself would. Its panic comes back as the error, with the panic's payload.
+    pub async fn off_serving<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> std::thread::Result<T> {
+        use tracing::Instrument;
+        let work = work.instrument(tracing::Span::current());
+        let Some(runtime) = &self.work else { return Ok(work.await) };
+        let task = tokio_util::task::AbortOnDropHandle::new(runtime.spawn(work));
+        task.await.map_err(|e| match e.try_into_panic() {
+            Ok(payload) => payload,
+            // Aborted only as its runtime shuts down: the process is stopping.
+            Err(_) => Box::new("the runtime is shutting down"),
+        })
     }
 
     /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).

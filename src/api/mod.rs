@@ -78,11 +78,14 @@ where
 }
 
 /// Every `/api/v1` request, body included, must finish within `api_timeout_secs`; past it, it is dropped (an open
-/// transaction rolls back) and the answer is 503.
+/// transaction rolls back) and the answer is 503. It runs off the serving threads ([`AppState::off_serving`]): a
+/// bulk load's work never stalls the crawlers' requests that share a thread with it.
 async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
     let secs = state.config.api_timeout_secs;
-    match tokio::time::timeout(Duration::from_secs(secs), next.run(request)).await {
-        Ok(response) => Ok(response),
+    match tokio::time::timeout(Duration::from_secs(secs), state.off_serving(next.run(request))).await {
+        Ok(Ok(response)) => Ok(response),
+        // A handler's panic, raised again here: the front layer answers it 500, as any other.
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
         Err(_) => {
             tracing::warn!(timeout_secs = secs, "an API request took too long and was abandoned");
             Err(ApiError::new(
