@@ -99,6 +99,8 @@ stop main
 start main 18080 sitemapd_bench
 log "memory: 16 uncached pages at once, $ROWS rows"
 python3 bench/memprobe.py --base http://127.0.0.1:18080 --pid "$(cat "$OUT/main.pid")" >"$OUT/memory-main.json"
+log "memory: RSS before, during and after the same rows loaded into SQLite (the embedded default)"
+python3 bench/load_rss.py --bin "$BIN" --data "$PEERS_DIR/data/urls-$ROWS.ndjson" --port 18095 >"$OUT/memory-sqlite-load.json"
 
 # --- 3. beside the peers (targets 1-3): cached instance in the harness's run, uncached instance after it ----
 log "the peers' run, with sitemapd (page cache on) as a target"

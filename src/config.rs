@@ -160,6 +160,9 @@ settings! {
         in 1..=5 => "from 1 to 5 (requests that need an unreachable store must answer 503 within 5 seconds)";
     gzip_level: u32 = "SITEMAPD_GZIP_LEVEL", in 1..=9;
     stream_timeout_secs: u64 = "SITEMAPD_STREAM_TIMEOUT_SECS", in 1..=3600;
+    /// Pages read, rendered and compressed at once by this process (0: one per core); the others wait their turn
+    /// within `stream_timeout_secs`.
+    render_concurrency: u32 = "SITEMAPD_RENDER_CONCURRENCY", in 0..=256;
     /// Bytes of rendered gzip pages kept in memory (0: none).
     cache_bytes: u64 = "SITEMAPD_CACHE_BYTES", in ..=MAX_CACHE_BYTES;
     /// Render the pages a write changed into the page cache in the background (with the cache on).
@@ -1047,7 +1050,7 @@ mod tests {
              api_timeout_secs: 300, \
              header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
-             cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
+             render_concurrency: 0, cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, serve_threads: 0, log_format: Text, \
              access_log: WritesAndErrors, crawler_telemetry: true, crawler_ranges: [], crawler_ranges_refresh_hours: 24, \
              crawler_rdns: true, crawler_flush_ms: 5000, crawler_window_days: 7, health_check: [], health_cycle_days: 7, health_concurrency: 1, health_rate: 2, \
@@ -1109,6 +1112,8 @@ mod tests {
             ("SITEMAPD_SHUTDOWN_GRACE_SECS", "3601"),
             ("SITEMAPD_NDJSON_BATCH", "0"),
             ("SITEMAPD_DB_MAX_CONNECTIONS", "0"),
+            ("SITEMAPD_RENDER_CONCURRENCY", "257"),
+            ("SITEMAPD_RENDER_CONCURRENCY", "-1"),
         ] {
             let e = load(&[(var, value)]).unwrap_err().to_string();
             assert!(e.contains(var), "{var}={value}: {e}");

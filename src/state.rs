@@ -18,7 +18,7 @@ use crate::host::Hosts;
 use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
-use crate::sitemap::{Directories, PageCache, Serving};
+use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
 use crate::store::{self, DeleteCounts, Store, StoreReads};
 
 #[derive(Clone)]
@@ -40,6 +40,8 @@ pub struct Inner {
     /// Page bodies streaming from the database at once: fewer than the pool's connections, so that writes, the
     /// index and `/readyz` always find one.
     page_streams: Arc<Semaphore>,
+    /// The pages rendered at once (`render_concurrency`).
+    renders: RenderSlots,
     /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::body_budget`]).
     pub body_budget: BodyBudget,
     /// The sites whose changes the store queues for notification (IndexNow).
@@ -89,6 +91,7 @@ impl AppState {
             directories,
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
+            renders: RenderSlots::new(config.render_concurrency),
             body_budget: BodyBudget::new(config.body_memory_bytes),
             notify_sites,
             prerender: prerender.clone(),
@@ -258,6 +261,10 @@ impl Serving for AppState {
 
     fn page_stream_slot(&self) -> impl Future<Output = Result<OwnedSemaphorePermit, ApiError>> + Send {
         Inner::page_stream_slot(self)
+    }
+
+    fn render_slots(&self) -> &RenderSlots {
+        &self.renders
     }
 
     fn crawls(&self) -> Option<&Recorder> {

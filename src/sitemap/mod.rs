@@ -9,6 +9,7 @@ pub mod files;
 pub mod news;
 pub mod prerender;
 pub mod removed;
+pub mod renders;
 pub mod stream;
 pub mod text;
 
@@ -29,6 +30,7 @@ pub use self::cache::{Kind, PageCache, Rendered};
 pub use self::directory::{Directories, Directory};
 use self::files::{Format, SitemapFile};
 use self::news::NewsState;
+pub use self::renders::RenderSlots;
 use crate::config::Config;
 use crate::crawlers::Recorder;
 use crate::domain::Sites;
@@ -67,6 +69,8 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn page_cache(&self) -> &PageCache;
     /// A slot for streaming one page body, or 503 when none frees up in time.
     fn page_stream_slot(&self) -> impl Future<Output = Result<tokio::sync::OwnedSemaphorePermit, ApiError>> + Send;
+    /// The pages rendered at once ([`RenderSlots`]): a render takes one before its page-stream slot.
+    fn render_slots(&self) -> &RenderSlots;
     /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).
     fn crawls(&self) -> Option<&Recorder>;
 }
@@ -641,10 +645,10 @@ async fn render_gzip<S: Serving>(state: S, site: i64, id: i64) -> Result<Rendere
 }
 
 /// Page `id` in form `kind` read from one snapshot and compressed whole (in this task, while another reads and
-/// renders) in the page's own way ([`Gzip`]), within the stream timeout. The slot and the snapshot are released
-/// when this returns.
+/// renders) in the page's own way ([`Gzip`]), once a render slot is free ([`RenderSlots`]), all within the stream
+/// timeout. The slots and the snapshot are released when this returns.
 async fn render_as<S: Serving>(kind: Kind, state: S, site: i64, id: i64) -> Result<Rendered, ApiError> {
-    let work = async {
+    let work = state.render_slots().run(async {
         let (snapshot, rendered) = read_page(&state, site, id, kind).await?;
         // Sitemaps compress 5 to 8 times; a third of the page is room enough (the text is shorter than the XML),
         // and what is not written to is not resident.
@@ -660,7 +664,7 @@ async fn render_as<S: Serving>(kind: Kind, state: S, site: i64, id: i64) -> Resu
         })?;
         crate::telemetry::page_rendered();
         Ok(Rendered { state: snapshot, gzip })
-    };
+    });
     tokio::time::timeout(Duration::from_secs(state.config().stream_timeout_secs), work).await.unwrap_or_else(|_| {
         tracing::warn!(page = id, ?kind, "rendering a sitemap page took longer than the stream timeout");
         Err(ApiError::unavailable())

@@ -184,7 +184,9 @@ where
 
     let mut input = std::pin::pin!(input);
     let mut block = bytes::BytesMut::with_capacity(BLOCK);
-    let mut previous = Bytes::new();
+    // The last WINDOW bytes of the block before, copied: a slice would keep that whole block in memory until the
+    // next one is deflated.
+    let mut dictionary = Bytes::new();
     while let Some(mut chunk) = input.try_next().await? {
         length += chunk.len() as u64;
         while !chunk.is_empty() {
@@ -194,16 +196,14 @@ where
                 continue;
             }
             let full = std::mem::replace(&mut block, bytes::BytesMut::with_capacity(BLOCK)).freeze();
-            let dictionary = previous.slice(previous.len().saturating_sub(WINDOW)..);
+            let next_dictionary = Bytes::copy_from_slice(&full[BLOCK - WINDOW..]);
             if pending.len() >= in_flight.max(1) {
                 join(&mut pending, &mut out, &mut crc).await?;
             }
-            pending.push_back(start(full.clone(), dictionary, level, false).await?);
-            previous = full;
+            pending.push_back(start(full, std::mem::replace(&mut dictionary, next_dictionary), level, false).await?);
         }
     }
     // The last block (empty when the input is a whole number of blocks) ends the stream.
-    let dictionary = previous.slice(previous.len().saturating_sub(WINDOW)..);
     if pending.len() >= in_flight.max(1) {
         join(&mut pending, &mut out, &mut crc).await?;
     }

@@ -466,7 +466,32 @@ async fn a_large_page_streams_in_chunks(b: Backend) {
     assert_eq!(xml_texts(&r.text(), "loc").len(), 2000);
 }
 
+/// With one render at a time and no cache, many cold pages asked for at once each wait their turn and arrive whole:
+/// every answer is 200 with the bytes and ETag the same page has when fetched alone, gzip and identity.
+async fn more_cold_pages_at_once_than_render_slots_all_arrive_whole(b: Backend) {
+    let vars = [("SITEMAPD_RENDER_CONCURRENCY", "1"), ("SITEMAPD_CACHE_BYTES", "0"), ("SITEMAPD_PAGE_MAX_URLS", "300")];
+    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let ndjson: String = (0..2_400)
+        .map(|i| format!("{}\n", json!({"loc": loc(&format!("turn/{i:05}/{}", "t".repeat(i % 90)))})))
+        .collect();
+    assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
+    let paths = app.index_paths().await;
+    assert_eq!(paths.len(), 8);
+    let requests: Vec<(String, Vec<(&str, &str)>)> =
+        paths.iter().flat_map(|p| [(p.clone(), vec![GZIP]), (p.clone(), vec![])]).collect();
+    let at_once = futures_util::future::join_all(requests.iter().map(|(p, h)| app.get(p, h))).await;
+    for ((path, headers), got) in requests.iter().zip(at_once) {
+        let alone = app.get(path, headers).await;
+        assert_eq!((got.status, alone.status), (StatusCode::OK, StatusCode::OK), "{path} {headers:?}");
+        assert!(got.body == alone.body, "{path} {headers:?}: the same bytes as fetched alone");
+        assert_eq!(got.header("etag"), alone.header("etag"), "{path} {headers:?}");
+        let xml = if headers.is_empty() { got.text() } else { gunzip(&got.body) };
+        assert_eq!(xml_texts(&xml, "loc").len(), 300, "{path} {headers:?}: every entry");
+    }
+}
+
 both_backends!(
+    more_cold_pages_at_once_than_render_slots_all_arrive_whole,
     the_index_lists_each_non_empty_page_at_the_public_root,
     #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
     pages_render_escaped_valid_xml,
