@@ -454,7 +454,7 @@ mod tests {
         #[test]
         fn the_scan_by_runs_is_the_scan_byte_by_byte(bytes in stream(), step in 1usize..40) {
             let (mut fast, mut slow) = (LineEnds::default(), LineEnds::default());
-            let (mut a, mut b) = (bytes.clone(), bytes.clone());
+            let (mut a, mut b) = (bytes.clone(), bytes);
             for (x, y) in a.chunks_mut(step).zip(b.chunks_mut(step)) {
                 prop_assert_eq!(fast.scan(x), scan_bytewise(&mut slow, y));
                 prop_assert_eq!(&fast.state, &slow.state);
