@@ -4,7 +4,7 @@
 //! since everything served is a function of the page rows, they agree on every ETag.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -58,7 +58,13 @@ struct Table {
     /// The removed-URLs sitemap last read with this table: the tombstones cannot have changed without moving the
     /// change counter, so it stays current until its window moves past it ([`RemovedState::current_for`]).
     removed: std::sync::Mutex<Option<Arc<RemovedState>>>,
+    /// Each page's ETags (beside `pages`, by position), made on first use: a page's state cannot change within a
+    /// table, and a digest per 304 was a sixth of its cost ([`Directory::page_etag`]).
+    page_etags: Vec<[OnceLock<String>; PAGE_ETAG_FORMS]>,
 }
+
+/// The forms a page's ETag is kept in: XML or text, each gzip or not.
+pub const PAGE_ETAG_FORMS: usize = 4;
 
 /// A section's own index (`/sitemap-<section>.xml`): its pages alone, made once per table.
 pub struct SectionIndex {
@@ -105,7 +111,9 @@ impl Table {
         let index_state =
             listed.iter().map(|&i| &pages[i]).map(|p| format!("{}:{}:{};", p.id, p.version, p.modified_us)).collect();
         let (index, removed, section_indexes) = Default::default();
+        let page_etags = pages.iter().map(|_| Default::default()).collect();
         Self {
+            page_etags,
             changes,
             read_at: Instant::now(),
             pages,
@@ -264,6 +272,14 @@ impl Directory {
     /// A listed page: one with an entry that is not excluded ([`PageState::listed`]).
     pub fn page(&self, id: i64) -> Option<&PageState> {
         self.table.page(id).filter(|p| p.listed())
+    }
+
+    /// The ETag of page `id` of this table in form `form` (below [`PAGE_ETAG_FORMS`]): `make`'s, made once per
+    /// table and form. `None` for a page the table does not hold.
+    pub fn page_etag(&self, id: i64, form: usize, make: impl FnOnce(&PageState) -> String) -> Option<String> {
+        let i = self.table.pages.binary_search_by_key(&id, |p| p.id).ok()?;
+        let page = &self.table.pages[i];
+        Some(self.table.page_etags[i].get(form)?.get_or_init(|| make(page)).clone())
     }
 
     /// The newest change to any page, emptied ones included (their leaving the index changes it).
@@ -527,6 +543,29 @@ mod tests {
 
     fn page(id: i64, url_count: i64, modified_us: i64) -> PageState {
         PageState { id, url_count, byte_size: url_count * 100, version: 1, modified_us, ..PageState::default() }
+    }
+
+    #[test]
+    fn a_page_etag_is_made_once_per_table_page_and_form() {
+        let d = Directory::of(1, vec![page(3, 1, 30), page(1, 2, 10)]);
+        let made = std::cell::Cell::new(0);
+        let make = |p: &PageState| {
+            made.set(made.get() + 1);
+            format!("\"{}-{}\"", p.id, p.modified_us)
+        };
+        for _ in 0..3 {
+            assert_eq!(d.page_etag(3, 0, make).as_deref(), Some("\"3-30\""));
+            assert_eq!(d.page_etag(1, 0, make).as_deref(), Some("\"1-10\""));
+        }
+        assert_eq!(made.get(), 2, "once per page");
+        assert_eq!(d.page_etag(3, PAGE_ETAG_FORMS - 1, make).as_deref(), Some("\"3-30\""));
+        assert_eq!(made.get(), 3, "once per form");
+        assert_eq!(d.page_etag(2, 0, make), None, "a page the table does not hold");
+        assert_eq!(d.page_etag(3, PAGE_ETAG_FORMS, make), None, "a form that does not exist");
+        assert_eq!(made.get(), 3);
+        // A new table (what a write gives) makes them again.
+        let d = Directory::of(1, vec![page(3, 1, 31)]);
+        assert_eq!(d.page_etag(3, 0, make).as_deref(), Some("\"3-31\""));
     }
 
     #[tokio::test]

@@ -283,12 +283,14 @@ impl Representation {
     /// The validators of `page` in form `kind`; its length is set once the page is rendered.
     fn page(kind: Kind, page: &PageState, encoding: Encoding, gzip_level: u32) -> Self {
         Self {
-            encoding,
-            kind,
             etag: page_etag_as(kind, page, encoding.gzip(), gzip_level),
-            modified_us: page.modified_us,
-            length: None,
+            ..Self::page_without_etag(kind, page, encoding)
         }
+    }
+
+    /// [`Self::page`] with an empty ETag, for one the caller has.
+    fn page_without_etag(kind: Kind, page: &PageState, encoding: Encoding) -> Self {
+        Self { encoding, kind, etag: String::new(), modified_us: page.modified_us, length: None }
     }
 
     /// Headers shared by 200 and 304 answers.
@@ -578,7 +580,11 @@ async fn get_page<S: Serving>(
     let directory = directory_for(&state, site.id, &request).await?;
     let id = directory.page_id(section, number).ok_or_else(not_found)?;
     let page = directory.page(id).ok_or_else(not_found)?;
-    let rep = Representation::page(kind, page, encoding, level);
+    // The ETag as the page table keeps it (made once per table and form, not per request).
+    let form = usize::from(kind == Kind::Text) * 2 + usize::from(encoding.gzip());
+    let etag = directory.page_etag(id, form, |page| page_etag_as(kind, page, encoding.gzip(), level));
+    let rep =
+        Representation { etag: etag.ok_or_else(not_found)?, ..Representation::page_without_etag(kind, page, encoding) };
     if let Some(answer) = rep.check_preconditions(&request) {
         return Ok(served(answer, page));
     }
