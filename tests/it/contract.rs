@@ -29,6 +29,11 @@ fn entries(paths: impl IntoIterator<Item = String>) -> Vec<Entry> {
     paths.into_iter().map(|p| entry(&p)).collect()
 }
 
+/// For the crawler telemetry's store tests: the app's own recorder off. Its hourly purge runs once as it starts,
+/// and on a busy machine that can land after a test's writes and purge the superseded reads the test is about
+/// (seen: `the_crawler_purge_keeps_the_newest_read` found 0 left to purge, not 3).
+const NO_RECORDER: &[(&str, &str)] = &[("SITEMAPD_CRAWLER_TELEMETRY", "false")];
+
 async fn store(backend: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, Arc<dyn Store>)> {
     let app = TestApp::spawn(backend, vars).await?;
     let store = app.store.clone();
@@ -786,7 +791,7 @@ fn page_read(page_id: i64, crawler: &str, version_us: i64, first_us: i64) -> Pag
 /// the later flush's; a flush of older fetches that arrives late changes the counts and the first fetch, not the
 /// last answer; on a tie the flush that arrives wins. Other keys (trust, crawler, resource) stay apart.
 async fn crawler_fetch_records_merge_by_key(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
     let first = FetchRecord {
         fetches: 3,
         not_modified: 1,
@@ -837,7 +842,7 @@ async fn crawler_fetch_records_merge_by_key(b: Backend) {
 /// page version read is reported new by exactly one flush. (SQLite: one process's flushes at once, serialized by
 /// its writer.)
 async fn crawler_flushes_of_two_processes_combine(b: Backend) {
-    let Some((app, store)) = store(b, &[]).await else { return };
+    let Some((app, store)) = store(b, NO_RECORDER).await else { return };
     let other = match b {
         Backend::Postgres | Backend::Pooler => app.another_process().await.store.clone(),
         Backend::Sqlite => store.clone(),
@@ -895,7 +900,7 @@ async fn crawler_flushes_of_two_processes_combine(b: Backend) {
 /// A page version is reported new by the flush that first records it, and never again: not by a flush of the same
 /// version, nor by one that read it earlier (which moves its first read back), nor by two reads of it in one flush.
 async fn a_page_read_is_new_once(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
     let read = page_read(1, "googlebot", T, T + 100);
     assert_eq!(store.record_crawls(&[], std::slice::from_ref(&read)).await.unwrap(), std::slice::from_ref(&read));
     assert_eq!(store.record_crawls(&[], std::slice::from_ref(&read)).await.unwrap(), []);
@@ -922,7 +927,7 @@ const TWO_SITES: &str = "default=https://www.example.com/, shop=https://shop.exa
 /// `crawler_seen` gives, per page and crawler, the newest version read, whatever order the reads were flushed in;
 /// of one page or of all, of one site only.
 async fn crawler_seen_is_the_newest_version_of_each_page(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES)]).await else { return };
+    let Some((_app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES), NO_RECORDER[0]]).await else { return };
     let shop = store.sites().by_name("shop").unwrap().id;
     store
         .record_crawls(&[], &[page_read(1, "googlebot", T + 3, T + 30), page_read(1, "bingbot", T + 1, T + 10)])
@@ -951,7 +956,7 @@ async fn crawler_seen_is_the_newest_version_of_each_page(b: Backend) {
 /// site; through the `(site_id, first_us, …)` index, never a scan of the table.
 async fn crawler_lags_are_a_window_newest_first(b: Backend) {
     use sitemapd::store::LAGS_SQL;
-    let Some((app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES)]).await else { return };
+    let Some((app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES), NO_RECORDER[0]]).await else { return };
     let shop = store.sites().by_name("shop").unwrap().id;
     // Page p changed at T + p and was read p seconds later (googlebot) or 2p (bingbot).
     let reads: Vec<PageRead> = (1..=10)
@@ -1004,7 +1009,7 @@ async fn crawler_lags_are_a_window_newest_first(b: Backend) {
 /// The purge deletes the reads made before its time that a newer version of the same page read by the same crawler
 /// supersedes: the newest read of each page and crawler stays, however old; fetch records stay.
 async fn the_crawler_purge_keeps_the_newest_read(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
     let kept = [
         page_read(1, "bingbot", T + 1, T + 1),     // old, but bingbot's newest of page 1
         page_read(1, "googlebot", T + 3, T + 3),   // old, but the newest
@@ -1037,7 +1042,7 @@ async fn the_crawler_purge_keeps_the_newest_read(b: Backend) {
 /// Telemetry is not a change: flushes and purges leave a site's change counter, its page table, its news stamp
 /// and its removed-URLs stamp as they were (the serving path re-reads the page table when the counter moves).
 async fn crawler_telemetry_moves_no_change_counter(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_REMOVED_DAYS", "30")]).await else { return };
+    let Some((_app, store)) = store(b, &[("SITEMAPD_REMOVED_DAYS", "30"), NO_RECORDER[0]]).await else { return };
     store.upsert(&entries((0..5).map(|i| format!("p{i}")))).await.unwrap();
     store.delete(&[loc("p0")]).await.unwrap();
     let state = async || {
@@ -1060,7 +1065,7 @@ async fn crawler_telemetry_moves_no_change_counter(b: Backend) {
 /// row named: nothing of it is written.
 async fn a_crawler_flush_with_a_bad_row_is_refused_whole(b: Backend) {
     use sitemapd::store::StoreError;
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
     let good = fetched("sitemap.xml", "googlebot", T, T);
     let elsewhere = FetchRecord { site: 999, ..good.clone() };
     let e = store.record_crawls(&[good.clone(), elsewhere], &[]).await.unwrap_err();
