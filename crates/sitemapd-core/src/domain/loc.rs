@@ -10,6 +10,12 @@ use super::site::LocScope;
 /// A normalized `loc` must be shorter than this many characters (sitemaps.org: "less than 2,048 characters").
 pub const MAX_LOC_LEN: usize = 2048;
 
+/// The URLs an entry's extensions point to (an image, a video's thumbnail, player and content, an alternate) may
+/// be at most this many characters once normalized: the `maxLength` of the sitemap schemas' URL types. Google's
+/// extensions set no length of their own, so the one limit a crawler's parser is known to hold applies, as
+/// "at most" (not the `loc` rule's "less than").
+pub const MAX_URL_LEN: usize = 2048;
+
 /// Where crawlers reach the sitemaps: an origin plus an optional path prefix, always kept with a trailing slash, so
 /// that "under" is a byte-for-byte prefix test at a path-segment boundary (`/shopping` is not under `/shop/`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,7 +91,13 @@ pub struct Loc(String);
 
 impl Loc {
     pub fn parse(raw: &str, scope: &(impl LocScope + ?Sized)) -> Result<Self, String> {
-        let normalized = absolute_url(raw)?;
+        let normalized = normalized_url(raw)?;
+        if normalized.len() >= MAX_LOC_LEN {
+            return Err(format!(
+                "normalized URL is {} characters long; it must be shorter than {MAX_LOC_LEN}",
+                normalized.len()
+            ));
+        }
         scope.admits(&normalized)?;
         Ok(Self(normalized))
     }
@@ -96,9 +108,21 @@ impl Loc {
 }
 
 /// A URL in the normalized form of a [`Loc`] (absolute http(s), WHATWG-normalized, RFC 3986 characters only, no user
-/// information or fragment, shorter than [`MAX_LOC_LEN`]), on any host: the form of the URLs an entry's extensions
-/// point to (images on a CDN, alternates on another domain).
+/// information or fragment), at most [`MAX_URL_LEN`] characters, on any host: the form of the URLs an entry's
+/// extensions point to (images on a CDN, alternates on another domain).
 pub fn absolute_url(raw: &str) -> Result<String, String> {
+    let normalized = normalized_url(raw)?;
+    if normalized.len() > MAX_URL_LEN {
+        return Err(format!(
+            "normalized URL is {} characters long; at most {MAX_URL_LEN} are allowed",
+            normalized.len()
+        ));
+    }
+    Ok(normalized)
+}
+
+/// `raw` in the normalized form of a [`Loc`], of any length.
+fn normalized_url(raw: &str) -> Result<String, String> {
     let url = Url::parse(raw).map_err(|e| format!("not an absolute URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("scheme must be http or https, not {:?}", url.scheme()));
@@ -109,14 +133,7 @@ pub fn absolute_url(raw: &str) -> Result<String, String> {
     if url.fragment().is_some() {
         return Err("must not contain a fragment (#...)".into());
     }
-    let normalized = rfc3986(url.as_str()).into_owned();
-    if normalized.len() >= MAX_LOC_LEN {
-        return Err(format!(
-            "normalized URL is {} characters long; it must be shorter than {MAX_LOC_LEN}",
-            normalized.len()
-        ));
-    }
-    Ok(normalized)
+    Ok(rfc3986(url.as_str()).into_owned())
 }
 
 /// Percent-encodes what WHATWG normalization leaves in a path or query but RFC 3986 (which sitemaps.org asks for)

@@ -13,6 +13,6 @@ pub use entry::{ChangeFreq, Entry, EntryInput, FieldError, JsonScalar, Priority}
 pub use ext::Extensions;
 pub use ext_input::{ExtInput, JsonTree};
 pub use lastmod::LastMod;
-pub use loc::{Loc, MAX_LOC_LEN, PublicUrl, absolute_url, rfc3986};
+pub use loc::{Loc, MAX_LOC_LEN, MAX_URL_LEN, PublicUrl, absolute_url, rfc3986};
 pub use section::{MAX_SECTION_LEN, RESERVED_SECTIONS, Section, SectionNames};
 pub use site::{DEFAULT_SITE, LocScope, Site, SiteSpec, Sites};

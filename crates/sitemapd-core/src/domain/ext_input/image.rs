@@ -34,7 +34,7 @@ mod tests {
 
     use super::super::testing::{error, ok};
     use super::*;
-    use crate::domain::MAX_LOC_LEN;
+    use crate::domain::MAX_URL_LEN;
 
     #[test]
     fn images_are_absolute_normalized_urls_on_any_host() {
@@ -48,12 +48,24 @@ mod tests {
         error(json!({"images": [{"loc": "ftp://cdn.example.net/a.jpg"}]}), "images[0].loc", "http or https");
         error(json!({"images": [{"loc": "https://u:p@cdn.example.net/a.jpg"}]}), "images[0].loc", "user information");
         error(json!({"images": [{"loc": "https://cdn.example.net/a.jpg#x"}]}), "images[0].loc", "fragment");
-        let long = format!("https://cdn.example.net/{}", "a".repeat(MAX_LOC_LEN));
-        error(json!({"images": [{"loc": long}]}), "images[0].loc", "shorter than 2048");
         error(json!({"images": [{}]}), "images[0].loc", "is required");
         error(json!({"images": [{"loc": 3}]}), "images[0].loc", "must be a string, not a number");
         error(json!({"images": ["https://cdn.example.net/a.jpg"]}), "images[0]", "must be an object");
         error(json!({"images": {"loc": "https://cdn.example.net/a.jpg"}}), "images", "must be an array");
+    }
+
+    /// An image's URL may be 2,048 characters long, not one more (the limit is "at most", counted once normalized).
+    #[test]
+    fn an_image_url_of_exactly_2048_characters_is_accepted() {
+        let base = "https://cdn.example.net/";
+        let longest = format!("{base}{}", "a".repeat(MAX_URL_LEN - base.len()));
+        assert_eq!(longest.len(), 2048);
+        assert_eq!(ok(json!({"images": [{"loc": longest}]})).images, [Image { loc: longest }]);
+        let one_more = format!("{base}{}", "a".repeat(MAX_URL_LEN + 1 - base.len()));
+        error(json!({"images": [{"loc": one_more}]}), "images[0].loc", "is 2049 characters long; at most 2048");
+        // Counted once normalized: a character that is percent-encoded counts as its encoding.
+        let grows = format!("{base}{}|", "a".repeat(MAX_URL_LEN - 1 - base.len()));
+        error(json!({"images": [{"loc": grows}]}), "images[0].loc", "is 2050 characters long; at most 2048");
     }
 
     #[test]
