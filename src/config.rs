@@ -724,8 +724,8 @@ fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Resu
         n => format!(" and {} more: {}", n - 1, unknown[1..].join(", ")),
     };
     bail!(
-        "unknown environment variable {name}{closest}{others}. The settings' variables are listed in README.md \
-         (Configuration) and config/default.toml; SITEMAPD_CONFIG names a configuration file."
+        "unknown environment variable {name}{closest}{others}. The settings' variables are listed in \
+         docs/configuration.md and config/default.toml; SITEMAPD_CONFIG names a configuration file."
     )
 }
 
@@ -1266,6 +1266,24 @@ mod tests {
         let mut every: Vec<&str> = ENV.iter().map(|(_, v)| *v).collect();
         every.extend(["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE", "DATABASE_URL", "RUST_LOG", "sitemapd_x"]);
         check(&every).unwrap();
+    }
+
+    /// The files the message sends the reader to exist and list the variable it suggests: the settings' reference
+    /// (docs/configuration.md), not a README section that moved there.
+    #[test]
+    fn an_unknown_variable_points_to_files_that_list_the_variables() {
+        let e = check_variable_names(["SITEMAPD_PUBLICURL".to_owned()]).unwrap_err().to_string();
+        let named: Vec<&str> = e
+            .split_whitespace()
+            .map(|w| w.trim_end_matches([',', '.', ';', ')']))
+            .filter(|w| w.ends_with(".md") || w.ends_with(".toml"))
+            .collect();
+        assert!(named.contains(&"docs/configuration.md"), "{e}");
+        for file in named {
+            let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+                .unwrap_or_else(|err| panic!("{file}, named by {e:?}: {err}"));
+            assert!(text.contains("SITEMAPD_PUBLIC_URL"), "{file} does not list the variable suggested: {e}");
+        }
     }
 
     #[test]
