@@ -778,6 +778,53 @@ fn after_sigterm_the_sqlite_file_alone_holds_every_write() {
     stop(child);
 }
 
+/// `rm sitemapd.db-wal` under a serving process, on a new database whose tables and writes are all in the log,
+/// then `kill -9` as soon as a write is refused for it: the write that found the deletion answered its 503 only
+/// once the log's content was copied into the file, so the file alone (as the restart finds it) holds every write
+/// acknowledged before.
+#[test]
+fn a_kill_9_right_after_the_log_is_deleted_loses_no_acknowledged_write() {
+    const WRITES: usize = 500;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fresh.db");
+    let url = format!("sqlite://{}", db.display());
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL), ("DATABASE_URL", &url)];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let server = crate::readme::KillOnDrop(&mut child);
+    wait_until_healthy(port, server.0);
+    let put = |i: usize| {
+        let body = format!("{{\"loc\": \"{CRASH_PUBLIC_URL}/w/{i}\"}}\n");
+        http(
+            port,
+            &format!(
+                "PUT /api/v1/urls HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+        .unwrap_or_else(|| panic!("no answer to write {i}"))
+    };
+    for i in 0..WRITES {
+        let (status, response) = put(i);
+        assert_eq!(status, 200, "write {i}: {response}");
+    }
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::remove_file(&wal).unwrap();
+    let (status, response) = put(WRITES);
+    assert_eq!(status, 503, "a write after the deletion is refused: {response}");
+    server.0.kill().unwrap(); // SIGKILL, at once: no shutdown checkpoint.
+    server.0.wait().unwrap();
+
+    let out = run(dir.path(), &[("DATABASE_URL", &url), ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL)], &["export"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the file opens after the kill: {stderr}");
+    let exported = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(exported, WRITES, "{WRITES} writes were acknowledged before the log was deleted: {stderr}");
+}
+
 #[test]
 fn a_backup_taken_while_serving_restores_the_same_pages() {
     let dir = tempfile::tempdir().unwrap();

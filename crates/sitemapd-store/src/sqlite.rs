@@ -152,8 +152,9 @@ impl SqliteStore {
 
     /// Fails as unavailable when the database file or its log was deleted or replaced since it was opened
     /// ([`watch`]): the open connections would go on reading and writing the old, unlinked files, and every write
-    /// acknowledged then would be lost at the next start. Checked by `/readyz`, before every write, and once a
-    /// second while serving; what can be saved is saved when it is first found ([`rescue`]).
+    /// acknowledged then would be lost at the next start. Checked by `/readyz`, before every write
+    /// ([`Self::check_file_to_write`]), and once a second while serving; what can be saved is saved when it is
+    /// first found ([`rescue`]).
     fn check_file(&self) -> Result<()> {
         let Some(w) = &self.watch else { return Ok(()) };
         match w.check() {
@@ -165,6 +166,17 @@ impl SqliteStore {
                 Err(unavailable(trouble.message(w.path())))
             }
         }
+    }
+
+    /// [`Self::check_file`] before a write: a write refused for the files' sake answers once their rescue has
+    /// finished, so that its 503 comes after every write acknowledged before is saved (a `kill -9` right after the
+    /// answer then loses none of them). Bounded by the request's own time limit.
+    async fn check_file_to_write(&self) -> Result<()> {
+        let checked = self.check_file();
+        if let (Err(_), Some(w)) = (&checked, &self.watch) {
+            w.rescued().await;
+        }
+        checked
     }
 
     /// Keeps whether a write failed for want of space (for `/readyz`), or succeeded.
@@ -188,7 +200,7 @@ impl SqliteStore {
     /// A write transaction on the writer connection, holding SQLite's write lock from its start; the caller holds
     /// [`Self::lock_writer`]. Refused when the database file was deleted or replaced ([`Self::check_file`]).
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        self.check_file()?;
+        self.check_file_to_write().await?;
         Ok(self.write_pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
@@ -673,6 +685,7 @@ async fn watch_files(w: Arc<FileWatch>, pool: SqlitePool) {
 /// are copied into the database file, which is still the one opened. A deleted or renamed database: a whole copy
 /// (`VACUUM INTO`, then synced) beside its path. An overwritten database: nothing is written to it.
 async fn rescue(w: Arc<FileWatch>, pool: SqlitePool, trouble: Trouble) {
+    let _rescuing = w.rescuing();
     let db = w.path().to_owned();
     tracing::error!(target: LOG_TARGET, database = %db.display(), "{}", trouble.message(&db));
     match trouble {

@@ -17,7 +17,9 @@
 //!
 //! What it finds is kept ([`Trouble`]): writes and `/readyz` answer 503 from then on, until a restart. What can be
 //! saved is saved at once: a deleted log is copied into the database file (a checkpoint: the file is still the one
-//! opened); a deleted or renamed database is copied whole (`VACUUM INTO`) beside its path. A file copied over
+//! opened); a deleted or renamed database is copied whole (`VACUUM INTO`) beside its path. A write that finds the
+//! trouble answers its 503 only once that rescue has finished ([`FileWatch::rescued`]), so that a `kill -9` right
+//! after the answer cannot lose what was acknowledged before. A file copied over
 //! the database is never written again: the shutdown checkpoint is skipped, the sentinel is never closed (so no
 //! connection's close checkpoints either), and the log is moved aside so the restored file opens alone.
 //!
@@ -75,8 +77,20 @@ pub(super) struct FileWatch {
     /// Set once serving ([`FileWatch::serving`]).
     serving: Option<Serving>,
     trouble: Mutex<Option<Trouble>>,
+    /// Whether the rescue of the trouble found has finished (saved, or failed to): set once, by [`Rescuing`].
+    rescued: tokio::sync::watch::Sender<bool>,
     /// Why the last write failed for space, while no later write succeeded.
     full: Mutex<Option<String>>,
+}
+
+/// The rescue of the trouble found, under way: dropped when it ends (done, failed, or its task cancelled), it marks
+/// the rescue finished, so that no one waits for it forever.
+pub(super) struct Rescuing<'a>(&'a FileWatch);
+
+impl Drop for Rescuing<'_> {
+    fn drop(&mut self) {
+        self.0.rescued.send_replace(true);
+    }
 }
 
 struct Serving {
@@ -92,7 +106,8 @@ impl FileWatch {
     /// (in memory).
     pub(super) fn new(db: PathBuf) -> Option<Self> {
         let db_id = file_id(&db)?;
-        Some(Self { db, db_id, serving: None, trouble: Mutex::new(None), full: Mutex::new(None) })
+        let (trouble, full) = (Mutex::new(None), Mutex::new(None));
+        Some(Self { db, db_id, serving: None, trouble, rescued: tokio::sync::watch::Sender::new(false), full })
     }
 
     /// Watches the content and the write-ahead log too: `token` is in the file's header and the log exists.
@@ -140,6 +155,20 @@ impl FileWatch {
             return Some(Trouble::WalGone);
         }
         None
+    }
+
+    /// Marks the rescue of the trouble found as under way, until the value returned is dropped. Called by the one
+    /// who found it ([`FileWatch::check`]'s second value).
+    pub(super) fn rescuing(&self) -> Rescuing<'_> {
+        Rescuing(self)
+    }
+
+    /// Waits until the rescue of the trouble found has finished: what the writes acknowledged before it holds is
+    /// in the database file (a deleted log), or in a copy beside it (a deleted file), or could not be saved.
+    pub(super) async fn rescued(&self) {
+        let mut finished = self.rescued.subscribe();
+        // Err: the sender is gone, which it is not while `self` lives.
+        let _ = finished.wait_for(|done| *done).await;
     }
 
     /// The trouble kept, without looking again.
