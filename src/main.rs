@@ -59,7 +59,8 @@ enum Command {
     /// standard input. Indexes are followed (10 levels at most, each sitemap once). Invalid entries go to the
     /// rejects file and the import goes on. Re-importing the same sitemaps changes nothing. The summary goes to
     /// standard output, the log to stderr. Exit status: 0 when every source was read whole, 1 when one failed,
-    /// was cut at a protocol limit, or the store failed, 2 for a bad command line or configuration.
+    /// was cut at a protocol limit, the store failed or every entry was rejected (nothing stored), 2 for a bad
+    /// command line or configuration.
     Import {
         /// What to import (at least one).
         #[arg(required = true, value_name = "SOURCE")]

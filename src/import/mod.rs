@@ -348,6 +348,7 @@ pub async fn import(
     summary.unchanged = written.counts.unchanged;
     summary.valid = written.valid;
     summary.rejected = written.rejected;
+    summary.first_reject = written.first_reject;
     summary.error = written.error;
     summary.entries = counters.entries.load(Ordering::Relaxed);
     if options.sections != Sections::Off || written.by_section.keys().any(|name| !name.is_empty()) {
@@ -356,6 +357,7 @@ pub async fn import(
     if options.delete_missing {
         match (&store, written.listed) {
             _ if options.dry_run => summary.delete_skipped = Some("a dry run reads no stored URL".to_owned()),
+            _ if summary.all_rejected() => summary.delete_skipped = Some("every entry was rejected".to_owned()),
             _ if !summary.success() => {
                 summary.delete_skipped = Some("not every source was read whole and stored".to_owned());
             }
@@ -581,6 +583,8 @@ struct Written {
     counts: UpsertCounts,
     valid: u64,
     rejected: u64,
+    /// The first reject: where and why ([`Summary::first_reject`]).
+    first_reject: Option<String>,
     error: Option<String>,
     /// Kept only for `--delete-missing`.
     listed: Option<Listed>,
@@ -617,6 +621,7 @@ async fn write(
         counts: UpsertCounts::default(),
         valid: 0,
         rejected: 0,
+        first_reject: None,
         error: None,
         listed: keep_listed.then(Listed::new),
         unstored: Default::default(),
@@ -729,6 +734,9 @@ fn write_rejects(
         // A reject whose loc is unknown (a line too long, not UTF-8, not JSON) may be any stored URL.
         written.unknown_locs += u64::from(reject.loc.is_none() && !reject.no_loc);
         written.rejected += 1;
+        written
+            .first_reject
+            .get_or_insert_with(|| format!("{} line {}: {}", reject.source, reject.line, reject.reason));
         counters.rejected.fetch_add(1, Ordering::Relaxed);
         if written.rejects_error.is_none()
             && let Some(file) = rejects

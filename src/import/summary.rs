@@ -38,6 +38,8 @@ pub struct Summary {
     /// Valid entries (stored, or in a dry run, that would be).
     pub valid: u64,
     pub rejected: u64,
+    /// The first rejected entry: where it was read and why it was refused (`bad.txt line 1: loc: …`).
+    pub first_reject: Option<String>,
     /// The valid entries stored (in a dry run, valid) by section, the most first, when the import assigned sections
     /// or an entry named one; empty otherwise.
     pub by_section: Vec<SectionCount>,
@@ -68,13 +70,21 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Every source was read whole and every valid entry stored: the exit status is 0.
+    /// Every source was read whole, every valid entry stored, and not every entry read was rejected: the exit
+    /// status is 0.
     pub fn success(&self) -> bool {
         self.error.is_none()
             && self.rejects_error.is_none()
             && self.sources.iter().all(SourceOutcome::complete)
             && self.not_followed.is_empty()
             && self.not_read == 0
+            && !self.all_rejected()
+    }
+
+    /// Entries were read and every one was rejected: nothing was stored (in a dry run, nothing would be), which
+    /// is no import, whatever the rejects file holds.
+    pub fn all_rejected(&self) -> bool {
+        self.rejected > 0 && self.valid == 0
     }
 }
 
@@ -126,6 +136,14 @@ impl fmt::Display for Summary {
         let secs = self.elapsed.as_secs_f64();
         let rate = if secs > 0.0 { self.entries as f64 / secs } else { 0.0 };
         write!(f, "time: {secs:.1} s ({rate:.0} entries/s)")?;
+        if self.all_rejected() {
+            let first = self.first_reject.as_deref().map(|r| format!(" (the first, {r})")).unwrap_or_default();
+            let stored = if self.dry_run { "nothing would be stored" } else { "nothing was stored" };
+            write!(f, "\nfailed: all {} entries were rejected, so {stored}{first}", self.rejected)?;
+            if let Some(path) = &self.rejects_file {
+                write!(f, "; every reason is in {}", path.display())?;
+            }
+        }
         if let Some(e) = &self.rejects_error {
             write!(f, "\nfailed: {e}")?;
         }
@@ -215,5 +233,32 @@ mod tests {
         let names: Vec<Option<String>> = SectionCount::list(ties).into_iter().map(|c| c.section).collect();
         assert_eq!(names, [Some("a".to_owned()), Some("b".to_owned()), None]);
         assert!(!Summary::default().to_string().contains("by section"), "no sections, no lines");
+    }
+
+    /// Every entry rejected: a failure, said in one line with the first reason; one valid entry is a success.
+    #[test]
+    fn an_import_whose_every_entry_was_rejected_failed_and_says_why() {
+        let all = Summary {
+            entries: 5,
+            rejected: 5,
+            first_reject: Some("a.txt line 1: loc: not an absolute URL".into()),
+            rejects_file: Some("import-rejects.ndjson".into()),
+            ..Summary::default()
+        };
+        assert!(!all.success(), "{all}");
+        let text = all.to_string();
+        let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("failed:")).collect();
+        assert_eq!(
+            failed,
+            ["failed: all 5 entries were rejected, so nothing was stored (the first, a.txt line 1: loc: not an \
+              absolute URL); every reason is in import-rejects.ndjson"],
+            "{text}"
+        );
+        let dry = Summary { dry_run: true, ..all.clone() };
+        assert!(!dry.success() && dry.to_string().contains("so nothing would be stored (the first, "), "{dry}");
+        let one_valid = Summary { entries: 6, valid: 1, ..all };
+        assert!(one_valid.success(), "{one_valid}");
+        assert!(!one_valid.to_string().contains("failed:"), "{one_valid}");
+        assert!(Summary::default().success(), "nothing read is not every entry rejected");
     }
 }

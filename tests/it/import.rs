@@ -1017,6 +1017,43 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
     assert_eq!(std::fs::read_to_string(dir.path().join("import-rejects.ndjson")).unwrap(), "{}\n", "left whole");
 }
 
+/// An import whose every entry is rejected stored nothing: it exits 1 and says why in one line, naming the first
+/// reason and the rejects file. One valid entry among them is an import that worked (exit 0), as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_that_rejects_every_entry_exits_1_saying_why() {
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bad: String = (1..=5).map(|i| format!("https://elsewhere.example/{i}\n")).collect();
+    std::fs::write(dir.path().join("bad.txt"), &bad).unwrap();
+    std::fs::write(dir.path().join("mixed.txt"), format!("{bad}{PUBLIC_URL}/kept\n")).unwrap();
+    let run_on = |file: &'static str| {
+        let (d, db) = (dir.path().to_owned(), app.db.url.clone());
+        tokio::task::spawn_blocking(move || run(&d, &db, &["import", file]))
+    };
+    let out = run_on("bad.txt").await.unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "nothing stored is a failure: {stdout}\n{stderr}");
+    assert!(stdout.contains("entries: 5 read, 0 valid, 5 rejected"), "{stdout}");
+    let why: Vec<&str> = stdout.lines().filter(|l| l.starts_with("failed: ")).collect();
+    assert_eq!(
+        why,
+        [format!(
+            "failed: all 5 entries were rejected, so nothing was stored (the first, bad.txt line 1: loc: must lie \
+             under the public URL {PUBLIC_URL}/ (the sitemaps.org location rule)); every reason is in \
+             import-rejects.ndjson"
+        )],
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.path().join("import-rejects.ndjson")).unwrap().lines().count(), 5);
+    assert!(stored(&*app.store).await.is_empty());
+
+    let out = run_on("mixed.txt").await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "rejects beside a stored entry leave it 0: {stdout}");
+    assert!(stdout.contains("entries: 6 read, 1 valid, 5 rejected") && !stdout.contains("failed:"), "{stdout}");
+    assert_eq!(stored(&*app.store).await, [format!("{PUBLIC_URL}/kept")]);
+}
+
 /// An import queues nothing for IndexNow by default (a move is not a change of the pages moved), nor with the
 /// documented `--no-indexnow`; `--indexnow` queues what it changes, like the API's writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
