@@ -160,7 +160,7 @@ async fn main() -> ExitCode {
         return match async { healthcheck(config?.bind).await }.await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                say(format_args!("sitemapd healthcheck: {e:#}"));
+                say(format_args!("sitemapd healthcheck: {}", one_line(&e)));
                 ExitCode::FAILURE
             }
         };
@@ -168,7 +168,7 @@ async fn main() -> ExitCode {
     let config = match config {
         Ok(config) => config,
         Err(e) => {
-            say(format_args!("sitemapd: {e:#}"));
+            say(format_args!("sitemapd: {}", one_line(&e)));
             return ExitCode::from(2);
         }
     };
@@ -180,7 +180,7 @@ async fn main() -> ExitCode {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,
             Err(e) => {
-                say(format_args!("sitemapd import: {e:#}"));
+                say(format_args!("sitemapd import: {}", one_line(&e)));
                 if e.is::<Usage>() { ExitCode::from(2) } else { ExitCode::FAILURE }
             }
         };
@@ -192,9 +192,9 @@ async fn main() -> ExitCode {
             // RUST_LOG drops it; otherwise on stderr, as the configuration errors above. A text log line on stdout
             // beside it would show the same message twice at a terminal.
             if log_format == LogFormat::Json && tracing::enabled!(tracing::Level::ERROR) {
-                tracing::error!("{e:#}");
+                tracing::error!("{}", one_line(&e));
             } else {
-                say(format_args!("sitemapd: {e:#}"));
+                say(format_args!("sitemapd: {}", one_line(&e)));
             }
             ExitCode::FAILURE
         }
@@ -457,6 +457,22 @@ async fn healthcheck(bind: SocketAddr) -> anyhow::Result<()> {
     tokio::time::timeout(Duration::from_secs(3), probe)
         .await
         .with_context(|| format!("no answer from http://{addr}/healthz within 3 seconds"))?
+}
+
+/// `e` and its causes on one line, as `{e:#}` writes them, but a cause the line already ends with said once (sqlx's
+/// "error communicating with database: X" is followed by its cause, X itself).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain().map(ToString::to_string) {
+        if line.ends_with(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line
 }
 
 /// Logs to stdout in `format`, and panics through the log too (so that they are JSON in JSON mode).

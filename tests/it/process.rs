@@ -529,6 +529,34 @@ fn no_form_of_the_database_secret_reaches_the_output() {
     }
 }
 
+/// A database that cannot be reached, for `serve` and for `migrate`: the one error line names the server's host and
+/// port (or the SQLite file's path) once, says why once, and shows no password.
+#[test]
+fn a_database_that_cannot_be_reached_is_named_once_with_why() {
+    const SECRET: &str = "pg-Secret-77a1";
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port(); // nothing listens there
+    let not_a_dir = dir.path().join("a-file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let path = not_a_dir.join("sitemapd.db").display().to_string();
+    for (url, named, why) in [
+        (format!("postgres://sitemapd:{SECRET}@127.0.0.1:{port}/sitemapd"), format!("127.0.0.1:{port}"), "refused"),
+        (format!("sqlite://{path}"), path, "unable to open database file"),
+    ] {
+        for args in [&[][..], &["migrate"]] {
+            let vars = [("DATABASE_URL", url.as_str()), ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1")];
+            let out = run(dir.path(), &vars, args);
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.status.code(), Some(1), "{url} {args:?}: {stderr}");
+            let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("sitemapd: ")).collect();
+            let [error] = errors[..] else { panic!("one error line, not {errors:?}") };
+            assert_eq!(error.matches(&named).count(), 1, "{named} named once: {error}");
+            assert_eq!(error.to_lowercase().matches(why).count(), 1, "why, once: {error}");
+            assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "{stdout}{stderr}");
+        }
+    }
+}
+
 /// A misspelled variable stops start-up (exit 2) naming the variable and the closest setting; a value of the wrong
 /// type is one short line naming the one setting.
 #[test]

@@ -459,10 +459,9 @@ pub async fn open(options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
         Some(Backend::Sqlite) if options.read_url.is_some() => {
             anyhow::bail!("DATABASE_READ_URL names a Postgres replica: DATABASE_URL must be postgres:// too")
         }
-        Some(Backend::Sqlite) => {
-            Arc::new(SqliteStore::connect(options).await.context("cannot open the SQLite database")?)
-        }
-        Some(Backend::Postgres) => Arc::new(PgStore::connect(options).await.context("cannot connect to Postgres")?),
+        // Each connect's error names what it could not reach (the path, the host and port), once.
+        Some(Backend::Sqlite) => Arc::new(SqliteStore::connect(options).await?),
+        Some(Backend::Postgres) => Arc::new(PgStore::connect(options).await?),
         None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
     };
     store.migrate().await.context("cannot apply database migrations")?;

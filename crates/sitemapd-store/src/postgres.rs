@@ -107,6 +107,33 @@ pub struct PgStore {
     guess: write::Guess,
 }
 
+/// Where `connect` reaches the server: `host:port` (`[host]:port` for an IPv6 address), or the Unix socket's path.
+fn server_address(connect: &PgConnectOptions) -> String {
+    let (host, port) = (connect.get_host(), connect.get_port());
+    match connect.get_socket().map(|dir| dir.display().to_string()) {
+        Some(dir) => format!("the socket {dir}/.s.PGSQL.{port}"),
+        None if host.starts_with('/') => format!("the socket {host}/.s.PGSQL.{port}"),
+        None if host.contains(':') => format!("[{host}]:{port}"),
+        None => format!("{host}:{port}"),
+    }
+}
+
+/// The error of a pool that could not open its first connection, naming the server once (host and port). The
+/// pool retries until its acquire timeout and then says only that it timed out: one more attempt, as long at
+/// most, tells why (refused, no such host, authentication failed).
+async fn why_not_connected(e: sqlx::Error, connect: &PgConnectOptions, limit: std::time::Duration) -> anyhow::Error {
+    use sqlx::ConnectOptions;
+    let e = match e {
+        sqlx::Error::PoolTimedOut => match tokio::time::timeout(limit, connect.connect()).await {
+            Ok(Err(why)) => why,
+            Ok(Ok(_)) | Err(_) => sqlx::Error::PoolTimedOut,
+        },
+        e => e,
+    };
+    // Not the database's name: a URL that does not parse as the user meant may carry the password there.
+    anyhow::Error::new(e).context(format!("cannot connect to Postgres at {}", server_address(connect)))
+}
+
 impl PgStore {
     pub async fn connect(options: &StoreOptions) -> anyhow::Result<Self> {
         // Bounded waits on the server too: a writer waits at most LOCK_TIMEOUT for the write lock (then 503), and
@@ -127,7 +154,10 @@ impl PgStore {
                 .test_before_acquire(true)
                 .idle_timeout(std::time::Duration::from_secs(300))
         };
-        let pool = pool_options().connect_with(connect).await?;
+        let pool = match pool_options().connect_with(connect.clone()).await {
+            Ok(pool) => pool,
+            Err(e) => return Err(why_not_connected(e, &connect, options.acquire_timeout).await),
+        };
         let read_pool = match &options.read_url {
             Some(url) => {
                 let connect = PgConnectOptions::from_str(url).context("invalid Postgres URL in DATABASE_READ_URL")?;

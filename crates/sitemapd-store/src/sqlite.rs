@@ -120,7 +120,8 @@ impl SqliteStore {
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect.clone())
-            .await?;
+            .await
+            .with_context(|| format!("cannot open the SQLite database {}", path.display()))?;
         // SQLite follows a symbolic link to the file and keeps its log beside the file itself: so does the watch.
         let mut watch = FileWatch::new(std::fs::canonicalize(&path).unwrap_or(path));
         let mut sentinel = None;
