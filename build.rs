@@ -28,6 +28,7 @@ const PREREQUISITES: &[(&str, Probe)] = &[
     ("node", || on_path("node")),
     ("initdb", || Path::new("/usr/lib/postgresql/15/bin/initdb").is_file()),
     ("tmpfs", may_mount),
+    ("nginx", || on_path("nginx") || Path::new("/usr/sbin/nginx").is_file()),
 ];
 
 fn main() {
