@@ -9,6 +9,7 @@ pub mod head;
 pub mod headers;
 mod judge;
 pub mod robots;
+pub mod same_url;
 
 use std::time::Duration;
 
