@@ -10,6 +10,7 @@ pub mod headers;
 mod judge;
 pub mod robots;
 pub mod same_url;
+pub mod sniff;
 
 use std::time::Duration;
 
