@@ -3,6 +3,7 @@
 //! against a fake endpoint; `process` runs the built binary; `readme` runs the ```sh blocks of the README and docs/
 //! against it and checks their links; `recipes` runs docs/recipes.md's push functions (python3, node) against it;
 //! `sites` serves several sites; `crawlers_view` what people see of crawler telemetry (API, view, metrics);
+//! `health_crawler_view` the checker reading pages as a crawler does (compressed, canonical spellings, sniffed);
 //! `health_view` what people see of URL health (a record's `health`, `?problem=`, `/api/v1/health`, metrics, the
 //! view); `text` the text sitemaps (`/sitemap-N.txt`); `import` reads sitemaps from a local web server and files;
 //! `view` checks the HTML view through the router and in headless Chromium (screenshots in `target/artifacts/view/`).
@@ -20,6 +21,7 @@ mod crawlers_view;
 mod export;
 mod extensions;
 mod health;
+mod health_crawler_view;
 mod health_site;
 mod health_store;
 mod health_view;

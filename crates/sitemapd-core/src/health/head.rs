@@ -59,17 +59,39 @@ pub fn head_ended(prefix: &[u8]) -> bool {
 }
 
 /// A body prefix read chunk by chunk: at most `limit` bytes, until the head ends.
+///
+/// Linear in the bytes pushed, however they are cut: the bytes are searched for `</head` or `<body` once each,
+/// and tokenized (only when one was seen) from the end of the last tag or comment after which the tokenizer is back
+/// in its data state ([`html5gum::naive_next_state`] says which start tags are not: `<script>`, `<style>`,
+/// `<title>`, …), so a finished tag is not tokenized again. What may be tokenized again is an unfinished stretch
+/// (an open `<script>`, comment or tag): that is done only when it is short or when the bytes that came since
+/// the last tokenizing are at least an eighth of it, so that all the tokenizing is at most nine times the bytes.
+/// A head that ended inside such a stretch may so be seen a few chunks late (never past the limit).
 #[derive(Clone, Debug)]
 pub struct HeadScan {
     bytes: Vec<u8>,
     limit: usize,
     done: bool,
+    /// Where tokenizing resumes, in the data state: the end of the last tag or comment that leaves it there.
+    resume: usize,
+    /// Where the last `</head` or `<body` (any case) found starts, if one was.
+    needle: Option<usize>,
+    /// How many bytes there were when they were last tokenized (0: never).
+    tokenized: usize,
+    /// The bytes searched and tokenized so far: the work done, for tests.
+    work: usize,
 }
+
+/// A stretch this short is tokenized again at each chunk (a tag cut in two: `</he` + `ad>`).
+const SHORT: usize = 64;
+
+/// How much of an unfinished stretch must have come since it was last tokenized for it to be tokenized again.
+const AMORTIZE: usize = 8;
 
 impl HeadScan {
     /// A scan that keeps at most `limit` bytes (`health_head_bytes`).
     pub fn new(limit: usize) -> Self {
-        HeadScan { bytes: Vec::new(), limit, done: limit == 0 }
+        HeadScan { bytes: Vec::new(), limit, done: limit == 0, resume: 0, needle: None, tokenized: 0, work: 0 }
     }
 
     /// Takes the next chunk of the body (what fits within the limit); true when reading should stop: the head
@@ -79,9 +101,51 @@ impl HeadScan {
             return true;
         }
         let room = self.limit - self.bytes.len();
+        let before = self.bytes.len();
         self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        self.done = self.bytes.len() == self.limit || head_ended(&self.bytes);
+        // Search what came, with the few bytes before it that a needle may start in.
+        let from = before.saturating_sub(NEEDLE - 1).max(self.resume);
+        if let Some(at) = rfind_needle(&self.bytes[from..]) {
+            self.needle = Some(from + at);
+        }
+        self.work += self.bytes.len() - from;
+        self.done = self.bytes.len() == self.limit || self.tokenize_if_due();
         self.done
+    }
+
+    /// Tokenizes from `resume` when a needle lies there and it is worth it; true when the head ended.
+    fn tokenize_if_due(&mut self) -> bool {
+        let len = self.bytes.len();
+        if self.needle.is_none_or(|at| at < self.resume) {
+            return false;
+        }
+        let stretch = len - self.resume;
+        let fresh = len - self.tokenized;
+        if stretch > SHORT && fresh * AMORTIZE < stretch {
+            return false;
+        }
+        self.tokenized = len;
+        self.work += stretch;
+        let start = self.resume;
+        let mut emitter = DefaultEmitter::<usize>::new_with_span();
+        emitter.naively_switch_states(true);
+        for token in Tokenizer::new_with_emitter(&self.bytes[start..], emitter) {
+            let (end, data_after) = match token {
+                Ok(Token::StartTag(tag)) if tag.name.as_slice() == b"body" => return true,
+                Ok(Token::EndTag(tag)) if tag.name.as_slice() == b"head" => return true,
+                Ok(Token::StartTag(tag)) => (tag.span.end, html5gum::naive_next_state(&tag.name).is_none()),
+                Ok(Token::EndTag(tag)) => (tag.span.end, true),
+                // A comment or doctype ends at `>`, or at the end of the bytes: then it may go on.
+                Ok(Token::Comment(c)) => (c.span.end, start + c.span.end < len),
+                Ok(Token::Doctype(d)) => (d.span.end, start + d.span.end < len),
+                Ok(_) => continue,
+                Err(never) => match never {},
+            };
+            if data_after {
+                self.resume = start + end;
+            }
+        }
+        false
     }
 
     /// The bytes kept so far, for [`crate::health::judge`].
@@ -91,6 +155,23 @@ impl HeadScan {
 
     pub fn into_bytes(self) -> Vec<u8> {
         self.bytes
+    }
+
+    /// The bytes searched and tokenized so far (each byte counted once per time it was looked at).
+    pub fn work(&self) -> usize {
+        self.work
+    }
+}
+
+/// The longest needle: `</head` and `<body` are both this long.
+const NEEDLE: usize = 6;
+
+/// Where the last `</head` or `<body` (any case) of `bytes` starts.
+fn rfind_needle(bytes: &[u8]) -> Option<usize> {
+    let at = |needle: &[u8]| bytes.windows(needle.len()).rposition(|w| w.eq_ignore_ascii_case(needle));
+    match (at(b"</head"), at(b"<body")) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -224,6 +305,68 @@ mod tests {
         assert!(HeadScan::new(0).push(b"<html>"));
     }
 
+    /// A 256 KiB head in 26-byte pieces, in the shapes that made the scan quadratic (each prefix searched and
+    /// tokenized again): the bytes looked at stay within a few times the bytes, whatever the shape.
+    #[test]
+    fn the_scan_is_linear_in_the_bytes_however_they_come() {
+        const HEAD: usize = 256 << 10;
+        let shapes: [(&str, &str, &str); 5] = [
+            ("metas", "<head>", r#"<meta name="x" content="y">"#),
+            ("fake ends in a script", "<head><script>", "'</head>' + '<body>';"),
+            ("fake ends in a comment", "<head><!--", " </head> <body> "),
+            ("an endless end tag", "<head></head ", "a=b "),
+            ("look-alike tags", "<head>", "<header></header><bodyx>"),
+        ];
+        for (name, start, filler) in shapes {
+            let mut page = start.as_bytes().to_vec();
+            while page.len() < HEAD {
+                page.extend_from_slice(filler.as_bytes());
+            }
+            page.truncate(HEAD);
+            let mut scan = HeadScan::new(HEAD);
+            let mut ended = false;
+            for piece in page.chunks(26) {
+                ended = scan.push(piece);
+                if ended {
+                    break;
+                }
+            }
+            assert!(ended, "{name}: the limit ends the scan");
+            assert!(scan.work() <= 10 * HEAD, "{name}: {} bytes looked at for {HEAD}", scan.work());
+        }
+    }
+
+    /// A head that ends in a piece of its own, or in a tag cut in two, is seen at once.
+    #[test]
+    fn an_end_cut_anywhere_is_seen_at_once() {
+        let page = r#"<!doctype html><html><head><title>t</title><meta name="robots" content="noindex"></head><body>x"#;
+        let end = page.find("</head>").unwrap() + "</head>".len();
+        for cut in 1..end {
+            let mut scan = HeadScan::new(1 << 20);
+            assert!(!scan.push(&page.as_bytes()[..cut]), "{cut}");
+            assert!(scan.push(&page.as_bytes()[cut..end]), "{cut}");
+        }
+        for piece in 1..8 {
+            let mut scan = HeadScan::new(1 << 20);
+            let pushed = page.as_bytes()[..end].chunks(piece).map(|c| scan.push(c)).collect::<Vec<_>>();
+            assert_eq!(pushed.iter().position(|&done| done), Some(pushed.len() - 1), "pieces of {piece}");
+        }
+    }
+
+    /// A fake end inside a long script delays nothing: the real one is seen within an eighth of the bytes after.
+    #[test]
+    fn a_real_end_after_a_long_script_is_seen_soon() {
+        let script = format!("<head><script>{}</script>", "if (a < '</head>') {} ".repeat(200));
+        let page = format!("{script}</head><body>{}", " ".repeat(10_000));
+        let mut scan = HeadScan::new(1 << 20);
+        let pieces: Vec<_> = page.as_bytes().chunks(26).collect();
+        let done = pieces.iter().position(|p| scan.push(p)).expect("the end is seen");
+        let seen_at = (done + 1) * 26;
+        assert!(seen_at >= script.len() + "</head>".len());
+        assert!(seen_at <= (script.len() + 7) * 9 / 8 + 26, "seen at {seen_at} of {}", page.len());
+        assert!(head_ended(scan.bytes()));
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
@@ -233,6 +376,31 @@ mod tests {
             for chunk in bytes.chunks(7) {
                 scan.push(chunk);
             }
+        }
+
+        /// Pushed in any pieces, the scan stops only where the head ended (or at the limit), and pushed at once
+        /// it stops exactly when the head ended.
+        #[test]
+        fn the_scan_agrees_with_a_whole_tokenizing(
+            parts in proptest::collection::vec(prop_oneof![
+                Just("<head>"), Just("</head>"), Just("</HEAD "), Just("<body>"), Just("<body"), Just(">"),
+                Just("<script>"), Just("</script>"), Just("<title>"), Just("</title>"), Just("<!--"), Just("-->"),
+                Just("<meta name=robots content=noindex>"), Just("<a href='</head>'>"), Just("\r\n"), Just("\r"),
+                Just("<!doctype html>"), Just("x"), Just("<"), Just("/"), Just("</"), Just("<style>"),
+                Just("</style>"), Just("<br/>"), Just("</header>"), Just("'"), Just("\""),
+            ], 0..40),
+            piece in 1usize..30,
+        ) {
+            let page = parts.concat();
+            let mut scan = HeadScan::new(1 << 20);
+            for chunk in page.as_bytes().chunks(piece) {
+                if scan.push(chunk) {
+                    prop_assert!(head_ended(scan.bytes()), "{:?} stopped at {:?}", page, String::from_utf8_lossy(scan.bytes()));
+                    break;
+                }
+            }
+            let mut whole = HeadScan::new(1 << 20);
+            prop_assert_eq!(whole.push(page.as_bytes()), head_ended(page.as_bytes()), "{:?}", page);
         }
 
         /// Whatever surrounds it, a meta inside a comment or a script is not seen.

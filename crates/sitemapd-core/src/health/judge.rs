@@ -8,6 +8,7 @@ use url::Url;
 
 use super::head::Head;
 use super::headers::{link_canonical, retry_after, x_robots_noindex};
+use super::same_url::same_url;
 use super::{Finding, Kind, Problems, Transient};
 
 /// What the answer to `GET loc` means: its status, headers and the prefix of its body (`head`, as a
@@ -17,8 +18,8 @@ use super::{Finding, Kind, Problems, Transient};
 ///
 /// - 2xx: healthy unless `noindex` (or `none`) for all robots or Googlebot (`X-Robots-Tag` first, then
 ///   `<meta name="robots|googlebot">`) or a canonical naming another URL (`Link` first, else `<link>`; resolved
-///   against `loc`; compared without fragments, so another scheme, host, path, trailing slash or query is another
-///   URL).
+///   against `loc`; compared as RFC 3986 §6.2.2 normalizes them, [`super::same_url`]: `%7E` is `~`, the fragment
+///   and an empty query are nothing, but another scheme, host, path, trailing slash or query is another URL).
 /// - 3xx but 304: [`Kind::Redirect`], with `Location` resolved against `loc` (a missing one still a redirect).
 /// - 304: not judged: the checker keeps the previous finding; this one has `status: Some(304)`, no problems and
 ///   the validators the answer sent.
@@ -107,14 +108,12 @@ fn noindex(headers: &HeaderMap, page: &Head) -> Option<String> {
     })
 }
 
-/// The canonical `raw` names, absolute, when it is another URL than `loc` (fragments aside); `None` when it
-/// names `loc` itself or cannot be resolved.
+/// The canonical `raw` names, absolute, when it is another URL than `loc` ([`same_url`]: RFC 3986 §6.2.2's
+/// normalization, fragments aside); `None` when it names `loc` itself in any spelling or cannot be resolved.
 fn elsewhere(loc: &Url, raw: &str) -> Option<String> {
     let mut named = loc.join(raw.trim()).ok()?;
     named.set_fragment(None);
-    let mut this = loc.clone();
-    this.set_fragment(None);
-    (named != this).then(|| named.into())
+    (!same_url(&named, loc)).then(|| named.into())
 }
 
 /// A header's value as text (lossily).
@@ -249,6 +248,12 @@ mod tests {
             (None, r#"<link rel="canonical" href="HTTPS://A.EXAMPLE:443/dir/page?x=1">"#, same),
             (None, r#"<link rel="canonical" href=" page?x=1 ">"#, same),
             (None, r#"<link rel="canonical" href="">"#, same),
+            // RFC 3986 §6.2.2 spellings of LOC itself.
+            (None, r#"<link rel="canonical" href="HTTPS://A.EXAMPLE/dir/page?x=1">"#, same),
+            (None, r#"<link rel="canonical" href="/dir/%70age?x=%31">"#, same),
+            (None, r#"<link rel="canonical" href="/dir/./sub/../page?x=1">"#, same),
+            (None, r#"<link rel="canonical" href="/dir/page?x=1#frag">"#, same),
+            (Some(r#"<HTTPS://a.example/%64ir/page?x=1>; rel=canonical"#), "", same),
             (
                 None,
                 r#"<link rel="canonical" href="http://a.example/dir/page?x=1">"#,
@@ -282,6 +287,34 @@ mod tests {
             let f = judged(200, &headers, head, None);
             assert_eq!(f.canonical.as_deref(), *want, "{link:?} {head}");
             assert_eq!(kinds(&f), if want.is_some() { vec![Kind::Canonical] } else { vec![] }, "{link:?} {head}");
+        }
+    }
+
+    /// The issue's spellings of a page's own URL (RFC 3986 §6.2.2) are the page; a really other URL still counts.
+    #[test]
+    fn a_canonical_spelling_the_page_itself_is_the_page() {
+        let loc = Url::parse("http://www.example.com/~user/caf%C3%A9?a=1").unwrap();
+        let cases: &[(&str, bool)] = &[
+            ("http://www.example.com/%7Euser/caf%C3%A9?a=1", false),
+            ("http://www.example.com/%7euser/caf%c3%a9?a=1", false),
+            ("HTTP://WWW.EXAMPLE.COM/~user/caf%C3%A9?a=1", false),
+            ("/x/../%7Euser/./caf%C3%A9?a=1#top", false),
+            ("http://www.example.com:80/~user/caf%C3%A9?%61=1", false),
+            ("http://www.example.com/~user/caf%C3%A9?a=2", true),
+            ("http://www.example.com/~user/cafe?a=1", true),
+            ("http://www.example.com/~User/caf%C3%A9?a=1", true),
+            ("https://www.example.com/~user/caf%C3%A9?a=1", true),
+        ];
+        for (href, elsewhere) in cases {
+            let head = format!(r#"<link rel="canonical" href="{href}">"#);
+            let f = judge_at(&loc, 200, &HeaderMap::new(), head.as_bytes(), None, SystemTime::UNIX_EPOCH);
+            assert_eq!(f.problems.contains(Kind::Canonical), *elsewhere, "{href}");
+        }
+        let page = Url::parse("http://www.example.com/").unwrap();
+        for href in ["HTTP://WWW.EXAMPLE.COM/", "http://www.example.com?", "http://www.example.com/#frag"] {
+            let head = format!(r#"<link rel="canonical" href="{href}">"#);
+            let f = judge_at(&page, 200, &HeaderMap::new(), head.as_bytes(), None, SystemTime::UNIX_EPOCH);
+            assert_eq!(f.problems, Problems::NONE, "{href}");
         }
     }
 

@@ -9,6 +9,8 @@ pub mod head;
 pub mod headers;
 mod judge;
 pub mod robots;
+pub mod same_url;
+pub mod sniff;
 
 use std::time::Duration;
 
