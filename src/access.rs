@@ -17,7 +17,7 @@ use crate::domain::site::check_site_name;
 pub struct ApiTokens(Vec<([u8; 32], Access)>);
 
 /// What a token may read and write.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Every site (a token without scope, or no tokens configured on a loopback address).
     All,

@@ -154,6 +154,13 @@ settings! {
     /// waiting (0: no floor). See [`crate::send_rate`].
     min_send_rate: u64 = "SITEMAPD_MIN_SEND_RATE",
         in 0..=MAX_MIN_SEND_RATE => format!("from 0 to {MAX_MIN_SEND_RATE} bytes per second");
+    /// The longest a write request's body may send nothing before it is cut (408), and the window the minimum
+    /// receive rate is measured over. See [`crate::receive_rate`].
+    body_idle_secs: u64 = "SITEMAPD_BODY_IDLE_SECS", in 1..=300;
+    /// Bytes per second a write request's body must arrive at, measured over each `body_idle_secs` of waiting
+    /// (0: no floor); a slower body is cut (408).
+    min_receive_rate: u64 = "SITEMAPD_MIN_RECEIVE_RATE",
+        in 0..=MAX_MIN_SEND_RATE => format!("from 0 to {MAX_MIN_SEND_RATE} bytes per second");
     ndjson_batch: usize = "SITEMAPD_NDJSON_BATCH", in 1..=100_000;
     db_max_connections: u32 = "SITEMAPD_DB_MAX_CONNECTIONS", check at_least_one;
     db_acquire_timeout_secs: u64 = "SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS",
@@ -981,6 +988,7 @@ mod tests {
                 "max_json_entries (SITEMAPD_MAX_JSON_ENTRIES) must be from 1 to 1000000, not 1000001".into(),
             ),
             ("SITEMAPD_API_TIMEOUT_SECS", "86401", "api_timeout_secs (SITEMAPD_API_TIMEOUT_SECS) must be from 1 to 86400, not 86401".into()),
+            ("SITEMAPD_BODY_IDLE_SECS", "0", "body_idle_secs (SITEMAPD_BODY_IDLE_SECS) must be from 1 to 300, not 0".into()),
             (
                 "SITEMAPD_HEADER_READ_TIMEOUT_SECS",
                 "0",
@@ -1048,7 +1056,8 @@ mod tests {
              127.0.0.1:8080, api_tokens: [0 redacted], page_max_urls: 50000, page_max_bytes: 52428800, section_max_urls: {}, max_json_bytes: \
              16777216, max_line_bytes: 65536, max_json_entries: 50000, body_memory_bytes: 201326592, \
              api_timeout_secs: 300, \
-             header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, ndjson_batch: 10000, \
+             header_read_timeout_secs: 10, write_timeout_secs: 30, min_send_rate: 4096, body_idle_secs: 20, \
+             min_receive_rate: 2048, ndjson_batch: 10000, \
              db_max_connections: 16, db_acquire_timeout_secs: 3, gzip_level: 4, stream_timeout_secs: 60, \
              render_concurrency: 0, cache_bytes: 33554432, prerender: true, state_ttl_ms: 1000, news_window_hours: 48, removed_days: 0, robots_tag: \"noindex\", robots_txt: false, \
              robots_txt_body: \"\", view: true, shutdown_grace_secs: 25, serve_threads: 0, log_format: Text, \

@@ -21,6 +21,7 @@ pub mod import;
 pub mod indexnow;
 pub use sitemapd_ingest as ingest;
 pub mod line_ends;
+pub mod receive_rate;
 pub mod redact;
 pub mod scrape;
 pub mod send_rate;

@@ -92,7 +92,7 @@ impl AppState {
             page_cache: PageCache::new(config.cache_bytes),
             page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
             renders: RenderSlots::new(config.render_concurrency),
-            body_budget: BodyBudget::new(config.body_memory_bytes),
+            body_budget: BodyBudget::new(config.body_memory_bytes, config.max_json_bytes),
             notify_sites,
             prerender: prerender.clone(),
         });

@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("metered leaves and the store (crates/sitemapd-store)", &["send_rate", "store"]),
     ("admission and batching (crates/sitemapd-ingest)", &["ingest"]),
     ("HTTP errors", &["error"]),
-    ("request parts, crawler telemetry", &["body_budget", "crawlers", "host"]),
+    ("request parts, crawler telemetry", &["body_budget", "crawlers", "host", "receive_rate"]),
     ("settings", &["config"]),
     ("serving, the SQLite files", &["db_files", "sitemap"]),
     ("change notification, URL health, export", &["checker", "export", "indexnow"]),

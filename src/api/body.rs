@@ -8,8 +8,10 @@ use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
+use crate::access::Access;
 use crate::body_budget::{BodyBudget, BodyMemory};
 use crate::error::ApiError;
+use crate::receive_rate::BodyCut;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -53,44 +55,49 @@ pub(crate) fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, 
 }
 
 /// Reads a whole body of at most `limit` bytes (413 beyond it, checked against Content-Length first, then as the
-/// bytes arrive: axum's `to_bytes`, which stops reading at the limit).
-pub(crate) async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// bytes arrive) within the budget of bodies in flight: its share ([`BodyBudget::grow`]) grows with the bytes that
+/// have arrived, and is held by the caller until its parse and write end. A share that cannot grow is 503 `busy`,
+/// the rest of the body read and dropped; a body cut for its pace ([`crate::receive_rate`]) is 408.
+pub(crate) async fn read_within(
+    budget: &BodyBudget,
+    writer: &Access,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<(Bytes, BodyMemory), ApiError> {
+    use futures_util::StreamExt;
     let too_large = || ApiError::too_large(format!("the body exceeds {limit} bytes; send large loads as NDJSON"));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            too_large()
-        } else {
-            ApiError::bad_request("could not read the request body")
+    let mut memory = BodyMemory::default();
+    let mut bytes = bytes::BytesMut::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| unreadable(&e))?;
+        if bytes.len() + chunk.len() > limit {
+            return Err(too_large());
         }
-    })
+        // Charged before it is kept.
+        if let Err(busy) = budget.grow(&mut memory, writer, (bytes.len() + chunk.len()) as u64).await {
+            let busy = busy.answer("nothing of this request was kept or stored");
+            return Err(discard(headers, Body::from_stream(stream), limit - bytes.len(), busy).await);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes.freeze(), memory))
 }
 
-/// [`read_limited`] within the budget of bodies in flight: the body's share ([`BodyBudget::take`]: its
-/// `Content-Length`, or `limit` until it is read) is taken before a byte of it is read, and is held by the caller
-/// until its parse and write end. A body over `limit` is 413 before it waits.
-pub(crate) async fn read_within(
-    budget: &BodyBudget,
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> Result<(Bytes, BodyMemory), ApiError> {
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::too_large(format!("the body exceeds {limit} bytes; send large loads as NDJSON")));
+/// The answer to a body that could not be read: 408 when it was cut for its pace, else 400.
+pub(crate) fn unreadable(e: &(dyn std::error::Error + 'static)) -> ApiError {
+    match BodyCut::find(e) {
+        Some(cut) => ApiError::request_timeout(format!(
+            "{cut}; nothing of this request was kept or stored (an NDJSON body: the batches committed before it \
+             were). Send it again, faster."
+        )),
+        None => ApiError::bad_request("could not read the request body"),
     }
-    let mut memory = match budget.take(declared.unwrap_or(limit as u64)).await {
-        Ok(memory) => memory,
-        Err(busy) => return Err(discard(headers, body, limit, busy).await),
-    };
-    let bytes = read_limited(headers, body, limit).await?;
-    if declared.is_none() {
-        budget.shrink_to(&mut memory, bytes.len() as u64);
-    }
-    Ok((bytes, memory))
 }
 
 /// Reads a refused body to its end (at most `limit` bytes), keeping none of it, then gives `error`: a client that

@@ -26,6 +26,7 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::access::Access;
 use crate::error::ApiError;
+use crate::receive_rate::{self, ReceiveLimits};
 
 /// Where the OpenAPI document is served (no token needed).
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
@@ -46,6 +47,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 pub fn router(state: AppState) -> Router<AppState> {
     let (router, api) = documented()
+        .route_layer(middleware::from_fn_with_state(state.clone(), meter_body))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn_with_state(state, time_limit))
         .split_for_parts();
@@ -98,6 +100,14 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
             ))
         }
     }
+}
+
+/// A request body is read under the idle limit and the minimum receive rate ([`crate::receive_rate`]): a body that
+/// stalls or trickles is cut (408), and the share of the body budget it held is freed with it.
+async fn meter_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let limits =
+        ReceiveLimits { idle: Duration::from_secs(state.config.body_idle_secs), rate: state.config.min_receive_rate };
+    next.run(request.map(|body| receive_rate::metered(body, limits))).await
 }
 
 /// API answers describe the store at one moment: no cache may keep or reuse them (REDbot flags heuristic

@@ -52,6 +52,9 @@ use crate::telemetry::{count_deletes, count_upserts};
         (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in), or a line that is not JSON \
                                       or not UTF-8", body = ErrorBody),
+        (status = 408, description = "The body sent nothing for `body_idle_secs`, or arrived more slowly than \
+                                      `min_receive_rate`; a JSON array was not stored, an NDJSON body kept the \
+                                      batches committed before (`line`, `committed`)", body = ErrorBody),
         (status = 413, description = "The JSON body, its number of entries or an NDJSON line is too large",
          body = ErrorBody),
         (status = 415, description = "Neither application/json nor application/x-ndjson, or a charset other than \
@@ -161,7 +164,8 @@ pub(super) fn shown(sites: &[&Site]) -> String {
 /// A JSON array is all-or-nothing: every invalid entry is reported and nothing is stored.
 async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     // Held until the write ends: the body, then its entries, are in memory until then.
-    let (bytes, _memory) = body::read_within(&state.body_budget, headers, body, state.config.max_json_bytes).await?;
+    let (bytes, _memory) =
+        body::read_within(&state.body_budget, access, headers, body, state.config.max_json_bytes).await?;
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
     let (max_entries, sites, reach) = (state.config.max_json_entries, state.sites.clone(), access.clone());
     let parse = move || parse_json_entries(&bytes, max_entries, &Scope { sites: &sites, access: &reach });
@@ -234,7 +238,7 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
     let limits = BatchLimits { entries: state.config.ndjson_batch, bytes: state.config.max_json_bytes };
-    let mut ingest = Ingest { state, pipeline: Pipeline::new(Api(state.clone()), limits) };
+    let mut ingest = Ingest { state, writer: access, pipeline: Pipeline::new(Api(state.clone()), limits) };
     let mut parsing: std::collections::VecDeque<Pending<Vec<ParsedLine>>> = Default::default();
     let mut chunk: Vec<(u64, String)> = Vec::new();
     let mut chunk_bytes = 0;
@@ -288,7 +292,7 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
             Err(LinesCodecError::Io(e)) if e.kind() == io::ErrorKind::InvalidData => {
                 ApiError::bad_request(format!("line {line_no} is not valid UTF-8"))
             }
-            Err(LinesCodecError::Io(_)) => ApiError::bad_request("could not read the request body"),
+            Err(LinesCodecError::Io(e)) => body::unreadable(&e),
         };
         // The lines before this one come first: one of them may be the first bad line.
         let (error, at) = match ingest.take_all(parsing, chunk, access).await? {
@@ -376,6 +380,8 @@ struct Share {
 /// and its transaction rolls back, unless it had already committed.
 struct Ingest<'a> {
     state: &'a AppState,
+    /// Whose body it is, for its share of the budget.
+    writer: &'a Access,
     pipeline: Pipeline<Api, Share>,
 }
 
@@ -390,19 +396,15 @@ impl Ingest<'_> {
                 Err(error) => return Ok(Err((error, line_no))),
             };
             // The batch's share grows before the line joins it; a full budget stops the body at this line.
-            while self.pipeline.bytes() + len > self.pipeline.hold().covered {
-                match self.state.body_budget.take(NDJSON_STEP as u64).await {
-                    Ok(more) => self.pipeline.hold().memory.merge(more),
-                    Err(mut busy) => {
-                        busy.message = format!(
-                            "the server is holding as many request bodies as body_memory_bytes allows; the lines \
-                             before line {line_no} were stored (committed), none from it on. Send the rest again \
-                             after Retry-After."
-                        );
-                        return Ok(Err((busy, line_no)));
-                    }
+            let lines = self.pipeline.bytes() + len;
+            if lines > self.pipeline.hold().covered {
+                let covered = lines.next_multiple_of(NDJSON_STEP);
+                let share = &mut self.pipeline.hold().memory;
+                if let Err(busy) = self.state.body_budget.grow(share, self.writer, covered as u64).await {
+                    let kept = format!("the lines before line {line_no} were stored (committed), none from it on");
+                    return Ok(Err((busy.answer(&kept), line_no)));
                 }
-                self.pipeline.hold().covered += NDJSON_STEP;
+                self.pipeline.hold().covered = covered;
             }
             self.pipeline.push(entry, len).await.map_err(|e| self.failed(e))?;
         }
@@ -521,6 +523,8 @@ pub(crate) async fn delete_url(
     responses(
         (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in)", body = ErrorBody),
+        (status = 408, description = "The body sent nothing for `body_idle_secs`, or arrived more slowly than \
+                                      `min_receive_rate`; nothing was deleted", body = ErrorBody),
         (status = 413, description = "The body or its number of locs is too large", body = ErrorBody),
         (status = 415, description = "Not application/json, or a charset other than utf-8", body = ErrorBody),
         (status = 422, description = "Invalid locs (`details`, at most 1,000); nothing was deleted", body = ErrorBody),
@@ -535,7 +539,8 @@ pub(crate) async fn delete_urls(
     body: Body,
 ) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
-    let (bytes, _memory) = body::read_within(&state.body_budget, &headers, body, state.config.max_json_bytes).await?;
+    let (bytes, _memory) =
+        body::read_within(&state.body_budget, &access, &headers, body, state.config.max_json_bytes).await?;
     let scope = Scope { sites: &state.sites, access: &access };
     let locs = parse_json_locs(&bytes, state.config.max_json_entries, &scope)?;
     drop(bytes);

@@ -46,6 +46,7 @@ mod sitemaps;
 mod sites;
 mod slow_readers;
 mod sqlite_files;
+mod stalled_uploads;
 mod support;
 mod text;
 mod upgrade;

@@ -141,9 +141,9 @@ both_backends!(metrics_count_requests_writes_pages_and_state);
 /// Every operation of the write API, as `src/api/mod.rs` routes it, with the answers each must document.
 const WRITE_API: &[(&str, &str, &[&str])] = &[
     ("get", "/api/v1/urls", &["200", "400", "401", "403", "404", "422", "503"]),
-    ("put", "/api/v1/urls", &["200", "400", "401", "403", "413", "415", "422", "503", "507"]),
+    ("put", "/api/v1/urls", &["200", "400", "401", "403", "408", "413", "415", "422", "503", "507"]),
     ("delete", "/api/v1/urls", &["204", "400", "401", "403", "404", "422", "503"]),
-    ("post", "/api/v1/urls/delete", &["200", "400", "401", "403", "413", "415", "422", "503"]),
+    ("post", "/api/v1/urls/delete", &["200", "400", "401", "403", "408", "413", "415", "422", "503"]),
     ("get", "/api/v1/crawlers", &["200", "400", "401", "403", "503"]),
     ("get", "/api/v1/health", &["200", "400", "401", "403", "503"]),
 ];
