@@ -233,9 +233,6 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
             // The removed-URLs sitemap's tombstones past the retention, when it is on: a task of its own.
             let purge = sitemapd::sitemap::removed::start_purge(store.clone(), config.removed_days);
-            if config.crawler_telemetry {
-                sitemapd::crawlers::verify::check_files(&config.crawler_ranges).await?;
-            }
             let state = AppState::new(store.clone(), &config);
             // URL health, when a site is checked: a task of its own that tells the state what its exclusions change.
             // Started either way: a site no longer excluding gets its URLs back.

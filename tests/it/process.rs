@@ -211,6 +211,39 @@ fn refuses_invalid_settings_naming_them() {
     assert!(!dir.path().join("sitemapd.db").exists(), "it failed before touching the database");
 }
 
+/// A `SITEMAPD_CRAWLER_RANGES` file that is missing, or that is not a range file, stops start-up as any invalid
+/// setting does: exit 2, naming the variable and the file, before the database is opened or anything listens.
+#[test]
+fn a_missing_or_invalid_crawler_range_file_stops_start_up_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_ranges = dir.path().join("not-ranges.txt");
+    std::fs::write(&not_ranges, "this is not a list of networks\n").unwrap();
+    let missing = dir.path().join("missing.json");
+    for file in [&missing, &not_ranges] {
+        let port = free_port();
+        let bind = format!("127.0.0.1:{port}");
+        let ranges = format!("bingbot={}", file.display());
+        let out = run(dir.path(), &[("SITEMAPD_BIND", &bind), ("SITEMAPD_CRAWLER_RANGES", &ranges)], &[]);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let context = format!("{}\nstdout: {stdout}\nstderr: {stderr}", file.display());
+        assert_eq!(out.status.code(), Some(2), "{context}");
+        assert!(stderr.contains("SITEMAPD_CRAWLER_RANGES") && stderr.contains(&*file.to_string_lossy()), "{context}");
+        assert!(!stdout.contains("listening") && !stderr.contains("listening"), "{context}");
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{context}: something listens");
+        assert!(!dir.path().join("sitemapd.db").exists(), "{context}: the database was opened");
+    }
+    // With crawler telemetry off the ranges are not used: not read either.
+    let out = run(
+        dir.path(),
+        &[
+            ("SITEMAPD_CRAWLER_TELEMETRY", "false"),
+            ("SITEMAPD_CRAWLER_RANGES", &format!("bingbot={}", missing.display())),
+        ],
+        &["migrate"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn start_up_logs_the_configuration_without_the_password_or_the_tokens() {
     let dir = tempfile::tempdir().unwrap();
