@@ -52,12 +52,9 @@ pub(crate) async fn get_crawlers(
     let since_us = report::window_start(now_us(), window_days);
     let mut answered = Vec::with_capacity(sites.len());
     for site in sites {
-        let reads = state.reads();
-        let pages = reads.pages(site.id).await?;
-        let fetches = reads.crawler_fetches(site.id).await?;
-        let seen = reads.crawler_seen(site.id, None).await?;
-        let lags = reads.crawler_lags(site.id, since_us, report::LAG_SAMPLES).await?;
-        let report = report::site_report(&pages, &fetches, &seen, &lags);
+        // One snapshot: a flush between separate reads paired its lag samples with the fetch counts before it.
+        let rows = state.reads().crawler_state(site.id, since_us, report::LAG_SAMPLES).await?;
+        let report = report::site_report(&rows.pages, &rows.fetches, &rows.seen, &rows.lags);
         answered.push(SiteCrawlers {
             site: site.name.clone(),
             crawlers: report.crawlers.iter().map(CrawlerSummary::new).collect(),

@@ -599,6 +599,10 @@ impl Backend for PgStore {
         Ok(self.read_pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
     }
 
+    async fn primary_snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
+        Ok(self.pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+    }
+
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
         // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
         let mut tx = self.snapshot().await?;
