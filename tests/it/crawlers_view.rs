@@ -256,11 +256,26 @@ async fn a_record_says_when_each_major_crawler_read_its_page(b: Backend) {
         on_page2["crawlers"]["googlebot"],
         json!({"last_read": rfc3339(s.page2_us), "read_since_change": false})
     );
-    // A change of page 1 after Googlebot's read: no longer read since the change.
+    // A change of p2, on page 1, after Googlebot's read: p2 is not read since its change; p1, unchanged, still is
+    // (it followed the page before: false for both).
     let r = app.request_json_as("global-token", &json!([{"loc": "https://www.example.com/p2", "priority": 0.9}])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let after = lookup("https://www.example.com/p1").await;
-    assert_eq!(after["crawlers"]["googlebot"]["read_since_change"], false, "{after}");
+    let since = |record: &Value| record["crawlers"]["googlebot"]["read_since_change"].clone();
+    let (p1, p2) = (lookup("https://www.example.com/p1").await, lookup("https://www.example.com/p2").await);
+    assert_eq!((since(&p1), since(&p2)), (json!(true), json!(false)), "p1: {p1}\np2: {p2}");
+    // Googlebot reads page 1's new version: p2's change is read.
+    let page1 = app.store.page(app.store.sites().by_name("default").unwrap().id, s.page1.id).await.unwrap().unwrap();
+    assert!(page1.modified_us > s.page1.modified_us);
+    let read = PageRead {
+        site: app.store.sites().by_name("default").unwrap().id,
+        page_id: page1.id,
+        crawler: "googlebot".into(),
+        version_us: page1.modified_us,
+        first_us: page1.modified_us + S,
+    };
+    app.store.record_crawls(&[], &[read]).await.unwrap();
+    let (p1, p2) = (lookup("https://www.example.com/p1").await, lookup("https://www.example.com/p2").await);
+    assert_eq!((since(&p1), since(&p2)), (json!(true), json!(true)), "p1: {p1}\np2: {p2}");
     // A listing carries no crawler reads (one read per record would make it O(records) reads).
     let list = get_as(&app, "global-token", "/api/v1/urls?site=default").await.json();
     assert!(list["items"][0].get("crawlers").is_none(), "{}", list["items"][0]);

@@ -67,6 +67,20 @@ pub struct CrawlerState {
     pub lags: Vec<(String, i64)>,
 }
 
+/// What a record's lookup says of its crawlers is made of, read in one snapshot
+/// ([`super::StoreReads::crawler_record`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordCrawls {
+    /// When the record last changed as its page shows it (the page version that first held it so); `None` for a
+    /// record not written since that was kept (its page's `modified_us` is then the bound).
+    pub changed_us: Option<i64>,
+    /// Its page (`None` if the record is gone since it was found).
+    pub page: Option<sitemapd_core::page::PageState>,
+    /// The newest version of the page each crawler read.
+    pub seen: Vec<PageRead>,
+    pub fetches: Vec<FetchRecord>,
+}
+
 /// The longest resource name or ETag stored: far longer than any sitemapd makes (a section's name has at most 32
 /// bytes), short enough for an index key.
 pub(crate) const MAX_TEXT_BYTES: usize = 256;

@@ -10,7 +10,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction
 
 use std::sync::Arc;
 
-use super::crawls::{self, CrawlerState, FetchRecord, PageRead};
+use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::{
     EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, RemovedRead, Result, SiteUrl, StoreReads, UrlRow,
@@ -208,6 +208,12 @@ pub(crate) trait Sql: Database {
         site: i64,
         page: Option<i64>,
     ) -> impl Future<Output = Result<Vec<PageRead>>> + Send;
+    /// When record `id` of `site` last changed in its page (`urls.changed_us`; `None`: not known).
+    fn record_changed_in(
+        conn: &mut Self::Connection,
+        site: i64,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
     /// The lags of a site's recent page reads ([`StoreReads::crawler_lags`]).
     fn crawler_lags(
         conn: &mut Self::Connection,
@@ -495,6 +501,17 @@ where
         Ok(query.fetch_all(conn).await?)
     }
 
+    async fn record_changed_in(conn: &mut Self::Connection, site: i64, id: i64) -> Result<Option<i64>> {
+        // -1 for NULL (a time is never negative): the generic row decodes plain integers.
+        let row: Option<(i64,)> =
+            sqlx::query_as("SELECT COALESCE(changed_us, -1) FROM urls WHERE site_id = $1 AND id = $2")
+                .bind(site)
+                .bind(id)
+                .fetch_optional(conn)
+                .await?;
+        Ok(row.map(|(us,)| us).filter(|us| *us >= 0))
+    }
+
     async fn crawler_lags(
         conn: &mut Self::Connection,
         site: i64,
@@ -669,6 +686,17 @@ impl<B: Backend> StoreReads for B {
     }
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
         B::Db::crawler_lags(&mut *self.pool().acquire().await?, site, since_us, limit).await
+    }
+    async fn crawler_record(&self, site: i64, id: i64, page_id: i64) -> Result<RecordCrawls> {
+        let mut tx = self.primary_snapshot().await?;
+        let record = RecordCrawls {
+            changed_us: B::Db::record_changed_in(&mut tx, site, id).await?,
+            page: B::Db::nonempty_page_in(&mut tx, site, page_id).await?,
+            seen: B::Db::crawler_seen(&mut tx, site, Some(page_id)).await?,
+            fetches: B::Db::crawler_fetches(&mut tx, site).await?,
+        };
+        tx.commit().await?;
+        Ok(record)
     }
     async fn crawler_state(&self, site: i64, since_us: i64, lag_limit: u32) -> Result<CrawlerState> {
         let mut tx = self.primary_snapshot().await?;
