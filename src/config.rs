@@ -627,6 +627,10 @@ impl Config {
                 names.join(", ")
             );
         }
+        if config.crawler_telemetry {
+            crate::crawlers::verify::check_files(&config.crawler_ranges)
+                .map_err(|e| anyhow::anyhow!("crawler_ranges (SITEMAPD_CRAWLER_RANGES): {e}"))?;
+        }
         if config.api_tokens.is_empty() && !config.bind.ip().is_loopback() {
             bail!(
                 "refusing to listen on {} without api_tokens (SITEMAPD_API_TOKENS): the write API would be open \

@@ -172,6 +172,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::Serve = command {
+        // The metrics recorder, before anything can count (the store's open, IndexNow's first round at start):
+        // what is counted without a recorder is lost. Every counter is exported from the start, at 0.
+        sitemapd::telemetry::prometheus();
+        sitemapd::telemetry::zero_counters(&known_labels(&config));
+    }
     let log_format = config.log_format;
     // `export` writes its data, `import` its summary, to standard output: their log goes to stderr.
     init_tracing(log_format, matches!(command, Command::Export { .. } | Command::Import { .. }));
@@ -199,6 +205,18 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The values of the counters' labels that only the configuration knows: `site`, the checked sites (URL health's
+/// counters); `crawler`, every crawler's stable name while crawler telemetry is on.
+fn known_labels(config: &Config) -> Vec<(&'static str, Vec<String>)> {
+    let checked = config.health_check.iter().map(|(site, _)| site.to_owned()).collect();
+    let crawlers = if config.crawler_telemetry {
+        sitemapd::crawler::Crawler::ALL.iter().map(|c| c.name().to_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    vec![("site", checked), ("crawler", crawlers)]
 }
 
 async fn run(command: Command, config: Config) -> anyhow::Result<()> {
@@ -234,9 +252,6 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
             // The removed-URLs sitemap's tombstones past the retention, when it is on: a task of its own.
             let purge = sitemapd::sitemap::removed::start_purge(store.clone(), config.removed_days);
-            if config.crawler_telemetry {
-                sitemapd::crawlers::verify::check_files(&config.crawler_ranges).await?;
-            }
             let state = AppState::new(store.clone(), &config);
             // URL health, when a site is checked: a task of its own that tells the state what its exclusions change.
             // Started either way: a site no longer excluding gets its URLs back.

@@ -25,6 +25,12 @@ use crate::telemetry::{
 /// checked site (its summary: O(problem rows) and the capped backlog count).
 pub async fn get_metrics(State(state): State<AppState>) -> Response {
     let mut text = telemetry::prometheus().render();
+    // A counter none of whose series is known before it counts (one by route) is still described from the start.
+    for c in telemetry::COUNTERS {
+        if !text.contains(&format!("# TYPE {} counter\n", c.name)) {
+            let _ = write!(text, "# HELP {} {}\n# TYPE {} counter\n", c.name, c.help, c.name);
+        }
+    }
     let cache_bytes = state.page_cache.weighted_size().await;
     let mut gauge = |name: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n");

@@ -52,12 +52,9 @@ pub(crate) async fn get_crawlers(
     let since_us = report::window_start(now_us(), window_days);
     let mut answered = Vec::with_capacity(sites.len());
     for site in sites {
-        let reads = state.reads();
-        let pages = reads.pages(site.id).await?;
-        let fetches = reads.crawler_fetches(site.id).await?;
-        let seen = reads.crawler_seen(site.id, None).await?;
-        let lags = reads.crawler_lags(site.id, since_us, report::LAG_SAMPLES).await?;
-        let report = report::site_report(&pages, &fetches, &seen, &lags);
+        // One snapshot: a flush between separate reads paired its lag samples with the fetch counts before it.
+        let rows = state.reads().crawler_state(site.id, since_us, report::LAG_SAMPLES).await?;
+        let report = report::site_report(&rows.pages, &rows.fetches, &rows.seen, &rows.lags);
         answered.push(SiteCrawlers {
             site: site.name.clone(),
             crawlers: report.crawlers.iter().map(CrawlerSummary::new).collect(),
@@ -199,32 +196,32 @@ pub(crate) struct RecordRead {
     /// The latest verified fetch of the record's page (its XML or text form), RFC 3339; `null`: never.
     #[schema(example = "2026-11-26T01:20:00Z")]
     last_read: Option<String>,
-    /// Whether the crawler has read the page's version that holds the record's last change. The record's own
-    /// change time is not stored, only its page's: a later change of another record of the same page makes this
-    /// `false` too, until the crawler reads the page again.
+    /// Whether the crawler has read a version of the page that holds the record's last change (its own: a later
+    /// change of another record of the same page leaves it `true`). For a record not written since the upgrade
+    /// that began keeping its change time, its page's last change stands in.
     read_since_change: bool,
 }
 
-/// Per major crawler (by stable name), what it did with `page`, read with one read of the page's reads and one of
-/// the site's fetch records; `None` when telemetry is off.
+/// Per major crawler (by stable name), what it did with record `id` on `page_id` of `site`, read in one snapshot:
+/// the record's change time, its page, the page's newest reads and the site's fetch records; `None` when telemetry
+/// is off.
 pub(crate) async fn record_reads(
     state: &AppState,
     site: i64,
+    id: i64,
     page_id: i64,
 ) -> Result<Option<BTreeMap<String, RecordRead>>, ApiError> {
     if !state.config.crawler_telemetry {
         return Ok(None);
     }
-    let reads = state.reads();
-    let Some(page) = reads.page(site, page_id).await? else { return Ok(None) };
-    let seen = reads.crawler_seen(site, Some(page_id)).await?;
-    let fetches = reads.crawler_fetches(site).await?;
-    Ok(Some(record_reads_of(&page, &ReadIndex::new(&seen, &fetches))))
+    let rows = state.reads().crawler_record(site, id, page_id).await?;
+    let Some(page) = rows.page else { return Ok(None) };
+    Ok(Some(record_reads_of(&page, rows.changed_us, &ReadIndex::new(&rows.seen, &rows.fetches))))
 }
 
-fn record_reads_of(page: &PageState, index: &ReadIndex) -> BTreeMap<String, RecordRead> {
+fn record_reads_of(page: &PageState, changed_us: Option<i64>, index: &ReadIndex) -> BTreeMap<String, RecordRead> {
     index
-        .page(page)
+        .record(page, changed_us)
         .into_iter()
         .map(|r| {
             let read = RecordRead { last_read: r.last_read_us.map(rfc3339), read_since_change: r.current };

@@ -63,7 +63,7 @@ pub(crate) async fn get_urls(
         authorize(&state, &access, [&loc], Changes::Read)?;
         let found = state.reads().find(&loc).await?.ok_or_else(|| ApiError::not_found("no such URL is stored"))?;
         let names = state.section_names(found.site, [section_of(found.url.page_id)].into_iter()).await?;
-        let crawlers = super::crawlers::record_reads(&state, found.site, found.url.page_id).await?;
+        let crawlers = super::crawlers::record_reads(&state, found.site, found.url.id, found.url.page_id).await?;
         let health = Some(super::health::record_health(&state, found.site, &found.url.loc).await?);
         let record = UrlRecord { crawlers, health, ..UrlRecord::new(&state, found, &names) };
         return Ok(Json(record).into_response());

@@ -212,10 +212,19 @@ impl ReadIndex {
 
     /// Per [`Crawler::MAJOR`], what it did with `page`.
     pub fn page(&self, page: &PageState) -> [PageReads; 2] {
+        self.record(page, None)
+    }
+
+    /// Per [`Crawler::MAJOR`], what it did with a record of `page` that last changed in it at `changed_us` (the
+    /// page version that first held it as it is; `None`: not known, the page's current version stands in):
+    /// `current` says whether the crawler read that version or a later one, whatever the page's other records did
+    /// since.
+    pub fn record(&self, page: &PageState, changed_us: Option<i64>) -> [PageReads; 2] {
+        let since = changed_us.map_or(page.modified_us, |c| c.min(page.modified_us));
         Crawler::MAJOR.map(|crawler| PageReads {
             crawler,
             last_read_us: self.last_fetch.get(&(crawler, page.id)).copied(),
-            current: self.is_current(crawler, page),
+            current: self.newest.get(&(crawler, page.id)).is_some_and(|v| *v >= since),
         })
     }
 }
@@ -341,6 +350,21 @@ mod tests {
         assert_eq!(g, PageReads { crawler: Crawler::Googlebot, last_read_us: Some(T + 90 * S), current: false });
         let [g, b] = page_reads(&pages[2], &seen, &fetches);
         assert_eq!((g.last_read_us, g.current, b.current), (None, false, false), "a page never read");
+    }
+
+    #[test]
+    fn a_record_is_read_since_its_own_change_not_its_neighbours() {
+        // Googlebot read the version of T + 10 s; the page changed since (T + 50 s) by another record.
+        let page = page(1, T + 50 * S);
+        let seen = [read(1, "googlebot", T + 10 * S)];
+        let index = ReadIndex::new(&seen, &[]);
+        let current = |changed: Option<i64>| index.record(&page, changed)[0].current;
+        assert!(current(Some(T + 10 * S)), "changed in the version read");
+        assert!(current(Some(T)), "changed before it");
+        assert!(!current(Some(T + 50 * S)), "the record's own change came after the read");
+        assert!(!current(None), "not known: the page's change stands in");
+        assert!(!index.record(&page, Some(T))[1].current, "Bingbot read nothing");
+        assert_eq!(index.page(&page), index.record(&page, None));
     }
 
     #[test]

@@ -221,12 +221,15 @@ fn read_range_file(path: &std::path::Path) -> Result<String, String> {
     Ok(text)
 }
 
-/// Checks at start that every configured range file reads and parses (a URL is only fetched by the refresh): a
-/// mistyped path stops the server with the reason, rather than verifying nobody.
-pub async fn check_files(sources: &RangeSources) -> anyhow::Result<()> {
+/// Checks that every configured range file reads and parses (a URL is only fetched by the refresh): a mistyped
+/// path or a file that is not a range file stops start-up with the reason, as any invalid setting does, rather than
+/// verifying nobody. Blocking (a few reads of at most 8 MiB): the configuration's check at start.
+pub fn check_files(sources: &RangeSources) -> Result<(), String> {
     for (crawler, source) in &sources.0 {
-        if let RangeSource::File(_) = source {
-            read_source(source).await.map_err(|e| anyhow::anyhow!("crawler_ranges ({}): {e:#}", crawler.name()))?;
+        if let RangeSource::File(path) = source {
+            read_range_file(path)
+                .and_then(|text| IpRanges::parse(&text).map_err(|e| format!("{}: {e}", path.display())))
+                .map_err(|e| format!("{}: {e}", crawler.name()))?;
         }
     }
     Ok(())

@@ -23,6 +23,7 @@ both_backends!(
     the_view_shows_the_panel_and_a_column_per_major_crawler,
     the_metrics_give_the_last_verified_fetch_and_unseen_pages,
     with_telemetry_off_nothing_is_read_and_the_api_says_so,
+    the_report_is_one_snapshot_while_flushes_go_on,
 );
 
 fn now_us() -> i64 {
@@ -255,11 +256,26 @@ async fn a_record_says_when_each_major_crawler_read_its_page(b: Backend) {
         on_page2["crawlers"]["googlebot"],
         json!({"last_read": rfc3339(s.page2_us), "read_since_change": false})
     );
-    // A change of page 1 after Googlebot's read: no longer read since the change.
+    // A change of p2, on page 1, after Googlebot's read: p2 is not read since its change; p1, unchanged, still is
+    // (it followed the page before: false for both).
     let r = app.request_json_as("global-token", &json!([{"loc": "https://www.example.com/p2", "priority": 0.9}])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let after = lookup("https://www.example.com/p1").await;
-    assert_eq!(after["crawlers"]["googlebot"]["read_since_change"], false, "{after}");
+    let since = |record: &Value| record["crawlers"]["googlebot"]["read_since_change"].clone();
+    let (p1, p2) = (lookup("https://www.example.com/p1").await, lookup("https://www.example.com/p2").await);
+    assert_eq!((since(&p1), since(&p2)), (json!(true), json!(false)), "p1: {p1}\np2: {p2}");
+    // Googlebot reads page 1's new version: p2's change is read.
+    let page1 = app.store.page(app.store.sites().by_name("default").unwrap().id, s.page1.id).await.unwrap().unwrap();
+    assert!(page1.modified_us > s.page1.modified_us);
+    let read = PageRead {
+        site: app.store.sites().by_name("default").unwrap().id,
+        page_id: page1.id,
+        crawler: "googlebot".into(),
+        version_us: page1.modified_us,
+        first_us: page1.modified_us + S,
+    };
+    app.store.record_crawls(&[], &[read]).await.unwrap();
+    let (p1, p2) = (lookup("https://www.example.com/p1").await, lookup("https://www.example.com/p2").await);
+    assert_eq!((since(&p1), since(&p2)), (json!(true), json!(true)), "p1: {p1}\np2: {p2}");
     // A listing carries no crawler reads (one read per record would make it O(records) reads).
     let list = get_as(&app, "global-token", "/api/v1/urls?site=default").await.json();
     assert!(list["items"][0].get("crawlers").is_none(), "{}", list["items"][0]);
@@ -348,4 +364,55 @@ async fn with_telemetry_off_nothing_is_read_and_the_api_says_so(b: Backend) {
     assert!(!html.contains("Crawlers") && !html.contains("Googlebot"), "{html}");
     let text = off.get("/metrics", &[]).await.text();
     assert!(!text.contains("sitemapd_crawler_last_verified") && !text.contains("sitemapd_crawler_unseen"), "{text}");
+}
+
+/// `GET /api/v1/crawlers` reads its figures in one snapshot: while flushes go on, each adding one verified fetch of
+/// a page and the first read of a new version of it (one lag sample), no answer has more lag samples than verified
+/// fetches. Read apart, a flush between the reads paired its samples with the fetch count before it.
+async fn the_report_is_one_snapshot_while_flushes_go_on(b: Backend) {
+    let Some(app) = spawn(b, &[]).await else { return };
+    let r = app.request_json_as("global-token", &json!([{"loc": "https://www.example.com/p1"}])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let www = app.store.sites().by_name("default").unwrap().id;
+    const FLUSHES: i64 = 300;
+    let (store, now) = (app.store.clone(), now_us());
+    let flusher = tokio::spawn(async move {
+        for i in 0..FLUSHES {
+            // Versions 10 s apart within the window, each read a second after it was made.
+            let version = now - (FLUSHES - i) * 10 * S;
+            let f = FetchRecord {
+                first_us: version + S,
+                fetches: 1,
+                not_modified: 0,
+                ..fetch(www, "sitemap-1.xml", Some(1), "googlebot", "verified", version + S)
+            };
+            let read = PageRead {
+                site: www,
+                page_id: 1,
+                crawler: "googlebot".into(),
+                version_us: version,
+                first_us: version + S,
+            };
+            store.record_crawls(&[f], &[read]).await.unwrap();
+        }
+    });
+    let figures = |report: &Value| {
+        let crawlers = report["sites"][0]["crawlers"].as_array().cloned().unwrap_or_default();
+        crawlers
+            .iter()
+            .find(|c| c["crawler"] == "googlebot")
+            .map(|g| (g["fetches"].as_i64().unwrap(), g["lag_seconds"]["samples"].as_i64().unwrap()))
+    };
+    let (mut answers, mut torn) = (0, Vec::new());
+    while !flusher.is_finished() {
+        let report = get_as(&app, "global-token", "/api/v1/crawlers?site=default").await.json();
+        if let Some((fetches, samples)) = figures(&report).filter(|(f, s)| s > f) {
+            torn.push((fetches, samples));
+        }
+        answers += 1;
+    }
+    flusher.await.unwrap();
+    assert!(torn.is_empty(), "{b:?}: {} of {answers} answers had more lag samples than fetches: {torn:?}", torn.len());
+    let report = get_as(&app, "global-token", "/api/v1/crawlers?site=default").await.json();
+    assert_eq!(figures(&report), Some((FLUSHES, FLUSHES)));
 }

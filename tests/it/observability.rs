@@ -263,3 +263,73 @@ async fn openapi_document_describes_every_write_route() {
         }
     }
 }
+
+/// A counter as the operator's documentation lists it: its name, and each label with the values listed for it
+/// (none: an open label, a route or a site).
+pub(crate) type DocumentedCounter = (String, Vec<(String, Vec<String>)>);
+
+/// Every counter the metric tables of `docs/operations.md`, `docs/crawlers.md` and `docs/health.md` list (rows
+/// `| metric | counter | labels | meaning |`). The labels cell names each label in backticks; a label followed by
+/// `:` lists its values in backticks up to the next `;`; remarks in parentheses are not values.
+pub(crate) fn documented_counters() -> Vec<DocumentedCounter> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let backticked = |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(str::to_owned).collect() };
+    let mut counters = Vec::new();
+    for doc in ["docs/operations.md", "docs/crawlers.md", "docs/health.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for row in text.lines().filter(|l| l.starts_with("| `sitemapd_")) {
+            let cells: Vec<&str> = row.trim().trim_matches('|').split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), 4, "{doc}: a metric row has four cells: {row}");
+            if cells[1] != "counter" {
+                continue;
+            }
+            // Remarks in parentheses (which may hold backticks) dropped.
+            let (mut labels_cell, mut depth) = (String::new(), 0);
+            for c in cells[2].chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ if depth == 0 => labels_cell.push(c),
+                    _ => {}
+                }
+            }
+            let mut labels = Vec::new();
+            for group in labels_cell.split(';').filter(|g| !g.trim().is_empty()) {
+                match group.split_once(':') {
+                    Some((label, values)) => {
+                        let label = backticked(label);
+                        assert_eq!(label.len(), 1, "{doc}: one label before ':' in {row}");
+                        labels.push((label[0].clone(), backticked(values)));
+                    }
+                    None => labels.extend(backticked(group).into_iter().map(|l| (l, Vec::new()))),
+                }
+            }
+            for name in backticked(cells[0]) {
+                counters.push((name, labels.clone()));
+            }
+        }
+    }
+    counters
+}
+
+/// The metrics crate's list of counters, the names its source declares and the documentation agree: a counter
+/// added without its row (or its row's labels) fails here.
+#[test]
+fn every_counter_is_documented_with_its_labels_and_values() {
+    let documented: BTreeMap<String, Vec<(String, Vec<String>)>> = documented_counters().into_iter().collect();
+    let exported: BTreeMap<String, Vec<(String, Vec<String>)>> = sitemapd::telemetry::COUNTERS
+        .iter()
+        .map(|c| {
+            let labels =
+                c.labels.iter().map(|l| (l.name.to_owned(), l.values.iter().map(|v| (*v).to_owned()).collect()));
+            (c.name.to_owned(), labels.collect())
+        })
+        .collect();
+    assert_eq!(documented, exported);
+    let source = include_str!("../../crates/sitemapd-metrics/src/lib.rs");
+    let declared: BTreeSet<&str> =
+        source.split('"').filter(|s| s.starts_with("sitemapd_") && s.ends_with("_total") && !s.contains(' ')).collect();
+    let listed: BTreeSet<&str> = sitemapd::telemetry::COUNTERS.iter().map(|c| c.name).collect();
+    assert_eq!(declared, listed, "every counter the metrics crate declares is in COUNTERS");
+    assert!(listed.len() >= 20, "{listed:?}");
+}

@@ -1,6 +1,7 @@
 //! The built binary: start-up checks, the default SQLite file, `migrate`, graceful shutdown on SIGTERM, its
 //! request log lines, and durability of acknowledged writes across `kill -9`.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -209,6 +210,39 @@ fn refuses_invalid_settings_naming_them() {
         assert!(stderr.contains("gzip_levle"), "{stderr}");
     }
     assert!(!dir.path().join("sitemapd.db").exists(), "it failed before touching the database");
+}
+
+/// A `SITEMAPD_CRAWLER_RANGES` file that is missing, or that is not a range file, stops start-up as any invalid
+/// setting does: exit 2, naming the variable and the file, before the database is opened or anything listens.
+#[test]
+fn a_missing_or_invalid_crawler_range_file_stops_start_up_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_ranges = dir.path().join("not-ranges.txt");
+    std::fs::write(&not_ranges, "this is not a list of networks\n").unwrap();
+    let missing = dir.path().join("missing.json");
+    for file in [&missing, &not_ranges] {
+        let port = free_port();
+        let bind = format!("127.0.0.1:{port}");
+        let ranges = format!("bingbot={}", file.display());
+        let out = run(dir.path(), &[("SITEMAPD_BIND", &bind), ("SITEMAPD_CRAWLER_RANGES", &ranges)], &[]);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let context = format!("{}\nstdout: {stdout}\nstderr: {stderr}", file.display());
+        assert_eq!(out.status.code(), Some(2), "{context}");
+        assert!(stderr.contains("SITEMAPD_CRAWLER_RANGES") && stderr.contains(&*file.to_string_lossy()), "{context}");
+        assert!(!stdout.contains("listening") && !stderr.contains("listening"), "{context}");
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{context}: something listens");
+        assert!(!dir.path().join("sitemapd.db").exists(), "{context}: the database was opened");
+    }
+    // With crawler telemetry off the ranges are not used: not read either.
+    let out = run(
+        dir.path(),
+        &[
+            ("SITEMAPD_CRAWLER_TELEMETRY", "false"),
+            ("SITEMAPD_CRAWLER_RANGES", &format!("bingbot={}", missing.display())),
+        ],
+        &["migrate"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -1193,4 +1227,130 @@ async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
     assert_eq!(site.overlapped_path(), None, "{b:?}: a URL was fetched twice at once");
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
+}
+
+/// A child killed when dropped: a test that fails leaves no server behind.
+struct Running(Option<Child>);
+
+impl Running {
+    /// SIGTERM, then a clean exit within 15 s.
+    fn stop(mut self) {
+        let child = self.0.take().unwrap();
+        assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+        assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Every counter the documentation lists is exported as soon as the process serves: its `HELP` and `TYPE` lines,
+/// and a 0 for each combination of its documented label values (a site: the checked one; a crawler: every crawler
+/// sitemapd knows). A counter by route or status is described, its series come as it counts.
+#[test]
+fn every_documented_counter_is_exported_at_zero_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_HEALTH_CHECK", "report")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let child = Running(Some(child));
+    let (status, response) = get(port, "/metrics").expect("an answer to /metrics");
+    assert_eq!(status, 200, "{response}");
+    let text = response.split_once("\r\n\r\n").unwrap().1;
+    let samples = crate::observability::samples(text);
+    let crawlers: Vec<String> = sitemapd::crawler::Crawler::ALL.iter().map(|c| c.name().to_owned()).collect();
+    let (mut zeros, mut missing) = (0, Vec::new());
+    for (name, labels) in crate::observability::documented_counters() {
+        for line in [format!("# HELP {name} "), format!("# TYPE {name} counter\n")] {
+            if !text.contains(&line) {
+                missing.push(line);
+            }
+        }
+        let values: Option<Vec<(String, Vec<String>)>> = labels
+            .into_iter()
+            .map(|(label, values)| {
+                let values = match label.as_str() {
+                    _ if !values.is_empty() => values,
+                    "site" => vec!["default".to_owned()],
+                    "crawler" => crawlers.clone(),
+                    _ => return None,
+                };
+                Some((label, values))
+            })
+            .collect();
+        let Some(values) = values else { continue };
+        let mut combos = vec![BTreeMap::new()];
+        for (label, values) in &values {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    values.iter().map(move |v| {
+                        let mut c = c.clone();
+                        c.insert(label.clone(), v.clone());
+                        c
+                    })
+                })
+                .collect();
+        }
+        for combo in combos {
+            match samples.iter().find(|(n, l, _)| *n == name && *l == combo) {
+                Some((_, _, v)) if *v == 0.0 => zeros += 1,
+                found => missing.push(format!("{name} {combo:?}: {found:?}")),
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} missing or not 0 at start, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(zeros > 100, "{zeros} series at 0");
+    child.stop();
+}
+
+/// What is counted while the process starts is not lost: an IndexNow change queued before the site's public URL
+/// changed is dropped by the sender's first round at start-up, before anything listens, and counted.
+#[test]
+fn an_indexnow_drop_at_start_up_is_counted() {
+    use crate::indexnow::KEY;
+    let dir = tempfile::tempdir().unwrap();
+    let start = |public_url: &str, interval_ms: &str| {
+        let port = free_port();
+        let bind = format!("127.0.0.1:{port}");
+        let vars = [
+            ("SITEMAPD_BIND", bind.as_str()),
+            ("SITEMAPD_PUBLIC_URL", public_url),
+            ("SITEMAPD_INDEXNOW_KEYS", KEY),
+            // Nothing listens there: never reached in this test.
+            ("SITEMAPD_INDEXNOW_ENDPOINT", "http://127.0.0.1:9/indexnow"),
+            ("SITEMAPD_INDEXNOW_INTERVAL_MS", interval_ms),
+        ];
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        wait_until_healthy(port, &mut child);
+        (Running(Some(child)), port)
+    };
+    // The sender's first round (at start, nothing queued) is its last for an hour: the change stays queued.
+    let (child, port) = start("https://old.example.com", "3600000");
+    put_ndjson(port, "{\"loc\": \"https://old.example.com/a\"}\n");
+    assert_eq!(scraped(port, "sitemapd_indexnow_outbox_urls", &[]), 1.0);
+    child.stop();
+    // The site's public URL changed: the queued loc is no longer the site's, and is dropped at start.
+    let (child, port) = start("https://new.example.com", "20");
+    let dropped = [("reason", "not_under_public_url")];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while scraped(port, "sitemapd_indexnow_outbox_urls", &[]) > 0.0 {
+        assert!(Instant::now() < deadline, "the queued loc was not dropped within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(scraped(port, "sitemapd_indexnow_dropped_total", &dropped), 1.0, "the drop at start-up is counted");
+    child.stop();
 }

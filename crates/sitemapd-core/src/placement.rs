@@ -91,9 +91,39 @@ pub struct UpsertPlan {
     pub counts: UpsertCounts,
     /// Whether an entry with news was created, or had its news changed or removed: the news sitemap changes.
     pub news_changed: bool,
+    /// The ids of the `updates` whose change their page does not show (their news alone): their page is not
+    /// touched for them, so their last change in the page stays.
+    pub news_only: BTreeSet<i64>,
+}
+
+/// When each record a plan writes last changed as its page shows it: the new `modified_us` of the page version
+/// that first holds it as written, so that a crawler's read of that version or a later one has read the record's
+/// change. `None` for an update of its news alone (the page does not show it: the stored time stays).
+#[derive(Debug, Default)]
+pub struct Stamps {
+    pages: BTreeMap<i64, i64>,
+    news_only: BTreeSet<i64>,
+}
+
+impl Stamps {
+    pub fn of_update(&self, url: &StoredUrl) -> Option<i64> {
+        if self.news_only.contains(&url.id) {
+            return None;
+        }
+        self.pages.get(&url.page_id).copied()
+    }
+
+    pub fn of_insert(&self, url: &NewUrl) -> Option<i64> {
+        self.pages.get(&url.page_id).copied()
+    }
 }
 
 impl UpsertPlan {
+    /// When each record the plan writes last changed in its page ([`Stamps`]).
+    pub fn stamps(&self) -> Stamps {
+        Stamps { pages: self.pages.iter().map(|p| (p.id, p.modified_us)).collect(), news_only: self.news_only.clone() }
+    }
+
     /// What the plan changed, once written: its pages and locs moved out, not copied (an NDJSON batch holds
     /// thousands).
     pub fn into_changes(self) -> Changes {
@@ -301,6 +331,7 @@ pub fn plan_upsert(
             Some(old) if !moves && old.fields.same_in_page(&fields) => {
                 counts.updated += 1;
                 plan.news_changed = true;
+                plan.news_only.insert(old.id);
                 plan.updates.push(StoredUrl { fields, ..old });
             }
             Some(old) => {
@@ -559,6 +590,65 @@ mod tests {
     }
 
     const LIMITS: Limits = Limits { max_urls: 3, max_bytes: 1_000_000 };
+
+    #[test]
+    fn a_plan_stamps_each_record_it_changes_with_its_pages_new_time_and_no_other() {
+        let news = |title: &str| {
+            use crate::domain::ext::{News, Publication};
+            let news = News {
+                publication: Publication { name: "N".into(), language: "en".into() },
+                publication_date: "2026-11-22".into(),
+                title: title.into(),
+            };
+            Some(Box::new(crate::domain::Extensions { news: Some(news), ..Default::default() }))
+        };
+        let with_news = |path: &str, title: &str| Entry { ext: news(title), ..entry(path, None) };
+        let plan = plan_upsert(
+            &[entry("a", None), with_news("b", "one")],
+            section_id,
+            vec![],
+            vec![],
+            Layout::uniform(LIMITS),
+            5_000,
+        )
+        .unwrap();
+        let stamps = plan.stamps();
+        let page = &plan.pages[0];
+        assert!(plan.inserts.iter().all(|n| stamps.of_insert(n) == Some(page.modified_us)), "both new on page 1");
+        // Stored as the plan wrote them; then b's priority changes (a's does not), then b's news title alone.
+        let stored: Vec<StoredUrl> = plan
+            .inserts
+            .iter()
+            .zip(1..)
+            .map(|(n, id)| StoredUrl {
+                id,
+                loc: n.loc.clone(),
+                page_id: n.page_id,
+                fields: n.fields.clone(),
+                size: n.size,
+            })
+            .collect();
+        let b = Entry { priority: Some(Priority::new(0.5).unwrap()), ..with_news("b", "one") };
+        let plan = plan_upsert(
+            &[entry("a", None), b.clone()],
+            section_id,
+            stored.clone(),
+            plan.pages,
+            Layout::uniform(LIMITS),
+            9_000,
+        )
+        .unwrap();
+        let stamps = plan.stamps();
+        assert_eq!(plan.updates.iter().map(|u| u.id).collect::<Vec<_>>(), [2], "a unchanged: not written, not stamped");
+        assert_eq!(stamps.of_update(&plan.updates[0]), Some(9_000), "b: its page's new time");
+        let mut b_stored = stored[1].clone();
+        b_stored.fields = Fields::from(&b);
+        let retitled = Entry { ext: news("two"), ..b };
+        let plan =
+            plan_upsert(&[retitled], section_id, vec![b_stored], plan.pages, Layout::uniform(LIMITS), 12_000).unwrap();
+        assert!(plan.pages.is_empty(), "its news alone: the page does not change");
+        assert_eq!(plan.stamps().of_update(&plan.updates[0]), None, "b keeps the time of its last change in the page");
+    }
 
     #[test]
     fn new_urls_fill_pages_in_order() {

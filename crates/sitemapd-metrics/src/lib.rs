@@ -93,6 +93,7 @@ pub fn prometheus() -> &'static PrometheusHandle {
             return handle;
         }
         describe();
+        zero_counters(&[]);
         // Histogram samples wait in a buffer until a scrape or an upkeep folds them into buckets: without a scraper,
         // this bounds the buffer.
         let upkeep = handle.clone();
@@ -109,73 +110,192 @@ pub fn prometheus() -> &'static PrometheusHandle {
     })
 }
 
-fn describe() {
-    describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route, method and status");
-    describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
-    describe_counter!(
-        HTTP_BODY_BYTES,
-        Unit::Bytes,
-        "Response body bytes sent, by matched route, counted as they stream"
-    );
-    describe_counter!(HTTP_NOT_MODIFIED, "304 Not Modified answers, by matched route");
-    describe_counter!(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)");
-    describe_counter!(
+/// A counter's label, and the values it is exported with at 0 from the start. No values: they are known only at
+/// run time (a site, a crawler: the server gives them to [`zero_counters`]) or are open (a route, a status), and
+/// the counter's series appear as they are counted.
+#[derive(Debug)]
+pub struct Label {
+    pub name: &'static str,
+    pub values: &'static [&'static str],
+}
+
+/// One counter: its name, description, unit and labels. [`COUNTERS`] lists every one, as the operator's documentation
+/// does (`docs/operations.md`, `docs/crawlers.md`, `docs/health.md`; a test holds the two to each other).
+#[derive(Debug)]
+pub struct CounterSpec {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub unit: Option<Unit>,
+    pub labels: &'static [Label],
+}
+
+const fn label(name: &'static str, values: &'static [&'static str]) -> Label {
+    Label { name, values }
+}
+
+const fn spec(name: &'static str, help: &'static str, labels: &'static [Label]) -> CounterSpec {
+    CounterSpec { name, help, unit: None, labels }
+}
+
+/// The reasons of [`indexnow_dropped`].
+const INDEXNOW_DROP_REASONS: &[&str] =
+    &["bad_request", "key_not_valid", "unprocessable", "client_error", "not_under_public_url", "gave_up"];
+
+/// Every counter, with the labels and values it is exported with from the start.
+pub const COUNTERS: &[CounterSpec] = &[
+    spec(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by matched route, method and status",
+        &[label("route", &[]), label("method", &[]), label("status", &[])],
+    ),
+    CounterSpec {
+        name: HTTP_BODY_BYTES,
+        help: "Response body bytes sent, by matched route, counted as they stream",
+        unit: Some(Unit::Bytes),
+        labels: &[label("route", &[])],
+    },
+    spec(HTTP_NOT_MODIFIED, "304 Not Modified answers, by matched route", &[label("route", &[])]),
+    spec(PAGES_RENDERED, "Sitemap page bodies started (rendered from the database)", &[]),
+    spec(
         REPLICA_FALLBACKS,
-        "Times a read on the read replica (DATABASE_READ_URL) failed and reads went to the primary until it answered again"
-    );
-    describe_counter!(
+        "Times a read on the read replica (DATABASE_READ_URL) failed and reads went to the primary until it answered \
+         again",
+        &[],
+    ),
+    spec(
         PRERENDERS,
-        "Changed sitemap pages taken up for rendering ahead of crawlers, by outcome (rendered, cached, failed, dropped)"
-    );
-    describe_counter!(URL_UPSERTS, "Entries received by PUT /api/v1/urls, by outcome");
-    describe_counter!(
+        "Changed sitemap pages taken up for rendering ahead of crawlers, by outcome (rendered, cached, failed, dropped)",
+        &[label("outcome", &["rendered", "cached", "failed", "dropped"])],
+    ),
+    spec(
+        URL_UPSERTS,
+        "Entries received by PUT /api/v1/urls, by outcome",
+        &[label("outcome", &["created", "updated", "unchanged", "rejected"])],
+    ),
+    spec(
         WRITE_GUESSES,
-        "Large write batches planned as new records without a lookup, by outcome (new; stored: planned again)"
-    );
-    describe_counter!(
+        "Large write batches planned as new records without a lookup, by outcome (new; stored: planned again)",
+        &[label("outcome", &["new", "stored"])],
+    ),
+    spec(
         WRITE_LOOKUPS_SHARED,
         "Large write batches looked up in two halves at once, the second on an idle connection (Postgres), by \
-         outcome (shared; retried: that half failed there and was looked up in the write)"
-    );
-    describe_counter!(URL_DELETES, "Locs received by the delete routes, by outcome");
-    describe_counter!(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)");
-    describe_counter!(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate");
-    describe_counter!(
-        INDEXNOW_QUEUED,
-        "Changed locs queued for IndexNow by writes (a loc already queued counts again)"
-    );
-    describe_counter!(INDEXNOW_SENT, "Locs sent to the IndexNow endpoint in requests it accepted (200, 202)");
-    describe_counter!(INDEXNOW_DROPPED, "Queued locs dropped without a successful send, by reason");
-    describe_counter!(INDEXNOW_RETRIES, "IndexNow requests that failed and will be sent again, by reason");
-    describe_counter!(
+         outcome (shared; retried: that half failed there and was looked up in the write)",
+        &[label("outcome", &["shared", "retried"])],
+    ),
+    spec(
+        URL_DELETES,
+        "Locs received by the delete routes, by outcome",
+        &[label("outcome", &["deleted", "missing", "rejected"])],
+    ),
+    spec(LOG_WRITES_LOST, "Log lines that could not be written (standard output closed or failing)", &[]),
+    spec(SLOW_CLIENTS_CLOSED, "Connections closed for reading a response below min_send_rate", &[]),
+    spec(INDEXNOW_QUEUED, "Changed locs queued for IndexNow by writes (a loc already queued counts again)", &[]),
+    spec(INDEXNOW_SENT, "Locs sent to the IndexNow endpoint in requests it accepted (200, 202)", &[]),
+    spec(
+        INDEXNOW_DROPPED,
+        "Queued locs dropped without a successful send, by reason",
+        &[label("reason", INDEXNOW_DROP_REASONS)],
+    ),
+    spec(
+        INDEXNOW_RETRIES,
+        "IndexNow requests that failed and will be sent again, by reason",
+        &[label("reason", &["rate_limited", "server_error", "network", "redirected", "unexpected_status"])],
+    ),
+    spec(
         CRAWLER_FETCHES,
-        "Sitemap fetches answered (200, 304) to clients that name a crawler, by crawler, verification and status"
-    );
+        "Sitemap fetches answered (200, 304) to clients that name a crawler, by crawler, verification and status",
+        &[
+            label("crawler", &[]),
+            label("verification", &["verified", "claimed", "unknown"]),
+            label("status", &["200", "304"]),
+        ],
+    ),
+    spec(
+        CRAWLER_DROPPED,
+        "Crawler fetches not recorded, by reason: queue_full (the recorder lags), table_full (too many distinct \
+         resources in one flush interval), flush_failed (the database refused the flush)",
+        &[label("reason", &["queue_full", "table_full", "flush_failed"])],
+    ),
+    spec(
+        CRAWLER_FLUSHES,
+        "Flushes of crawler telemetry to the database, by outcome",
+        &[label("outcome", &["written", "failed"])],
+    ),
+    spec(
+        CRAWLER_RDNS,
+        "Reverse DNS verifications looked up, by outcome (verified, refused, failed, busy)",
+        &[label("outcome", &["verified", "refused", "failed", "busy"])],
+    ),
+    spec(
+        HEALTH_CHECKS,
+        "URL health checks done, by site and outcome (healthy, problem, transient, not_modified, deleted)",
+        &[label("site", &[]), label("outcome", &["healthy", "problem", "transient", "not_modified", "deleted"])],
+    ),
+    spec(
+        HEALTH_EXCLUSIONS,
+        "URLs left out of (excluded) or put back in (restored) their sitemap page by URL health, by site",
+        &[label("site", &[]), label("action", &["excluded", "restored"])],
+    ),
+    spec(
+        HEALTH_REQUESTS,
+        "Requests the URL health checker made, by site and kind (page, robots)",
+        &[label("site", &[]), label("kind", &["page", "robots"])],
+    ),
+];
+
+fn describe() {
+    for c in COUNTERS {
+        match c.unit {
+            Some(unit) => describe_counter!(c.name, unit, c.help),
+            None => describe_counter!(c.name, c.help),
+        }
+    }
+    describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
     describe_histogram!(
         CRAWLER_LAG,
         Unit::Seconds,
         "Time from a page's change to the first verified read of that version, by crawler (observed by the process \
          that recorded the read first)"
     );
-    describe_counter!(
-        CRAWLER_DROPPED,
-        "Crawler fetches not recorded, by reason: queue_full (the recorder lags), table_full (too many distinct \
-         resources in one flush interval), flush_failed (the database refused the flush)"
-    );
-    describe_counter!(
-        HEALTH_CHECKS,
-        "URL health checks done, by site and outcome (healthy, problem, transient, not_modified, deleted)"
-    );
-    describe_counter!(
-        HEALTH_EXCLUSIONS,
-        "URLs left out of (excluded) or put back in (restored) their sitemap page by URL health, by site"
-    );
-    describe_counter!(HEALTH_REQUESTS, "Requests the URL health checker made, by site and kind (page, robots)");
-    describe_counter!(CRAWLER_FLUSHES, "Flushes of crawler telemetry to the database, by outcome");
-    describe_counter!(
-        CRAWLER_RDNS,
-        "Reverse DNS verifications looked up, by outcome (verified, refused, failed, busy)"
-    );
+}
+
+/// Exports every counter of [`COUNTERS`] at 0 for each combination of its labels' values, so that a dashboard or an
+/// alert sees the series before the first event (adding 0 leaves a count alone). A label without values of its own
+/// takes them from `known` (`site`: the checked sites; `crawler`: every crawler's stable name); a counter with a
+/// label known in neither place (a route) is left to appear as it counts. The recorder calls it with nothing
+/// known when it is installed; the server again with what it knows.
+pub fn zero_counters(known: &[(&str, Vec<String>)]) {
+    for c in COUNTERS {
+        let values: Option<Vec<Vec<String>>> = c
+            .labels
+            .iter()
+            .map(|l| {
+                if l.values.is_empty() {
+                    known.iter().find(|(name, _)| *name == l.name).map(|(_, v)| v.clone()).filter(|v| !v.is_empty())
+                } else {
+                    Some(l.values.iter().map(|v| (*v).to_owned()).collect())
+                }
+            })
+            .collect();
+        let Some(values) = values else { continue };
+        let mut combos: Vec<Vec<metrics::Label>> = vec![Vec::new()];
+        for (l, values) in c.labels.iter().zip(values) {
+            combos = combos
+                .into_iter()
+                .flat_map(|combo| {
+                    values.iter().map(move |v| {
+                        let mut next = combo.clone();
+                        next.push(metrics::Label::new(l.name, v.clone()));
+                        next
+                    })
+                })
+                .collect();
+        }
+        for labels in combos {
+            counter!(c.name, labels).increment(0);
+        }
+    }
 }
 
 /// The counter of sitemap fetches by a client naming `crawler`, with `trust`, answered `status` (200 or 304): a

@@ -55,6 +55,32 @@ pub struct PageRead {
     pub first_us: i64,
 }
 
+/// What a report of a site's crawlers is made of, read in one snapshot ([`super::StoreReads::crawler_state`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CrawlerState {
+    /// The site's whole page table.
+    pub pages: Vec<sitemapd_core::page::PageState>,
+    pub fetches: Vec<FetchRecord>,
+    /// The newest version of each page each crawler read.
+    pub seen: Vec<PageRead>,
+    /// (crawler, lag in µs) of the window, newest first.
+    pub lags: Vec<(String, i64)>,
+}
+
+/// What a record's lookup says of its crawlers is made of, read in one snapshot
+/// ([`super::StoreReads::crawler_record`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordCrawls {
+    /// When the record last changed as its page shows it (the page version that first held it so); `None` for a
+    /// record not written since that was kept (its page's `modified_us` is then the bound).
+    pub changed_us: Option<i64>,
+    /// Its page (`None` if the record is gone since it was found).
+    pub page: Option<sitemapd_core::page::PageState>,
+    /// The newest version of the page each crawler read.
+    pub seen: Vec<PageRead>,
+    pub fetches: Vec<FetchRecord>,
+}
+
 /// The longest resource name or ETag stored: far longer than any sitemapd makes (a section's name has at most 32
 /// bytes), short enough for an index key.
 pub(crate) const MAX_TEXT_BYTES: usize = 256;

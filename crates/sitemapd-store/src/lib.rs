@@ -22,7 +22,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
-pub use self::crawls::{FetchRecord, LAGS_SQL, PageRead};
+pub use self::crawls::{CrawlerState, FetchRecord, LAGS_SQL, PageRead, RecordCrawls};
 pub use self::health::{
     BACKLOG_CAP, CheckClaim, CheckResult, HealthSummary, ProblemFilter, Settled as CheckSettled, UrlCheck,
 };
@@ -225,6 +225,15 @@ pub trait StoreReads: Send + Sync + 'static {
     /// The lags (`first_us - version_us`) of the page reads first made at `since_us` or later, as (crawler, lag in
     /// µs): at most `limit`, newest first. Read from the primary.
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>>;
+    /// Crawler telemetry with what it is judged against, in one snapshot of the primary (SQLite: one read
+    /// transaction; Postgres: `REPEATABLE READ`): `site`'s page table, fetch records, newest reads of every page and
+    /// the lags since `since_us` (at most `lag_limit`), so that a report never pairs a flush's reads with the
+    /// records of the flush before it.
+    async fn crawler_state(&self, site: i64, since_us: i64, lag_limit: u32) -> Result<CrawlerState>;
+    /// Crawler telemetry of one record (id `id` on page `page_id` of `site`), in one snapshot of the primary: when
+    /// it last changed in its page, its page, the newest reads of that page and the site's fetch records. O(1)
+    /// reads of the record and the page, O(crawlers) of the page's reads.
+    async fn crawler_record(&self, site: i64, id: i64, page_id: i64) -> Result<RecordCrawls>;
     /// URL health: `loc`'s last check in `site`, if it is tracked. Read from the primary.
     async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>>;
     /// URL health: the records (of one site or all) whose check matches `filter`, in record id order after `after`

@@ -22,7 +22,7 @@ use super::{
 };
 use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use sitemapd_core::page::{Limits, PageState, StoredUrl};
-use sitemapd_core::placement::{NewUrl, UpsertCounts};
+use sitemapd_core::placement::{NewUrl, Stamps, UpsertCounts};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::postgres`), so that `RUST_LOG`
 /// filters and log processing that name it keep working.
@@ -359,15 +359,23 @@ impl Writes for sqlx::Postgres {
         Ok(())
     }
 
-    async fn write_urls(conn: &mut PgConnection, site: i64, updates: &[StoredUrl], inserts: &[NewUrl]) -> Result<()> {
+    async fn write_urls(
+        conn: &mut PgConnection,
+        site: i64,
+        updates: &[StoredUrl],
+        inserts: &[NewUrl],
+        stamps: &Stamps,
+    ) -> Result<()> {
         if !updates.is_empty() {
             let u = updates;
             sqlx::query(
                 "UPDATE urls SET page_id = u.page_id, lastmod = u.lastmod, changefreq = u.changefreq, \
-                 priority = u.priority, size = u.size, ext = u.ext, news_us = u.news_us, news = u.news \
+                 priority = u.priority, size = u.size, ext = u.ext, news_us = u.news_us, news = u.news, \
+                 changed_us = COALESCE(u.changed_us, urls.changed_us) \
                  FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
-                             $7::text[], $8::bigint[], $9::text[]) \
-                 AS u (id, page_id, lastmod, changefreq, priority, size, ext, news_us, news) WHERE urls.id = u.id",
+                             $7::text[], $8::bigint[], $9::text[], $10::bigint[]) \
+                 AS u (id, page_id, lastmod, changefreq, priority, size, ext, news_us, news, changed_us) \
+                 WHERE urls.id = u.id",
             )
             .bind(u.iter().map(|x| x.id).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.page_id).collect::<Vec<_>>())
@@ -378,6 +386,7 @@ impl Writes for sqlx::Postgres {
             .bind(u.iter().map(|x| x.fields.ext_json()).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
             .bind(u.iter().map(|x| x.fields.news_json()).collect::<Vec<_>>())
+            .bind(u.iter().map(|x| stamps.of_update(x)).collect::<Vec<_>>())
             .execute(&mut *conn)
             .await?;
         }
@@ -388,10 +397,11 @@ impl Writes for sqlx::Postgres {
             // takes its id as it is inserted. `FROM UNNEST(..) WITH ORDINALITY .. ORDER BY ord` gives the same
             // order, but stores the rows in a tuplestore and sorts them first: about a tenth of the statement.
             sqlx::query(
-                "INSERT INTO urls (site_id, loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news) \
+                "INSERT INTO urls (site_id, loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, \
+                                   changed_us) \
                  SELECT $10, unnest($1::text[]), unnest($2::bigint[]), unnest($3::text[]), unnest($4::text[]), \
                         unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::text[]), unnest($8::bigint[]), \
-                        unnest($9::text[])",
+                        unnest($9::text[]), unnest($11::bigint[])",
             )
             .bind(n.iter().map(|x| x.loc.as_str()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.page_id).collect::<Vec<_>>())
@@ -403,6 +413,7 @@ impl Writes for sqlx::Postgres {
             .bind(n.iter().map(|x| x.fields.news_us()).collect::<Vec<_>>())
             .bind(n.iter().map(|x| x.fields.news_json()).collect::<Vec<_>>())
             .bind(site)
+            .bind(n.iter().map(|x| stamps.of_insert(x)).collect::<Vec<_>>())
             .execute(&mut *conn)
             .await?;
         }
@@ -627,6 +638,10 @@ impl Backend for PgStore {
 
     async fn snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
         Ok(self.read_pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+    }
+
+    async fn primary_snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
+        Ok(self.pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
     }
 
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {

@@ -10,7 +10,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction
 
 use std::sync::Arc;
 
-use super::crawls::{self, FetchRecord, PageRead};
+use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::{
     EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, RemovedRead, Result, SiteUrl, StoreReads, UrlRow,
@@ -200,16 +200,23 @@ pub(crate) trait Sql: Database {
     /// Queued change notifications per site ([`StoreReads::outbox_size`]).
     fn outbox_size(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(i64, i64)>>> + Send;
     /// A site's crawler fetch records ([`StoreReads::crawler_fetches`]).
-    fn crawler_fetches(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<Vec<FetchRecord>>> + Send;
+    fn crawler_fetches(conn: &mut Self::Connection, site: i64)
+    -> impl Future<Output = Result<Vec<FetchRecord>>> + Send;
     /// The newest version each crawler read of one page or all ([`StoreReads::crawler_seen`]).
     fn crawler_seen(
-        pool: &Pool<Self>,
+        conn: &mut Self::Connection,
         site: i64,
         page: Option<i64>,
     ) -> impl Future<Output = Result<Vec<PageRead>>> + Send;
+    /// When record `id` of `site` last changed in its page (`urls.changed_us`; `None`: not known).
+    fn record_changed_in(
+        conn: &mut Self::Connection,
+        site: i64,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
     /// The lags of a site's recent page reads ([`StoreReads::crawler_lags`]).
     fn crawler_lags(
-        pool: &Pool<Self>,
+        conn: &mut Self::Connection,
         site: i64,
         since_us: i64,
         limit: u32,
@@ -482,21 +489,37 @@ where
         Ok(sqlx::query_as(super::outbox::SIZE_SQL).fetch_all(pool).await?)
     }
 
-    async fn crawler_fetches(pool: &Pool<Self>, site: i64) -> Result<Vec<FetchRecord>> {
-        Ok(sqlx::query_as(crawls::FETCHES_SQL).bind(site).fetch_all(pool).await?)
+    async fn crawler_fetches(conn: &mut Self::Connection, site: i64) -> Result<Vec<FetchRecord>> {
+        Ok(sqlx::query_as(crawls::FETCHES_SQL).bind(site).fetch_all(conn).await?)
     }
 
-    async fn crawler_seen(pool: &Pool<Self>, site: i64, page: Option<i64>) -> Result<Vec<PageRead>> {
+    async fn crawler_seen(conn: &mut Self::Connection, site: i64, page: Option<i64>) -> Result<Vec<PageRead>> {
         let query = match page {
             None => sqlx::query_as(crawls::SEEN_SQL).bind(site),
             Some(page) => sqlx::query_as(crawls::SEEN_PAGE_SQL).bind(site).bind(page),
         };
-        Ok(query.fetch_all(pool).await?)
+        Ok(query.fetch_all(conn).await?)
     }
 
-    async fn crawler_lags(pool: &Pool<Self>, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
+    async fn record_changed_in(conn: &mut Self::Connection, site: i64, id: i64) -> Result<Option<i64>> {
+        // -1 for NULL (a time is never negative): the generic row decodes plain integers.
+        let row: Option<(i64,)> =
+            sqlx::query_as("SELECT COALESCE(changed_us, -1) FROM urls WHERE site_id = $1 AND id = $2")
+                .bind(site)
+                .bind(id)
+                .fetch_optional(conn)
+                .await?;
+        Ok(row.map(|(us,)| us).filter(|us| *us >= 0))
+    }
+
+    async fn crawler_lags(
+        conn: &mut Self::Connection,
+        site: i64,
+        since_us: i64,
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>> {
         let query = sqlx::query_as(crawls::LAGS_SQL).bind(site).bind(since_us).bind(i64::from(limit));
-        Ok(query.fetch_all(pool).await?)
+        Ok(query.fetch_all(conn).await?)
     }
 }
 
@@ -561,6 +584,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// `REPEATABLE READ`).
     async fn snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
         Ok(self.read_pool().begin().await?)
+    }
+    /// [`Backend::snapshot`] on the primary: what every replica flushes into (crawler telemetry) read in one
+    /// snapshot with the page table.
+    async fn primary_snapshot(&self) -> Result<Transaction<'static, Self::Db>> {
+        Ok(self.pool().begin().await?)
     }
 }
 
@@ -651,13 +679,35 @@ impl<B: Backend> StoreReads for B {
     // Crawler telemetry is read from the primary, never the replica: every process flushes into the primary, and
     // a lagging replica would hide the latest flush.
     async fn crawler_fetches(&self, site: i64) -> Result<Vec<FetchRecord>> {
-        B::Db::crawler_fetches(self.pool(), site).await
+        B::Db::crawler_fetches(&mut *self.pool().acquire().await?, site).await
     }
     async fn crawler_seen(&self, site: i64, page: Option<i64>) -> Result<Vec<PageRead>> {
-        B::Db::crawler_seen(self.pool(), site, page).await
+        B::Db::crawler_seen(&mut *self.pool().acquire().await?, site, page).await
     }
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
-        B::Db::crawler_lags(self.pool(), site, since_us, limit).await
+        B::Db::crawler_lags(&mut *self.pool().acquire().await?, site, since_us, limit).await
+    }
+    async fn crawler_record(&self, site: i64, id: i64, page_id: i64) -> Result<RecordCrawls> {
+        let mut tx = self.primary_snapshot().await?;
+        let record = RecordCrawls {
+            changed_us: B::Db::record_changed_in(&mut tx, site, id).await?,
+            page: B::Db::nonempty_page_in(&mut tx, site, page_id).await?,
+            seen: B::Db::crawler_seen(&mut tx, site, Some(page_id)).await?,
+            fetches: B::Db::crawler_fetches(&mut tx, site).await?,
+        };
+        tx.commit().await?;
+        Ok(record)
+    }
+    async fn crawler_state(&self, site: i64, since_us: i64, lag_limit: u32) -> Result<CrawlerState> {
+        let mut tx = self.primary_snapshot().await?;
+        let state = CrawlerState {
+            pages: B::Db::pages_in(&mut tx, site).await?,
+            fetches: B::Db::crawler_fetches(&mut tx, site).await?,
+            seen: B::Db::crawler_seen(&mut tx, site, None).await?,
+            lags: B::Db::crawler_lags(&mut tx, site, since_us, lag_limit).await?,
+        };
+        tx.commit().await?;
+        Ok(state)
     }
     // URL health is read from the primary too: checkers settle into it.
     async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>> {

@@ -31,7 +31,7 @@ use super::{
 };
 use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
 use sitemapd_core::page::{Fields, PageState, StoredUrl};
-use sitemapd_core::placement::{NewUrl, UpsertCounts};
+use sitemapd_core::placement::{NewUrl, Stamps, UpsertCounts};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::sqlite`), so that `RUST_LOG`
 /// filters and log processing that name it keep working.
@@ -255,13 +255,15 @@ impl Writes for sqlx::Sqlite {
         site: i64,
         updates: &[StoredUrl],
         inserts: &[NewUrl],
+        stamps: &Stamps,
     ) -> Result<()> {
         for u in updates {
             let update = sqlx::query(
                 "UPDATE urls SET page_id = ?2, lastmod = ?3, changefreq = ?4, priority = ?5, size = ?6, ext = ?7, \
-                 news_us = ?8, news = ?9 WHERE id = ?1",
+                 news_us = ?8, news = ?9, changed_us = coalesce(?10, changed_us) WHERE id = ?1",
             );
-            bind_placed(update.bind(u.id), u.page_id, &u.fields, u.size).execute(&mut *conn).await?;
+            let update = bind_placed(update.bind(u.id), u.page_id, &u.fields, u.size);
+            update.bind(stamps.of_update(u)).execute(&mut *conn).await?;
         }
         // Many rows a statement: each statement is a round trip to the connection's thread, which one row a
         // statement made most of an insert's cost. The rows of one VALUES list are inserted in order, so ids still
@@ -270,7 +272,9 @@ impl Writes for sqlx::Sqlite {
             let sql = insert_sql(chunk.len());
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
             for n in chunk {
-                insert = bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size).bind(site);
+                insert = bind_placed(insert.bind(n.loc.as_str()), n.page_id, &n.fields, n.size)
+                    .bind(site)
+                    .bind(stamps.of_insert(n));
             }
             insert.execute(&mut *conn).await?;
         }
@@ -335,15 +339,16 @@ impl Writes for sqlx::Sqlite {
     const CLAIM_CHECKS_SQL: &'static str = health::SQLITE_CLAIM_SQL;
 }
 
-/// Rows per multi-row `INSERT` (10 parameters each: well within SQLite's 32,766).
+/// Rows per multi-row `INSERT` (11 parameters each: well within SQLite's 32,766).
 const INSERT_ROWS: usize = 500;
 
 /// `INSERT INTO urls … VALUES (…), …` for `rows` rows, in the columns [`bind_placed`] binds after `loc`, then
-/// `site_id`.
+/// `site_id` and `changed_us`.
 fn insert_sql(rows: usize) -> String {
-    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     let mut sql = String::from(
-        "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, site_id) VALUES ",
+        "INSERT INTO urls (loc, page_id, lastmod, changefreq, priority, size, ext, news_us, news, site_id, \
+         changed_us) VALUES ",
     );
     for i in 0..rows {
         if i > 0 {

@@ -23,7 +23,7 @@ use super::shared::Sql;
 use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
 use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Section, Sites};
 use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl, section_of};
-use sitemapd_core::placement::{self, Changes, NewUrl, UpsertCounts};
+use sitemapd_core::placement::{self, Changes, NewUrl, Stamps, UpsertCounts};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::store::write`), so that `RUST_LOG`
 /// filters and log processing that name it keep working.
@@ -57,12 +57,14 @@ pub(crate) trait Writes: Sql {
         pages: &[PageState],
     ) -> impl Future<Output = Result<()>> + Send;
     /// Writes an upsert plan's records of `site`: updates, then inserts in plan order (ids follow it, and so page
-    /// order).
+    /// order), each with the time of its last change in its page as `stamps` gives it (`changed_us`; an update
+    /// without one keeps its stored time).
     fn write_urls(
         conn: &mut Self::Connection,
         site: i64,
         updates: &[StoredUrl],
         inserts: &[NewUrl],
+        stamps: &Stamps,
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
     /// Keeps `locs` (deleted from `site` at `now_us`) as tombstones of the removed-URLs sitemap, a loc already kept
@@ -312,7 +314,7 @@ pub(crate) async fn upsert<DB: Checks>(
         let section = |e: &Entry| e.section.as_ref().map_or(0, |s| ids[s.as_str()]);
         let plan = placement::plan_upsert(entries, section, stored, pages, layout, now)?;
         write_changes::<DB>(&mut tx, *site, &plan.pages, plan.news_changed, now).await?;
-        if let Err(e) = DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts).await {
+        if let Err(e) = DB::write_urls(&mut tx, *site, &plan.updates, &plan.inserts, &plan.stamps()).await {
             if matches!(lookup, Lookup::Skip) && stored_after_all(&e) {
                 // Now, rather than when the transaction is dropped: the caller's next write waits for its lock.
                 tx.rollback().await?;
