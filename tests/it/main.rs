@@ -19,6 +19,7 @@ mod crawlers_view;
 mod export;
 mod extensions;
 mod health;
+mod health_brake;
 mod health_site;
 mod health_store;
 mod health_view;
