@@ -16,7 +16,7 @@ use crate::placement::MAX_PAGES;
 use crate::telemetry::{
     self, CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, CRAWLER_UNSEEN_PAGES,
     CRAWLER_UNSEEN_PAGES_HELP, HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP,
-    HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, INDEXNOW_OUTBOX,
+    HEALTH_PAUSED, HEALTH_PAUSED_HELP, HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, INDEXNOW_OUTBOX,
 };
 
 /// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
@@ -189,10 +189,11 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
 }
 
 /// URL health's gauges, for the sites that are checked (configured ones only), from each one's summary: problem
-/// URLs by kind (every kind, and `transient`), excluded URLs, the backlog. A site whose summary cannot be read has
+/// URLs by kind (every kind, and `transient`), excluded URLs, the backlog, whether the brake is paused (read from
+/// the store: every replica says the same, and a restart keeps it). A site whose summary cannot be read has
 /// no series this scrape (and a warning is logged).
 async fn health_gauges(state: &AppState, text: &mut String) {
-    let (mut problems, mut excluded, mut backlog) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut problems, mut excluded, mut backlog, mut paused) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (name, _) in state.config.health_check.iter() {
         let Some(site) = state.sites.by_name(name) else { continue };
         match state.reads().health_summary(site.id).await {
@@ -204,6 +205,8 @@ async fn health_gauges(state: &AppState, text: &mut String) {
                 problems.push((format!("site=\"{name}\",kind=\"transient\""), s.transient));
                 excluded.push((format!("site=\"{name}\""), s.excluded));
                 backlog.push((format!("site=\"{name}\""), s.backlog));
+                let is_paused = s.brake.as_ref().is_some_and(|b| b.mode == crate::store::BrakeMode::Paused);
+                paused.push((format!("site=\"{name}\""), u64::from(is_paused)));
             }
             Err(e) => tracing::warn!(error = %e, site = %name, "metrics: cannot read the URL health summary"),
         }
@@ -212,6 +215,7 @@ async fn health_gauges(state: &AppState, text: &mut String) {
         (HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, problems),
         (HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP, excluded),
         (HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, backlog),
+        (HEALTH_PAUSED, HEALTH_PAUSED_HELP, paused),
     ] {
         let _ = write!(text, "# HELP {metric} {help}\n# TYPE {metric} gauge\n");
         for (labels, value) in series {

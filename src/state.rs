@@ -149,6 +149,16 @@ impl Inner {
         self.store.as_ref()
     }
 
+    /// URL health: an operator's order to a site's brake (no page changes: a resume or a confirmation excludes
+    /// only at the next checks).
+    pub async fn health_brake_order(
+        &self,
+        site: i64,
+        order: store::BrakeOrder,
+    ) -> store::Result<Option<store::BrakeState>> {
+        self.store.health_brake_order(site, order).await
+    }
+
     /// Upserts through the store, then brings up to date what derives from it ([`AppState::written`]).
     pub async fn upsert(&self, entries: &[Entry]) -> store::Result<UpsertCounts> {
         let written = self.store.upsert(entries).await;

@@ -1,6 +1,7 @@
 //! URL health in the API: `GET /api/v1/health` (per site the token reaches, what its checks found: counts by kind
-//! with the oldest, transient failures, exclusions, the backlog), a record's `health` in its lookup and in the
-//! problem listing (`GET /api/v1/urls?problem=`), and the names that listing is filtered by.
+//! with the oldest, transient failures, exclusions, the backlog, the brake), `POST /api/v1/health/resume` and
+//! `/confirm` (an operator's word to a paused site's brake), a record's `health` in its lookup and in the problem
+//! listing (`GET /api/v1/urls?problem=`), and the names that listing is filtered by.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ use crate::AppState;
 use crate::access::Access;
 use crate::error::ApiError;
 use crate::health::{Kind, Policy};
-use crate::store::{HealthSummary, ProblemFilter, UrlCheck};
+use crate::store::{BrakeMode, BrakeOrder, BrakeState, HealthSummary, ProblemFilter, UrlCheck};
 
 /// What each site's URL health checks found: per kind of problem the URLs and since when the oldest has had it,
 /// the transient failures, the URLs left out of their page, and the checks waiting.
@@ -94,6 +95,57 @@ pub(crate) struct SiteHealth {
     /// When the newest check ended, RFC 3339; `null`: none yet.
     #[schema(example = "2026-11-26T01:20:00Z")]
     last_check: Option<String>,
+    /// The brake (policy `exclude`): whether a burst of one kind of problem paused the site's exclusions.
+    brake: Brake,
+}
+
+/// A site's brake: `running` (exclusions as found), `paused` (a large share of its latest checked URLs turned bad
+/// as one: no URL is excluded, the burst's exclusions were put back; lifted when the share falls, or by `POST
+/// /api/v1/health/resume`), `confirmed` (an operator said the burst is real: its URLs are excluded).
+#[derive(Serialize, utoipa::ToSchema, Debug, PartialEq)]
+pub(crate) struct Brake {
+    #[schema(example = "paused")]
+    state: &'static str,
+    /// Since when, RFC 3339; `null`: it never tripped.
+    since: Option<String>,
+    /// The burst's evidence (the last one, once running again); `null`: it never tripped.
+    evidence: Option<BrakeEvidence>,
+}
+
+/// What a burst's URLs share, and how many.
+#[derive(Serialize, utoipa::ToSchema, Debug, PartialEq)]
+pub(crate) struct BrakeEvidence {
+    /// The kind of problem (as `problems`' names).
+    #[schema(example = "redirect")]
+    kind: &'static str,
+    /// A redirect's or canonical's target, without its query.
+    #[schema(example = "https://www.example.com/login")]
+    target: Option<String>,
+    /// URLs of the window that turned bad so.
+    #[schema(example = 20)]
+    bad: u64,
+    /// URLs in the window (the site's latest 20 events).
+    #[schema(example = 20)]
+    window: u64,
+    /// A few of them.
+    examples: Vec<String>,
+}
+
+impl Brake {
+    fn new(b: Option<&BrakeState>) -> Self {
+        let Some(b) = b else { return Brake { state: BrakeMode::Running.name(), since: None, evidence: None } };
+        Brake {
+            state: b.mode.name(),
+            since: Some(rfc3339(b.since_us)),
+            evidence: b.evidence.as_ref().map(|e| BrakeEvidence {
+                kind: e.shape.kind.name(),
+                target: e.shape.target.clone(),
+                bad: e.bad as u64,
+                window: e.window as u64,
+                examples: e.examples.clone(),
+            }),
+        }
+    }
 }
 
 /// The URLs with one kind of problem.
@@ -125,8 +177,85 @@ impl SiteHealth {
             backlog: s.backlog,
             seeded: s.seeded,
             last_check: s.last_checked_us.map(rfc3339),
+            brake: Brake::new(s.brake.as_ref()),
         }
     }
+}
+
+/// Lifts the pause of a site's brake: the site excludes again, and the events that tripped it no longer count (a
+/// new burst pauses it again). A site that is not paused is left as it is. Needs a token for every site (a token
+/// scoped to sites: 403).
+#[utoipa::path(
+    post,
+    path = "/api/v1/health/resume",
+    tag = "health",
+    operation_id = "resume_health",
+    params(BrakeQuery),
+    responses(
+        (status = 200, description = "The site's brake now", body = Brake),
+        (status = 400, description = "No such site, or a site whose URLs are not checked", body = ErrorBody),
+        CommonErrors,
+    ),
+    security(("bearer" = [])),
+)]
+pub(crate) async fn resume_health(
+    State(state): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiQuery(query): ApiQuery<BrakeQuery>,
+) -> Result<Json<Brake>, ApiError> {
+    order(&state, &access, &query.site, BrakeOrder::Resume).await
+}
+
+/// Confirms the burst that paused a site's brake as real: its shape is excluded (its URLs are checked again at
+/// once), until its share falls; another burst still pauses. A site that is not paused is left as it is. Needs a
+/// token for every site (a token scoped to sites: 403).
+#[utoipa::path(
+    post,
+    path = "/api/v1/health/confirm",
+    tag = "health",
+    operation_id = "confirm_health",
+    params(BrakeQuery),
+    responses(
+        (status = 200, description = "The site's brake now", body = Brake),
+        (status = 400, description = "No such site, or a site whose URLs are not checked", body = ErrorBody),
+        CommonErrors,
+    ),
+    security(("bearer" = [])),
+)]
+pub(crate) async fn confirm_health(
+    State(state): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiQuery(query): ApiQuery<BrakeQuery>,
+) -> Result<Json<Brake>, ApiError> {
+    order(&state, &access, &query.site, BrakeOrder::Confirm).await
+}
+
+async fn order(state: &AppState, access: &Access, name: &str, order: BrakeOrder) -> Result<Json<Brake>, ApiError> {
+    if *access != Access::All {
+        return Err(ApiError::forbidden("the brake needs a token for every site (api_tokens without a site)"));
+    }
+    let site = state.sites.by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = state.sites.iter().map(|s| s.name.as_str()).collect();
+        ApiError::bad_request(format!("site must name a configured site: {}", names.join(", ")))
+    })?;
+    if state.config.health_check.policy(&site.name).is_none() {
+        return Err(ApiError::bad_request(format!("the URLs of the site {name} are not checked (health_check)")));
+    }
+    let brake = state.health_brake_order(site.id, order).await?;
+    if let Some(b) = brake.as_ref().filter(|b| b.mode != BrakeMode::Paused) {
+        tracing::info!(site = %name, order = ?order, brake = b.mode.name(), "URL health: the brake was ordered");
+    }
+    Ok(Json(Brake::new(brake.as_ref())))
+}
+
+/// The query of `POST /api/v1/health/resume` and `/confirm`.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct BrakeQuery {
+    /// The site (its name)
+    #[param(example = "default")]
+    site: String,
 }
 
 /// The query of `GET /api/v1/health`.

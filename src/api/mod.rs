@@ -38,6 +38,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(urls::delete_urls))
         .routes(routes!(crawlers::get_crawlers))
         .routes(routes!(health::get_health))
+        .routes(routes!(health::resume_health))
+        .routes(routes!(health::confirm_health))
 }
 
 /// The OpenAPI 3 document of the write API.

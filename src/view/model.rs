@@ -188,6 +188,21 @@ pub struct HealthPanel {
     pub urls: Vec<ProblemRow>,
     /// Whether more problem URLs exist than are listed (the listing was full).
     pub more: bool,
+    /// The brake, when it is not plain running (`paused`, `confirmed`), with its evidence.
+    pub brake: Option<BrakePanel>,
+}
+
+/// A site's brake when it tripped: paused (or confirmed), why, since when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BrakePanel {
+    /// `paused` or `confirmed`.
+    pub state: &'static str,
+    /// `client_error`, `redirect to https://example.com/login`.
+    pub shape: String,
+    pub bad: usize,
+    pub window: usize,
+    pub examples: Vec<String>,
+    pub since: Ago,
 }
 
 /// One kind of problem in the panel's counts.
@@ -257,6 +272,14 @@ impl HealthPanel {
             last_check: s.last_checked_us.map(|us| Ago::new(now_us, us)),
             urls: problems.iter().map(|c| ProblemRow::new(c, now_us)).collect(),
             more,
+            brake: s.brake.as_ref().filter(|b| b.mode != crate::store::BrakeMode::Running).map(|b| BrakePanel {
+                state: b.mode.name(),
+                shape: b.evidence.as_ref().map(|e| e.shape.describe()).unwrap_or_default(),
+                bad: b.evidence.as_ref().map_or(0, |e| e.bad),
+                window: b.evidence.as_ref().map_or(0, |e| e.window),
+                examples: b.evidence.as_ref().map(|e| e.examples.clone()).unwrap_or_default(),
+                since: Ago::new(now_us, b.since_us),
+            }),
         }
     }
 }

@@ -47,6 +47,23 @@ pub(crate) mod path {
     pub(crate) const FIXABLE: &str = "/fixable";
     /// 200 after 150 ms: for counting requests in flight.
     pub(crate) const SLOWISH: &str = "/slowish-";
+    /// A healthy page (any path under it), but in a [`super::Storm`].
+    pub(crate) const PAGE: &str = "/p/";
+}
+
+/// A failure of the whole site, as [`TestSite::storm`] sets it: every page (robots.txt as usual, but for
+/// `RobotsAll`) answers so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Storm {
+    None,
+    /// A firewall: 403.
+    Forbidden,
+    /// A login wall: 302 to `/login?next=<path>`.
+    Login,
+    /// A maintenance page: 200 with `<meta name="robots" content="noindex">`.
+    Noindex,
+    /// robots.txt disallows everything.
+    RobotsAll,
 }
 
 pub(crate) const ETAG: &str = "\"ok-v1\"";
@@ -72,6 +89,7 @@ struct Shared {
     counts: Mutex<Counts>,
     huge_sent: AtomicU64,
     fixed: AtomicBool,
+    storm: Mutex<Storm>,
 }
 
 /// The running site.
@@ -91,6 +109,7 @@ impl TestSite {
             counts: Mutex::default(),
             huge_sent: AtomicU64::new(0),
             fixed: AtomicBool::new(false),
+            storm: Mutex::new(Storm::None),
         });
         let served = shared.clone();
         std::thread::spawn(move || {
@@ -143,6 +162,11 @@ impl TestSite {
         self.shared.huge_sent.load(Ordering::Relaxed)
     }
 
+    /// From now on, every page fails as `storm` says ([`Storm::None`]: as usual again).
+    pub(crate) fn storm(&self, storm: Storm) {
+        *self.shared.storm.lock().unwrap() = storm;
+    }
+
     /// [`path::FIXABLE`] answers 200 from now on.
     pub(crate) fn fix(&self) {
         self.shared.fixed.store(true, Ordering::Relaxed);
@@ -193,6 +217,15 @@ async fn serve(State(site): State<Arc<Shared>>, request: Request) -> Response {
         InFlight(site.clone(), path.clone())
     };
     let base = site.base.as_str();
+    let storm = *site.storm.lock().unwrap();
+    match (storm, path.as_str()) {
+        (Storm::RobotsAll, "/robots.txt") => return "User-agent: *\nDisallow: /\n".into_response(),
+        (Storm::None | Storm::RobotsAll, _) | (_, "/robots.txt") => {}
+        (Storm::Forbidden, _) => return StatusCode::FORBIDDEN.into_response(),
+        (Storm::Login, "/login") => return page(html("")),
+        (Storm::Login, p) => return redirect(StatusCode::FOUND, &format!("/login?next={p}")),
+        (Storm::Noindex, _) => return page(html(r#"<meta name="robots" content="noindex">"#)),
+    }
     match path.as_str() {
         "/robots.txt" => "User-agent: Googlebot\nDisallow: /private/\n\nUser-agent: *\nDisallow:\n".into_response(),
         path::OK => {
@@ -251,6 +284,7 @@ async fn serve(State(site): State<Arc<Shared>>, request: Request) -> Response {
                 StatusCode::NOT_FOUND.into_response()
             }
         }
+        p if p.starts_with(path::PAGE) => page(html("")),
         p if p.starts_with(path::SLOWISH) => {
             tokio::time::sleep(Duration::from_millis(150)).await;
             page(html(""))

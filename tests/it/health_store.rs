@@ -47,7 +47,7 @@ fn problem(status: u16, kinds: &[Kind]) -> Finding {
 }
 
 fn result(claim: &CheckClaim, finding: Finding, next_in: Duration) -> CheckResult {
-    CheckResult { claim: claim.claim, loc: claim.loc.clone(), finding, next_in }
+    CheckResult { claim: claim.claim, loc: claim.loc.clone(), finding, next_in, disallows_all: false }
 }
 
 fn locs(claims: &[CheckClaim]) -> Vec<&str> {

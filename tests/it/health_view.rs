@@ -99,7 +99,8 @@ async fn seed(app: &TestApp) {
         assert_eq!(claims.len(), expected, "every stored URL of {name} is queued: {claims:?}");
         for claim in claims {
             let (finding, next_in) = finding_of(&claim.loc);
-            let result = CheckResult { claim: claim.claim, loc: claim.loc.clone(), finding, next_in };
+            let result =
+                CheckResult { claim: claim.claim, loc: claim.loc.clone(), finding, next_in, disallows_all: false };
             let settled = app.store.health_settle(site, &result, exclude).await.unwrap();
             assert!(settled.counts.recorded, "{}", claim.loc);
         }

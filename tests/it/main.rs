@@ -21,6 +21,7 @@ mod crawlers_view;
 mod export;
 mod extensions;
 mod health;
+mod health_brake;
 mod health_crawler_view;
 mod health_site;
 mod health_store;

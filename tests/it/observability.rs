@@ -146,6 +146,8 @@ const WRITE_API: &[(&str, &str, &[&str])] = &[
     ("post", "/api/v1/urls/delete", &["200", "400", "401", "403", "408", "413", "415", "422", "503"]),
     ("get", "/api/v1/crawlers", &["200", "400", "401", "403", "503"]),
     ("get", "/api/v1/health", &["200", "400", "401", "403", "503"]),
+    ("post", "/api/v1/health/resume", &["200", "400", "401", "403", "503"]),
+    ("post", "/api/v1/health/confirm", &["200", "400", "401", "403", "503"]),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "options", "head", "trace"];

@@ -46,6 +46,9 @@ pub const HEALTH_PROBLEM_URLS_HELP: &str = "Stored URLs whose last check found a
      gone, client_error, redirect, noindex, canonical, disallowed; transient: the last attempt failed without an answer)";
 pub const HEALTH_EXCLUDED_URLS: &str = "sitemapd_health_excluded_urls";
 pub const HEALTH_EXCLUDED_URLS_HELP: &str = "Stored URLs left out of their sitemap page for a problem (policy exclude)";
+pub const HEALTH_PAUSED: &str = "sitemapd_health_paused";
+pub const HEALTH_PAUSED_HELP: &str = "1 while the site's URL health brake is paused (a burst of one kind of problem \
+     across its latest checked URLs: nothing is excluded), else 0; by site";
 pub const HEALTH_BACKLOG: &str = "sitemapd_health_backlog_urls";
 pub const HEALTH_BACKLOG_HELP: &str = "URLs due for a check and not yet taken, by site (counted up to 1,000,000)";
 /// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not

@@ -28,6 +28,7 @@ use sqlx::{Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use super::write::Writes;
 use super::{PageRow, Result, SiteUrl, Written};
+use sitemapd_core::health::brake::{self, Event, Evidence, Shape};
 use sitemapd_core::health::{Finding, Kind, Problems, Transient};
 use sitemapd_core::page::{Gzip, PageState};
 use sitemapd_core::placement::Changes;
@@ -81,16 +82,76 @@ pub struct CheckResult {
     pub finding: Finding,
     /// When the URL is checked again, from now: a cycle after a definite answer, the backoff after a transient one.
     pub next_in: Duration,
+    /// The site's robots.txt disallows its root for Googlebot (as well as this URL): the brake trips at once.
+    pub disallows_all: bool,
 }
 
 /// What a settle did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settled {
     /// The claim was still held and the finding was recorded (false: the lease ran out and another took it, or the
     /// URL was deleted: nothing recorded).
     pub recorded: bool,
     /// The URL was left out of its page (true) or put back (false) by this settle.
     pub flipped: Option<bool>,
+    /// The site's brake tripped or lifted with this settle.
+    pub brake: Option<BrakeChange>,
+}
+
+/// A change of a site's brake ([`brake`]) a settle made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BrakeChange {
+    /// The site is paused: no URL is excluded; the burst's exclusions (`restored`) were put back.
+    Tripped { evidence: Evidence, restored: u64 },
+    /// The share of the paused shape fell: the site excludes again.
+    Resumed { shape: Shape },
+    /// The share of a confirmed burst's shape fell: the confirmation ended (the next burst pauses again).
+    Ended { shape: Shape },
+}
+
+/// A site's brake as stored: `running` (or no row), `paused`, `confirmed`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrakeState {
+    pub mode: BrakeMode,
+    /// The burst's evidence (paused, confirmed; the last one after a resume).
+    pub evidence: Option<Evidence>,
+    /// Since when it is in this mode.
+    pub since_us: i64,
+    /// Events up to then do not count (an operator's resume).
+    pub after_us: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrakeMode {
+    Running,
+    Paused,
+    Confirmed,
+}
+
+impl BrakeMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            BrakeMode::Running => "running",
+            BrakeMode::Paused => "paused",
+            BrakeMode::Confirmed => "confirmed",
+        }
+    }
+    fn parse(name: &str) -> Self {
+        match name {
+            "paused" => BrakeMode::Paused,
+            "confirmed" => BrakeMode::Confirmed,
+            _ => BrakeMode::Running,
+        }
+    }
+}
+
+/// What an operator tells a site's brake ([`super::Store::health_brake_set`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrakeOrder {
+    /// Lift a pause: the site excludes again, and the events so far no longer count.
+    Resume,
+    /// The paused burst is real: its shape excludes (its URLs are checked again at once), until its share falls.
+    Confirm,
 }
 
 /// Which problem rows a listing returns.
@@ -125,6 +186,8 @@ pub struct HealthSummary {
     pub seeded: bool,
     /// The newest check's end.
     pub last_checked_us: Option<i64>,
+    /// The site's brake, when it has a row (`None`: running, never tripped).
+    pub brake: Option<BrakeState>,
 }
 
 /// The most a backlog count reads: beyond it the count says "at least".
@@ -168,7 +231,9 @@ const SETTLE_DEFINITE_SQL: &str = "UPDATE url_checks SET checked_us = $4, status
      problem_since_us = CASE WHEN $6 = 0 THEN NULL WHEN problems <> 0 AND problem_since_us IS NOT NULL \
      THEN problem_since_us ELSE $4 END, problems = $6, location = $7, canonical = $8, noindex_by = $9, \
      transient = NULL, attempts = 0, etag = $10, last_modified = $11, url_id = $12, claim = NULL, \
-     due_us = CASE WHEN seq = claimed_seq THEN $4 + $13 ELSE 0 END \
+     due_us = CASE WHEN seq = claimed_seq THEN $4 + $13 ELSE 0 END, \
+     event_us = CASE WHEN $6 = 0 THEN $4 WHEN problems <> 0 AND problem_since_us IS NOT NULL \
+     THEN problem_since_us ELSE $4 END \
      WHERE site_id = $1 AND loc = $2 AND claim = $3 AND due_us > $4 RETURNING loc";
 /// A transient failure: the last definite fields kept, the failure and one more attempt recorded.
 const SETTLE_TRANSIENT_SQL: &str = "UPDATE url_checks SET checked_us = $4, transient = $5, \
@@ -192,6 +257,26 @@ const EXCLUDED_NEWS_SQL: &str = "SELECT count(*) FROM urls WHERE site_id = $1 AN
 const RECOUNT_SQL: &str = "SELECT page_id, count(*) FROM urls WHERE site_id = $1 AND excluded \
      AND page_id BETWEEN $2 AND $3 GROUP BY page_id";
 const SET_EXCLUDED_SQL: &str = "UPDATE pages SET excluded = $3 WHERE site_id = $1 AND id = $2";
+
+/// A site's brake row.
+const BRAKE_SQL: &str =
+    "SELECT state, kind, target, bad, counted, examples, since_us, after_us FROM health_brakes WHERE site_id = $1";
+/// Sets a site's brake (`$2` state, the evidence, `$8` since, `$9` after).
+const BRAKE_SET_SQL: &str = "INSERT INTO health_brakes (site_id, state, kind, target, bad, counted, examples, \
+     since_us, after_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (site_id) DO UPDATE SET \
+     state = excluded.state, kind = excluded.kind, target = excluded.target, bad = excluded.bad, \
+     counted = excluded.counted, examples = excluded.examples, since_us = excluded.since_us, \
+     after_us = excluded.after_us";
+/// A site's newest events after `$2` (the brake's window, [`brake::WINDOW`]), through `url_checks_events`.
+const EVENTS_SQL: &str = "SELECT loc, CAST(problems AS BIGINT) AS problems, location, canonical, event_us FROM url_checks \
+     WHERE site_id = $1 AND event_us IS NOT NULL AND event_us > $2 ORDER BY event_us DESC LIMIT $3";
+/// The excluded records of a site whose problem began at `$2` or later (a burst's), with their checks.
+const BURST_SQL: &str = "SELECT u.id, u.page_id, CAST(CASE WHEN u.news_us IS NULL THEN 0 ELSE 1 END AS BIGINT) AS news, \
+     c.loc, CAST(c.problems AS BIGINT) AS problems, c.location, c.canonical FROM urls u JOIN url_checks c \
+     ON c.site_id = u.site_id AND c.loc = u.loc WHERE u.site_id = $1 AND u.excluded AND c.problem_since_us >= $2";
+/// The rows of a site with a problem of bits `$2` due at once (a confirmed burst), unless a claim holds them.
+const DUE_KIND_SQL: &str = "UPDATE url_checks SET due_us = 0 WHERE site_id = $1 AND (problems & $2) <> 0 \
+     AND (claim IS NULL OR due_us <= $3)";
 
 /// The problem listing: records whose check has a problem or a transient failure (the partial index), in record
 /// id order after `$1`, matching the filter: a problem bit of `$2`, a transient failure (`$3` = 1), excluded (`$4`
@@ -254,10 +339,23 @@ pub(crate) const PG_HOST_SLOT_SQL: &str = concat!(
 
 // --- SQLite ----------------------------------------------------------------------------------------------------
 
+/// The locs `$2` (sorted) of site `$1` whose last check found a problem or failed, re-sent by the app unchanged:
+/// due at once, or after the settle when a claim holds them (their `seq` moves on), as a changed loc.
+pub(crate) const PG_RECHECK_SQL: &str = "UPDATE url_checks SET seq = seq + 1, \
+     due_us = CASE WHEN claim IS NOT NULL AND due_us > $3 THEN due_us ELSE 0 END \
+     WHERE site_id = $1 AND loc = ANY($2) AND (problems <> 0 OR transient IS NOT NULL)";
+/// Whether site `$1` has a check row with a problem or a failure (through `url_checks_problems`).
+pub(crate) const ANY_PROBLEM_SQL: &str = "SELECT count(*) FROM (SELECT 1 FROM url_checks WHERE site_id = $1 \
+     AND (problems <> 0 OR transient IS NOT NULL) LIMIT 1) AS p";
+
 /// As [`PG_ENQUEUE_SQL`], the locs as one JSON array.
 pub(crate) const SQLITE_ENQUEUE_SQL: &str = "INSERT INTO url_checks (site_id, loc) \
      SELECT ?1, value FROM json_each(?2) WHERE true ON CONFLICT (site_id, loc) DO UPDATE \
      SET seq = seq + 1, due_us = CASE WHEN claim IS NOT NULL AND due_us > ?3 THEN due_us ELSE 0 END";
+/// As [`PG_RECHECK_SQL`], the locs as one JSON array.
+pub(crate) const SQLITE_RECHECK_SQL: &str = "UPDATE url_checks SET seq = seq + 1, \
+     due_us = CASE WHEN claim IS NOT NULL AND due_us > ?3 THEN due_us ELSE 0 END \
+     WHERE site_id = ?1 AND loc IN (SELECT value FROM json_each(?2)) AND (problems <> 0 OR transient IS NOT NULL)";
 /// As [`PG_SEED_SQL`], the walk as one JSON array of `[loc, id]`.
 pub(crate) const SQLITE_SEED_SQL: &str = "INSERT INTO url_checks (site_id, loc, url_id, due_us) \
      SELECT ?1, json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?3 FROM json_each(?2) WHERE true \
@@ -330,6 +428,53 @@ pub(crate) struct ProblemRow {
     check: CheckRow,
 }
 
+/// A site's brake row.
+#[derive(sqlx::FromRow)]
+pub(crate) struct BrakeRow {
+    state: String,
+    kind: Option<String>,
+    target: Option<String>,
+    bad: i64,
+    counted: i64,
+    examples: Option<String>,
+    since_us: i64,
+    after_us: i64,
+}
+
+impl BrakeRow {
+    fn into_state(self) -> BrakeState {
+        let evidence = self.kind.as_deref().and_then(Kind::parse).map(|kind| Evidence {
+            shape: Shape { kind, target: self.target },
+            bad: usize::try_from(self.bad).unwrap_or(0),
+            window: usize::try_from(self.counted).unwrap_or(0),
+            examples: self.examples.map(|e| e.lines().map(str::to_owned).collect()).unwrap_or_default(),
+        });
+        BrakeState { mode: BrakeMode::parse(&self.state), evidence, since_us: self.since_us, after_us: self.after_us }
+    }
+}
+
+/// One of a site's events.
+#[derive(sqlx::FromRow)]
+pub(crate) struct EventRow {
+    loc: String,
+    problems: i64,
+    location: Option<String>,
+    canonical: Option<String>,
+    event_us: i64,
+}
+
+/// An excluded record of a burst, with its check.
+#[derive(sqlx::FromRow)]
+pub(crate) struct BurstRow {
+    id: i64,
+    page_id: i64,
+    news: i64,
+    loc: String,
+    problems: i64,
+    location: Option<String>,
+    canonical: Option<String>,
+}
+
 fn claim_of(site: i64, claim: i64, row: ClaimRow) -> CheckClaim {
     let (etag, last_modified) = (row.check.etag.clone(), row.check.last_modified.clone());
     let check = row.check.into_check(row.loc.clone());
@@ -383,6 +528,37 @@ pub(crate) trait Checks: Writes {
     ) -> impl Future<Output = Result<Written<Settled>>> + Send;
     /// [`super::Store::health_restore`] in `conn`'s transaction, which holds the write lock.
     fn restore(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Written<u64>>> + Send;
+    /// A site's brake as stored.
+    fn brake_of(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Option<BrakeState>>> + Send;
+    /// A site's newest events after `after` ([`brake::WINDOW`] at most), newest first, each with its time.
+    fn events(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: i64,
+    ) -> impl Future<Output = Result<Vec<(Event, i64)>>> + Send;
+    fn set_brake(
+        conn: &mut Self::Connection,
+        site: i64,
+        mode: BrakeMode,
+        evidence: Option<&Evidence>,
+        now: i64,
+        after: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Puts back the excluded records of `site` whose problem began at `since` or later and has `shape` (a
+    /// burst's), a change of each page that held one; the number put back. Under the write lock.
+    fn restore_burst(
+        conn: &mut Self::Connection,
+        site: i64,
+        shape: &Shape,
+        since: i64,
+        now: i64,
+    ) -> impl Future<Output = Result<Written<u64>>> + Send;
+    /// [`super::Store::health_brake_order`] in `conn`'s transaction.
+    fn order_brake(
+        conn: &mut Self::Connection,
+        site: i64,
+        order: BrakeOrder,
+    ) -> impl Future<Output = Result<Option<BrakeState>>> + Send;
     /// Sets the `excluded` count of `pages` (changed by a write, in `site`) from the records, and returns them so.
     fn recount(
         conn: &mut Self::Connection,
@@ -408,6 +584,9 @@ where
     CheckRow: for<'r> FromRow<'r, DB::Row>,
     ClaimRow: for<'r> FromRow<'r, DB::Row>,
     ProblemRow: for<'r> FromRow<'r, DB::Row>,
+    BrakeRow: for<'r> FromRow<'r, DB::Row>,
+    EventRow: for<'r> FromRow<'r, DB::Row>,
+    BurstRow: for<'r> FromRow<'r, DB::Row>,
     PageRow: for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
     (Option<i64>,): for<'r> FromRow<'r, DB::Row>,
@@ -510,10 +689,48 @@ where
                     .await?
             }
         };
-        let mut written =
-            Written { counts: Settled { recorded: updated.is_some(), flipped: None }, ..Default::default() };
+        let mut written = Written {
+            counts: Settled { recorded: updated.is_some(), flipped: None, brake: None },
+            ..Default::default()
+        };
         let want = !f.problems.is_empty();
-        if updated.is_none() || !exclude || !f.is_definite() || want == excluded || !may_flip {
+        if updated.is_none() || !exclude || !f.is_definite() || !may_flip {
+            return Ok(written);
+        }
+        // The brake: read when this settle would exclude, or when the site's brake is not plain running.
+        let stored = Self::brake_of(conn, site).await?;
+        let mode = stored.as_ref().map_or(BrakeMode::Running, |b| b.mode);
+        let mut paused = mode == BrakeMode::Paused;
+        if (want && !excluded) || mode != BrakeMode::Running {
+            let after = stored.as_ref().map_or(0, |b| b.after_us);
+            let timed = Self::events(conn, site, after).await?;
+            let events: Vec<Event> = timed.iter().map(|(e, _)| e.clone()).collect();
+            let shape = stored.as_ref().and_then(|b| b.evidence.as_ref()).map(|e| e.shape.clone());
+            if let Some(shape) = shape.filter(|s| mode != BrakeMode::Running && !brake::holds(&events, s)) {
+                // The burst's share fell: the pause lifts (or the confirmation ends).
+                let evidence = stored.as_ref().and_then(|b| b.evidence.as_ref());
+                Self::set_brake(conn, site, BrakeMode::Running, evidence, now, after).await?;
+                written.counts.brake =
+                    Some(if paused { BrakeChange::Resumed { shape } } else { BrakeChange::Ended { shape } });
+                paused = false;
+            } else if want && !excluded && !paused {
+                let confirmed = stored
+                    .as_ref()
+                    .filter(|b| b.mode == BrakeMode::Confirmed)
+                    .and_then(|b| b.evidence.as_ref())
+                    .map(|e| &e.shape);
+                let trip = if result.disallows_all { Some(Evidence::robots(loc)) } else { brake::tripped(&events) };
+                if let Some(evidence) = trip.filter(|e| Some(&e.shape) != confirmed) {
+                    let since = timed.iter().map(|(_, at)| *at).min().unwrap_or(now);
+                    let restored = Self::restore_burst(conn, site, &evidence.shape, since, now).await?;
+                    Self::set_brake(conn, site, BrakeMode::Paused, Some(&evidence), now, after).await?;
+                    written.changes = restored.changes;
+                    written.counts.brake = Some(BrakeChange::Tripped { evidence, restored: restored.counts });
+                    paused = true;
+                }
+            }
+        }
+        if want == excluded || (want && paused) {
             return Ok(written);
         }
         sqlx::query(FLIP_URL_SQL).bind(id).bind(want).execute(&mut *conn).await?;
@@ -531,6 +748,115 @@ where
         written.counts.flipped = Some(want);
         written.changes.insert(site, Changes { pages: vec![page.into()], locs: Vec::new() });
         Ok(written)
+    }
+
+    async fn brake_of(conn: &mut Self::Connection, site: i64) -> Result<Option<BrakeState>> {
+        let row: Option<BrakeRow> = sqlx::query_as(BRAKE_SQL).bind(site).fetch_optional(conn).await?;
+        Ok(row.map(BrakeRow::into_state))
+    }
+
+    async fn events(conn: &mut Self::Connection, site: i64, after: i64) -> Result<Vec<(Event, i64)>> {
+        let rows: Vec<EventRow> =
+            sqlx::query_as(EVENTS_SQL).bind(site).bind(after).bind(brake::WINDOW as i64).fetch_all(conn).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let problems = Problems::from_bits(u32::try_from(r.problems).unwrap_or(0));
+                (Event { loc: r.loc, problems, location: r.location, canonical: r.canonical }, r.event_us)
+            })
+            .collect())
+    }
+
+    async fn set_brake(
+        conn: &mut Self::Connection,
+        site: i64,
+        mode: BrakeMode,
+        evidence: Option<&Evidence>,
+        now: i64,
+        after: i64,
+    ) -> Result<()> {
+        let examples = evidence.map(|e| e.examples.join("\n"));
+        sqlx::query(BRAKE_SET_SQL)
+            .bind(site)
+            .bind(mode.name())
+            .bind(evidence.map(|e| e.shape.kind.name()))
+            .bind(evidence.and_then(|e| e.shape.target.as_deref()))
+            .bind(evidence.map_or(0, |e| e.bad as i64))
+            .bind(evidence.map_or(0, |e| e.window as i64))
+            .bind(examples.as_deref())
+            .bind(now)
+            .bind(after)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn restore_burst(
+        conn: &mut Self::Connection,
+        site: i64,
+        shape: &Shape,
+        since: i64,
+        now: i64,
+    ) -> Result<Written<u64>> {
+        let rows: Vec<BurstRow> = sqlx::query_as(BURST_SQL).bind(site).bind(since).fetch_all(&mut *conn).await?;
+        let mut pages: std::collections::BTreeMap<i64, i64> = std::collections::BTreeMap::new();
+        let mut news = false;
+        for r in rows {
+            let problems = Problems::from_bits(u32::try_from(r.problems).unwrap_or(0));
+            let event = Event { loc: r.loc, problems, location: r.location, canonical: r.canonical };
+            if !shape.matches(&event) {
+                continue;
+            }
+            sqlx::query(FLIP_URL_SQL).bind(r.id).bind(false).execute(&mut *conn).await?;
+            *pages.entry(r.page_id).or_default() += 1;
+            news |= r.news != 0;
+        }
+        let mut written = Written::default();
+        if pages.is_empty() {
+            return Ok(written);
+        }
+        let mut changed = Vec::with_capacity(pages.len());
+        for (page_id, n) in pages {
+            let page: PageRow = sqlx::query_as(FLIP_PAGE_SQL)
+                .bind(site)
+                .bind(page_id)
+                .bind(-n)
+                .bind(now)
+                .bind(Gzip::CURRENT.code())
+                .fetch_one(&mut *conn)
+                .await?;
+            written.counts += n as u64;
+            changed.push(PageState::from(page));
+        }
+        if news {
+            Self::touch_news(conn, site, now).await?;
+        }
+        written.changes.insert(site, Changes { pages: changed, locs: Vec::new() });
+        Ok(written)
+    }
+
+    async fn order_brake(conn: &mut Self::Connection, site: i64, order: BrakeOrder) -> Result<Option<BrakeState>> {
+        let now = Self::now(conn).await?;
+        let Some(stored) = Self::brake_of(conn, site).await? else { return Ok(None) };
+        if stored.mode != BrakeMode::Paused {
+            return Ok(Some(stored));
+        }
+        let evidence = stored.evidence.as_ref();
+        match order {
+            BrakeOrder::Resume => Self::set_brake(conn, site, BrakeMode::Running, evidence, now, now).await?,
+            BrakeOrder::Confirm => {
+                Self::set_brake(conn, site, BrakeMode::Confirmed, evidence, now, stored.after_us).await?;
+                if let Some(e) = evidence {
+                    sqlx::query(DUE_KIND_SQL)
+                        .bind(site)
+                        .bind(i64::from(e.shape.kind.bit()))
+                        .bind(now)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+            }
+        }
+        Self::brake_of(conn, site).await
     }
 
     async fn restore(conn: &mut Self::Connection, site: i64) -> Result<Written<u64>> {
@@ -622,6 +948,7 @@ where
             sqlx::query_as(SUMMARY_BACKLOG_SQL).bind(site).bind(super::now_us()).bind(cap).fetch_one(pool).await?;
         let (seeded_id,): (i64,) = sqlx::query_as(SEEDED_SQL).bind(site).fetch_optional(pool).await?.unwrap_or((0,));
         let (last_id,): (Option<i64>,) = sqlx::query_as(SUMMARY_LAST_ID_SQL).bind(site).fetch_one(pool).await?;
+        let brake: Option<BrakeRow> = sqlx::query_as(BRAKE_SQL).bind(site).fetch_optional(pool).await?;
         let kinds = Kind::ALL
             .iter()
             .map(|&kind| {
@@ -641,6 +968,7 @@ where
             backlog: backlog as u64,
             seeded: last_id.is_none_or(|id| seeded_id >= id),
             last_checked_us: last,
+            brake: brake.map(BrakeRow::into_state),
         })
     }
 }

@@ -24,7 +24,8 @@ use futures_util::stream::BoxStream;
 
 pub use self::crawls::{CrawlerState, FetchRecord, LAGS_SQL, PageRead, RecordCrawls};
 pub use self::health::{
-    BACKLOG_CAP, CheckClaim, CheckResult, HealthSummary, ProblemFilter, Settled as CheckSettled, UrlCheck,
+    BACKLOG_CAP, BrakeChange, BrakeMode, BrakeOrder, BrakeState, CheckClaim, CheckResult, HealthSummary, ProblemFilter,
+    Settled as CheckSettled, UrlCheck,
 };
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
@@ -300,6 +301,9 @@ pub trait Store: StoreReads {
     /// URL health: puts every excluded record of `site` back in its page (its policy is no longer `exclude`, or
     /// checking is off), a change of each page that held one; the number put back.
     async fn health_restore(&self, site: i64) -> Result<Written<u64>>;
+    /// URL health: an operator's order to `site`'s brake ([`BrakeOrder`]), obeyed only while it is paused; the
+    /// brake as it then is (`None`: it never tripped).
+    async fn health_brake_order(&self, site: i64, order: BrakeOrder) -> Result<Option<BrakeState>>;
     /// URL health: reserves the next request slot of `host` (`scheme://host:port`) shared by every replica: at
     /// least `gap` after the slot before it, and not before `hold` from now (a `Retry-After`). Returns how long to
     /// wait from now for it.

@@ -13,7 +13,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use super::CheckSettled;
 use super::crawls::{self, FetchRecord, PageRead};
-use super::health::{self, CheckClaim, CheckResult, Checks};
+use super::health::{self, BrakeMode, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::write::{self, Upsert, Writes};
@@ -456,6 +456,15 @@ impl Writes for sqlx::Postgres {
         Ok(())
     }
 
+    async fn recheck(conn: &mut PgConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+        let (any,): (i64,) = sqlx::query_as(health::ANY_PROBLEM_SQL).bind(site).fetch_one(&mut *conn).await?;
+        if any == 0 {
+            return Ok(());
+        }
+        sqlx::query(health::PG_RECHECK_SQL).bind(site).bind(locs).bind(now_us).execute(conn).await?;
+        Ok(())
+    }
+
     async fn drop_checks(conn: &mut PgConnection, site: i64, locs: &[&str]) -> Result<()> {
         sqlx::query(health::PG_DROP_SQL).bind(site).bind(locs).execute(conn).await?;
         Ok(())
@@ -569,10 +578,13 @@ impl Store for PgStore {
 
     async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>> {
         // The write lock only when the settle may exclude or restore the record (a change of its page).
+        // The brake's state and window are read and changed under it too: when the site's brake is not plain
+        // running, every definite settle may lift it.
         let flip = exclude && result.finding.is_definite() && {
             let mut conn = self.pool.acquire().await?;
             let record = sqlx::Postgres::record(&mut conn, site, &result.loc).await?;
             record.is_some_and(|(_, _, excluded, _)| excluded == result.finding.problems.is_empty())
+                || sqlx::Postgres::brake_of(&mut conn, site).await?.is_some_and(|b| b.mode != BrakeMode::Running)
         };
         let mut tx = if flip { self.begin_write().await? } else { self.pool.begin().await? };
         let settled = sqlx::Postgres::settle(&mut tx, site, result, exclude, flip).await?;
@@ -585,6 +597,13 @@ impl Store for PgStore {
         let restored = sqlx::Postgres::restore(&mut tx, site).await?;
         tx.commit().await?;
         Ok(restored)
+    }
+
+    async fn health_brake_order(&self, site: i64, order: BrakeOrder) -> Result<Option<BrakeState>> {
+        let mut tx = self.begin_write().await?;
+        let state = sqlx::Postgres::order_brake(&mut tx, site, order).await?;
+        tx.commit().await?;
+        Ok(state)
     }
 
     async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {

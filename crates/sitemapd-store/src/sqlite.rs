@@ -21,7 +21,7 @@ use tokio::sync::Mutex;
 
 use super::CheckSettled;
 use super::crawls::{self, FetchRecord, PageRead};
-use super::health::{self, CheckClaim, CheckResult, Checks};
+use super::health::{self, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::watch::{self, FileWatch, Trouble};
@@ -323,6 +323,16 @@ impl Writes for sqlx::Sqlite {
         Ok(())
     }
 
+    async fn recheck(conn: &mut SqliteConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+        let (any,): (i64,) = sqlx::query_as(health::ANY_PROBLEM_SQL).bind(site).fetch_one(&mut *conn).await?;
+        if any == 0 {
+            return Ok(());
+        }
+        let json = serde_json::to_string(locs).expect("strings serialize");
+        sqlx::query(health::SQLITE_RECHECK_SQL).bind(site).bind(json).bind(now_us).execute(conn).await?;
+        Ok(())
+    }
+
     async fn drop_checks(conn: &mut SqliteConnection, site: i64, locs: &[&str]) -> Result<()> {
         let json = serde_json::to_string(locs).expect("strings serialize");
         sqlx::query(health::SQLITE_DROP_SQL).bind(site).bind(json).execute(conn).await?;
@@ -545,6 +555,17 @@ impl Store for SqliteStore {
             Ok(restored)
         };
         self.noted(restored.await)
+    }
+
+    async fn health_brake_order(&self, site: i64, order: BrakeOrder) -> Result<Option<BrakeState>> {
+        let _writer = self.lock_writer().await?;
+        let ordered = async {
+            let mut tx = self.begin_write().await?;
+            let state = sqlx::Sqlite::order_brake(&mut tx, site, order).await?;
+            tx.commit().await?;
+            Ok(state)
+        };
+        self.noted(ordered.await)
     }
 
     async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {

@@ -96,6 +96,14 @@ pub(crate) trait Writes: Sql {
         locs: &[&str],
         now_us: i64,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// URL health: makes the checks of `locs` (distinct, sorted) of `site` that found a problem or failed due at
+    /// once (or after their claim's settle): the app sent them again. A site without such a check: one probe.
+    fn recheck(
+        conn: &mut Self::Connection,
+        site: i64,
+        locs: &[&str],
+        now_us: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// URL health: drops the checks of `locs` (distinct, sorted) of `site`, deleted.
     fn drop_checks(conn: &mut Self::Connection, site: i64, locs: &[&str]) -> impl Future<Output = Result<()>> + Send;
     /// URL health: queues the walk's records (id, loc) of `site`, due at `now_us`; rows already queued stay.
@@ -143,6 +151,25 @@ async fn enqueue_checks<DB: Writes>(
     // Sorted: rows are locked in loc order (as the seed inserts them), so a write and a seed never deadlock.
     for (site, locs) in sorted_locs(check, changes) {
         DB::enqueue_checks(conn, site, &locs, now).await?;
+    }
+    Ok(())
+}
+
+/// Makes the checks of the locs a write sent again due at once, in the sites of `check`, where their last check
+/// found a problem or failed: an app that writes a URL says it is there, and an excluded URL it re-sends unchanged
+/// must not wait hours for its next check. A healthy URL re-sent unchanged is left alone (an app that re-sends
+/// everything daily does not make a check storm), and a site without a problem row costs one index probe.
+async fn recheck_resent<DB: Writes>(
+    conn: &mut DB::Connection,
+    check: &BTreeSet<i64>,
+    groups: &[(i64, Cow<'_, [Entry]>)],
+    now: i64,
+) -> Result<()> {
+    for (site, entries) in groups.iter().filter(|(site, _)| check.contains(site)) {
+        let mut locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+        locs.sort_unstable();
+        locs.dedup();
+        DB::recheck(conn, *site, &locs, now).await?;
     }
     Ok(())
 }
@@ -328,6 +355,7 @@ pub(crate) async fn upsert<DB: Checks>(
     recount_excluded::<DB>(&mut tx, &mut written.changes).await?;
     enqueue::<DB>(&mut tx, &queues.notify, &written.changes).await?;
     enqueue_checks::<DB>(&mut tx, &queues.check, &written.changes, now).await?;
+    recheck_resent::<DB>(&mut tx, &queues.check, &groups, now).await?;
     tx.commit().await?;
     Ok(written)
 }

@@ -5,6 +5,7 @@
 //! leaves a URL with a definite problem ([`Problems`]) out of its page. A transient failure (timeout, 5xx, 429, a
 //! broken connection) is never a definite problem: it is retried with backoff ([`backoff`]) and reported as such.
 
+pub mod brake;
 pub mod head;
 pub mod headers;
 mod judge;
