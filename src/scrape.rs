@@ -75,7 +75,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
                 if pages.is_empty() {
                     sets.push((format!("site=\"{}\"", site.name), 0, 0, 0.0, 0.0));
                 }
-                sites.push((site.name.as_str(), pages.len()));
+                sites.push((site.name.as_str(), pages.iter().filter(|p| p.url_count > 0).count()));
                 if state.config.crawler_telemetry {
                     let read = async {
                         Ok::<_, crate::store::StoreError>((
@@ -130,8 +130,8 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     );
     per_site(
         "sitemapd_index_fill_ratio",
-        "Pages the site has opened, all sections together, as a fraction of the 49,999 its index may list (at 1, \
-         writes of new URLs get 507)",
+        "Pages that hold a URL, all sections together, as a fraction of the 49,999 its index may list (at 1, \
+         writes of new URLs that need a page get 507; an emptied page takes no room)",
         &mut sites.iter().map(|s| (format!("site=\"{}\"", s.0), s.1 as f64 / MAX_PAGES as f64)),
     );
     per_site(

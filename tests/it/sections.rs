@@ -197,6 +197,66 @@ async fn sections_share_the_index_room(b: Backend) {
     assert_eq!((section_of(last.id), number_of(last.id)), (1, 1));
 }
 
+/// Sections give their room back: a section whose URLs are all deleted holds no room, so the room is free again
+/// for new sections, and the index keeps answering the pages that hold URLs (issue 37, item 4).
+async fn a_section_emptied_gives_its_room_back(b: Backend) {
+    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "1")]).await else { return };
+    // 49,990 full pages of a section with no name (rows alone, never listed): they take room as any full page does,
+    // so that the room ends nine pages in. Postgres's change-counter trigger is off meanwhile, as above.
+    let filler = page_id(999, 1) - 1;
+    let insert = format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 49990) \
+         INSERT INTO pages (site_id, id, url_count, byte_size, version, modified_us) \
+         SELECT 1, {filler} + i, 1, 100, 1, 1 FROM n"
+    );
+    match b {
+        Backend::Sqlite => app.exec_sql(&insert).await,
+        Backend::Postgres | Backend::Pooler => {
+            app.exec_sql(&format!(
+                "ALTER TABLE pages DISABLE TRIGGER pages_count_change; {insert}; \
+                 ALTER TABLE pages ENABLE TRIGGER pages_count_change"
+            ))
+            .await
+        }
+    }
+    app.put_paths(&["keep"]).await;
+    // Eight one-URL sections take the rest of the room.
+    let sections: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+    let one_each: Vec<Value> = sections.iter().map(|s| entry(s, Some(s))).collect();
+    assert_eq!(app.put_json(&Value::Array(one_each)).await.status, 200);
+    let full = app.put_json(&json!([entry("more", Some("more"))])).await;
+    assert_eq!(full.status, 507, "{}", full.text());
+    let listed = app.index_paths().await;
+    assert_eq!(listed.len(), 9, "{listed:?}");
+    let before = app.get("/sitemap.xml", &[]).await.header("last-modified").map(str::to_owned);
+    // Every section's URL deleted: the index lists the page that still holds one, and keeps its date.
+    for s in &sections {
+        assert_eq!(app.delete_loc(&format!("{PUBLIC_URL}/{s}")).await.status, 204);
+    }
+    assert_eq!(app.index_paths().await, ["/sitemap-1.xml"]);
+    let index = app.get("/sitemap.xml", &[]).await;
+    let after = index.header("last-modified").map(str::to_owned);
+    let date = |h: &Option<String>| httpdate::parse_http_date(h.as_deref().unwrap()).unwrap();
+    assert!(date(&after) >= date(&before), "{after:?} before {before:?}");
+    let page = app.get("/sitemap-1.xml", &[]).await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains(&format!("{PUBLIC_URL}/keep")), "{}", page.text());
+    // The room they held is free: as many new sections as there were are taken, and no more.
+    let more = app.put_json(&json!([entry("more", Some("more"))])).await;
+    assert_eq!(more.status, 200, "a new section after the others left: {}", more.text());
+    let seven: Vec<Value> = (0..7).map(|i| entry(&format!("n{i}"), Some(&format!("n{i}")))).collect();
+    assert_eq!(app.put_json(&Value::Array(seven)).await.status, 200);
+    let full = app.put_json(&json!([entry("last", Some("last"))])).await;
+    assert_eq!(full.status, 507, "{}", full.text());
+    // Filling a section's empty page again takes room as a new page does.
+    assert_eq!(app.put_json(&json!([entry("s0", Some("s0"))])).await.status, 507);
+    let listed = app.index_paths().await;
+    assert_eq!(listed.len(), 9, "{listed:?}");
+    for path in &listed {
+        assert_eq!(app.get(path, &[]).await.status, 200, "{path}");
+    }
+}
+
 /// A TestApp whose public URL is where it is served on loopback, so that its index lists URLs a reader can fetch.
 async fn served(b: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, String)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -355,4 +415,5 @@ both_backends!(
     the_listing_filters_by_section,
     a_section_page_size_below_what_is_stored_is_refused_at_start,
     sections_share_the_index_room,
+    a_section_emptied_gives_its_room_back,
 );

@@ -32,7 +32,9 @@ pub enum PlanError {
 }
 
 /// A write that would need a page beyond the room of the site's index ([`Layout::max_pages`], at most
-/// [`MAX_PAGES`]), all sections together.
+/// [`MAX_PAGES`]), all sections together. The room counts the pages that hold a URL, the ones the index lists: an
+/// empty page (its URLs deleted, in any section) holds none of it, and a write that fills one again needs room as
+/// a new page does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the sitemap index is full: its sections' pages and the other sitemaps it lists take the 50,000 entries one \
@@ -154,7 +156,8 @@ pub struct Layout {
     pub limits: Limits,
     /// Sections (by id) whose pages hold at most this many URLs, fewer than `limits.max_urls`.
     pub section_urls: BTreeMap<i64, u32>,
-    /// The most pages of all sections together: [`MAX_PAGES`], less the index entries kept for other sitemaps.
+    /// The most pages that hold a URL, of all sections together: [`MAX_PAGES`], less the index entries kept for
+    /// other sitemaps. Empty pages are not counted ([`IndexFull`]).
     pub max_pages: i64,
 }
 
@@ -183,13 +186,21 @@ struct Book {
     /// first fit.
     open: BTreeSet<i64>,
     touched: BTreeSet<i64>,
+    /// How many pages hold a URL: what takes the index's room ([`Layout::max_pages`]).
+    held: i64,
 }
 
 impl Book {
     fn new(pages: Vec<PageState>, layout: Layout) -> Self {
         let open = pages.iter().filter(|p| p.url_count < layout.room(p.id)).map(|p| p.id).collect();
+        let held = pages.iter().filter(|p| p.url_count > 0).count() as i64;
         let pages = pages.into_iter().map(|p| (p.id, p)).collect();
-        Self { layout, pages, open, touched: BTreeSet::new() }
+        Self { layout, pages, open, touched: BTreeSet::new(), held }
+    }
+
+    /// Whether the index has room for one more page that holds a URL.
+    fn has_room(&self) -> bool {
+        self.held < self.layout.max_pages
     }
 
     fn fits_bytes(&self, page: &PageState, extra: i64) -> bool {
@@ -199,6 +210,7 @@ impl Book {
     fn add(&mut self, page_id: i64, size: i64, ns: Namespaces) {
         let room = self.layout.room(page_id);
         let page = self.pages.get_mut(&page_id).expect("page exists");
+        self.held += i64::from(page.url_count == 0);
         page.url_count += 1;
         page.byte_size += size;
         page.ns.count(ns, 1);
@@ -212,6 +224,7 @@ impl Book {
         let room = self.layout.room(page_id);
         let page = self.pages.get_mut(&page_id).expect("a stored URL's page exists");
         page.url_count -= 1;
+        self.held -= i64::from(page.url_count == 0);
         page.byte_size -= size;
         page.ns.count(ns, -1);
         if page.url_count < room {
@@ -221,15 +234,19 @@ impl Book {
     }
 
     /// First fit within `section`: its lowest-numbered page with room for `size` more bytes, or a new page after
-    /// its last, when the index has room for one more page.
+    /// its last. An empty page, or a new one, only when the index has room for one more page that holds a URL.
     fn place(&mut self, section: i64, size: i64, ns: Namespaces) -> Result<i64, IndexFull> {
         let ids = section_ids(section);
-        let found = self.open.range(ids.clone()).copied().find(|id| self.fits_bytes(&self.pages[id], size));
+        let room = self.has_room();
+        let found = self.open.range(ids.clone()).copied().find(|id| {
+            let page = &self.pages[id];
+            (room || page.url_count > 0) && self.fits_bytes(page, size)
+        });
         let id = match found {
             Some(id) => id,
             None => {
                 let id = self.pages.range(ids).next_back().map_or(page_id(section, 1), |(last, _)| last + 1);
-                if self.pages.len() as i64 >= self.layout.max_pages || number_of(id) == 0 {
+                if !room || number_of(id) == 0 {
                     return Err(IndexFull);
                 }
                 let empty =
@@ -521,6 +538,28 @@ mod tests {
             (plan.counts, touched)
         }
 
+        /// Upserts `entries` with sections by [`section_of_name`], applying the plan when it is made.
+        fn try_upsert_in(&mut self, entries: &[Entry], layout: &Layout) -> Result<(), PlanError> {
+            let locs: BTreeSet<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+            let existing = self.urls.values().filter(|u| locs.contains(u.loc.as_str())).cloned().collect();
+            let pages = self.pages.values().cloned().collect();
+            let plan = plan_upsert(entries, section_of_name, existing, pages, layout.clone(), self.now + 1000)?;
+            self.now += 1000;
+            for u in plan.updates {
+                let row = self.urls.get_mut(&u.id).unwrap();
+                (row.page_id, row.fields, row.size) = (u.page_id, u.fields, u.size);
+            }
+            for n in plan.inserts {
+                self.next_id += 1;
+                let id = self.next_id;
+                self.urls.insert(id, StoredUrl { id, loc: n.loc, page_id: n.page_id, fields: n.fields, size: n.size });
+            }
+            for p in plan.pages {
+                self.pages.insert(p.id, p);
+            }
+            Ok(())
+        }
+
         fn delete(&mut self, locs: &[String]) -> BTreeSet<i64> {
             let found: Vec<_> = self.urls.values().filter(|u| locs.contains(&u.loc)).cloned().collect();
             self.now += 1000;
@@ -571,6 +610,12 @@ mod tests {
             Some("alpha") => 1,
             Some(_) => 2,
         }
+    }
+
+    /// Section ids by name: alpha 1, beta 2, gamma 3, delta 4, epsilon 5, zeta 6 (none: 0).
+    fn section_of_name(entry: &Entry) -> i64 {
+        let names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
+        entry.section.as_ref().map_or(0, |s| names.iter().position(|n| *n == s.as_str()).unwrap() as i64 + 1)
     }
 
     fn in_section(entry: Entry, section: Option<&str>) -> Entry {
@@ -762,11 +807,42 @@ mod tests {
         // The room is the site's, whatever the section: a named section gets no page of its own beyond it, and
         // one index entry fewer (kept for another sitemap) is one page fewer.
         let beta = in_section(entry("b", None), Some("beta"));
-        let plan = plan_upsert(&[beta], section_id, vec![], some_room, Layout::uniform(limits), 5);
+        let plan = plan_upsert(&[beta], section_id, vec![], full.clone(), Layout::uniform(limits), 5);
         assert_eq!(plan.unwrap_err(), PlanError::Full(IndexFull));
         let fewer = Layout { max_pages: MAX_PAGES - 1, ..Layout::uniform(limits) };
         let plan = plan_upsert(&[entry("a", None)], section_id, vec![], full[1..].to_vec(), fewer, 5);
         assert_eq!(plan.unwrap_err(), PlanError::Full(IndexFull));
+    }
+
+    #[test]
+    fn a_section_emptied_gives_its_room_back() {
+        // One URL a page, room for three pages: three one-URL sections take the whole room.
+        let limits = Limits { max_urls: 1, max_bytes: 1_000_000 };
+        let layout = Layout { max_pages: 3, ..Layout::uniform(limits) };
+        let mut model = Model::default();
+        let one = |name: &str, section: &str| in_section(entry(name, None), Some(section));
+        for name in ["alpha", "beta", "gamma"] {
+            model.try_upsert_in(&[one(name, name)], &layout).unwrap();
+        }
+        assert_eq!(model.try_upsert_in(&[one("delta", "delta")], &layout), Err(PlanError::Full(IndexFull)));
+        // Every section's URL deleted: their pages stay, empty, and take no room.
+        let touched = model.delete(&["alpha", "beta", "gamma"].map(|n| format!("https://x.test/{n}")));
+        assert_eq!(touched.len(), 3);
+        assert!(model.pages.values().all(|p| p.url_count == 0));
+        model.check_in(&layout);
+        model.try_upsert_in(&[one("delta", "delta")], &layout).expect("an index that lists nothing has room");
+        assert_eq!(model.urls.values().last().unwrap().page_id, page_id(4, 1));
+        // Refilling an empty page takes room as a new page does: with alpha back, the room is full again.
+        model.try_upsert_in(&[one("alpha", "alpha")], &layout).unwrap();
+        assert_eq!(model.urls.values().last().unwrap().page_id, page_id(1, 1), "its section's empty page");
+        model.try_upsert_in(&[one("epsilon", "epsilon")], &layout).unwrap();
+        assert_eq!(model.try_upsert_in(&[one("beta", "beta")], &layout), Err(PlanError::Full(IndexFull)));
+        assert_eq!(model.try_upsert_in(&[one("zeta", "zeta")], &layout), Err(PlanError::Full(IndexFull)));
+        model.check_in(&layout);
+        // A URL that leaves the section it alone held frees its page for the section it joins.
+        model.try_upsert_in(&[one("alpha", "beta")], &layout).expect("alpha's page is emptied as beta's is filled");
+        assert_eq!(model.urls.values().find(|u| u.loc.ends_with("/alpha")).unwrap().page_id, page_id(2, 1));
+        model.check_in(&layout);
     }
 
     #[test]

@@ -492,12 +492,13 @@ async fn check_limits(store: &dyn StoreReads, options: &StoreOptions) -> anyhow:
     for site in store.sites().iter() {
         let pages = store.pages(site.id).await.context("cannot read the page table")?;
         check_site_limits(&site.name, &pages, limits)?;
-        if pages.len() as i64 > room {
+        // The room counts the pages that hold a URL (`placement::IndexFull`): empty ones are not listed.
+        let held = pages.iter().filter(|p| p.url_count > 0).count();
+        if held as i64 > room {
             anyhow::bail!(
-                "site {} has {} pages, and its index lists at most 49,999 besides the news sitemap: it has no room \
-                 for the removed-URLs sitemap, so keep removed_days (SITEMAPD_REMOVED_DAYS) at 0",
+                "site {} has {held} pages, and its index lists at most 49,999 besides the news sitemap: it has no \
+                 room for the removed-URLs sitemap, so keep removed_days (SITEMAPD_REMOVED_DAYS) at 0",
                 site.name,
-                pages.len()
             );
         }
         if section_max_urls.is_empty() {
