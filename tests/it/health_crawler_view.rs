@@ -40,7 +40,9 @@ impl Page {
     fn new(headers: &[(&'static str, &str)], body: Vec<u8>) -> Self {
         let headers = headers.iter().map(|(n, v)| (*n, (*v).to_owned())).collect();
         // Pieces of 1,000 bytes: a stream, not one write.
-        Page { headers, chunks: body.chunks(1000).map(Bytes::copy_from_slice).collect(), endless: None }
+        let body = Bytes::from(body);
+        let chunks = (0..body.len()).step_by(1000).map(|at| body.slice(at..body.len().min(at + 1000))).collect();
+        Page { headers, chunks, endless: None }
     }
 }
 
