@@ -1104,22 +1104,25 @@ fn a_crawler_at_its_own_address_is_verified_and_telemetry_is_flushed_on_sigterm(
     assert_eq!(get_from([127, 0, 0, 2], port, "/sitemap-1.xml", GOOGLEBOT), 200);
     assert_eq!(get_from([127, 0, 0, 2], port, "/sitemap.xml", GOOGLEBOT), 200);
     assert_eq!(get_from([127, 0, 0, 3], port, "/sitemap-1.xml", GOOGLEBOT), 200);
-    // Counted as the recorder takes them, off the request path: wait for the third.
-    let mut metrics = String::new();
-    for _ in 0..100 {
-        metrics = get(port, "/metrics").unwrap().1;
-        if metrics.contains("verification=\"claimed\"") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let count = |labels: &str| {
+    let count_in = |metrics: &str, labels: &str| {
         metrics
             .lines()
             .find(|l| l.starts_with("sitemapd_crawler_fetches_total{") && l.contains(labels))
             .and_then(|l| l.rsplit(' ').next())
             .map(str::to_owned)
     };
+    // Counted as the recorder takes them, off the request path: wait for the third. Every series is exported at 0
+    // from the start, so the wait is for a count, not for the series.
+    const CLAIMED: &str = "crawler=\"googlebot\",verification=\"claimed\",status=\"200\"";
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = get(port, "/metrics").unwrap().1;
+        if count_in(&metrics, CLAIMED).is_some_and(|n| n != "0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let count = |labels: &str| count_in(&metrics, labels);
     assert_eq!(
         count("crawler=\"googlebot\",verification=\"verified\",status=\"200\"").as_deref(),
         Some("2"),
