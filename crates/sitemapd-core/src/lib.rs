@@ -3,6 +3,7 @@
 //! conditional requests and content coding ([`conditional`], on the `http` crate's header types). Pure: no I/O, no
 //! runtime, no database or server; the crate's dependencies keep it so (see ARCHITECTURE.md).
 
+pub mod backoff;
 pub mod conditional;
 pub mod crawler;
 pub mod domain;

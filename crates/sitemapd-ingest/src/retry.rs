@@ -1,7 +1,7 @@
 //! Retrying an operation in process with backoff: a first wait, doubling after each retry, each at most a bound,
-//! unless a failure asks for its own wait (HTTP's `Retry-After`), bounded alike. Built on `backon`; the waits are
-//! exact doublings of whole durations (no float steps, no jitter). IndexNow's delays are persisted with the
-//! outbox and are not this.
+//! unless a failure asks for its own wait (HTTP's `Retry-After`), bounded alike. `backon` runs it; the waits are
+//! the one policy's ([`sitemapd_core::backoff`]: exact doublings of whole durations, no float steps), without
+//! jitter here.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -25,9 +25,7 @@ impl Backoff {
     /// The waits before each retry, in order.
     pub fn waits(self) -> impl Iterator<Item = Duration> + Send + Sync + Unpin {
         let max = self.max.unwrap_or(Duration::MAX);
-        std::iter::successors(Some(self.first), |wait| Some(wait.saturating_mul(2)))
-            .take(self.retries as usize)
-            .map(move |wait| wait.min(max))
+        sitemapd_core::backoff::Backoff::new(self.first, max).waits().take(self.retries as usize)
     }
 }
 

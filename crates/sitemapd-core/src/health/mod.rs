@@ -206,8 +206,7 @@ pub const BACKOFF_CAP: Duration = Duration::from_secs(6 * 60 * 60);
 /// at most [`BACKOFF_CAP`] (0 counts as 1). The checker adds its jitter and takes the longer of this and the
 /// answer's `Retry-After`.
 pub fn backoff(attempts: u32) -> Duration {
-    let doublings = attempts.saturating_sub(1).min(16);
-    BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_CAP)
+    crate::backoff::Backoff::new(BACKOFF_FIRST, BACKOFF_CAP).after(attempts)
 }
 
 /// The checker's `User-Agent`: names sitemapd, its version and where a site's owner reads what it does.
