@@ -12,7 +12,7 @@ pub mod config;
 pub mod crawlers;
 pub mod db_files;
 // The bottom layer, a crate of its own (crates/sitemapd-core): `crate::domain` and the rest keep their paths.
-pub use sitemapd_core::{crawler, domain, health, page, placement};
+pub use sitemapd_core::{backoff, crawler, domain, health, page, placement};
 pub mod error;
 pub mod export;
 pub mod host;
@@ -30,6 +30,8 @@ pub mod state;
 pub use sitemapd_store as store;
 pub mod telemetry;
 pub mod view;
+pub mod worker;
+pub mod workers;
 
 use std::future::Future;
 use std::time::Duration;

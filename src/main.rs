@@ -13,8 +13,8 @@ use sitemapd::config::{Config, LogFormat};
 use sitemapd::db_files;
 use sitemapd::domain::{Section, Site, Sites};
 use sitemapd::import::{HttpOptions, ImportOptions, Progress, Sections, Source};
+use sitemapd::serve_threads;
 use sitemapd::store;
-use sitemapd::{AppState, serve_threads};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing_subscriber::EnvFilter;
@@ -248,32 +248,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 config.site_specs().iter().map(|s| format!("{}={}", s.name, s.public_url)).collect();
             let threads = config.serving_threads();
             tracing::info!(address = %listener.local_addr()?, sites = ?sites, threads, "listening");
-            // Change notification (IndexNow), when a site has a key: a task of its own, never in a write's way.
-            let notifier = sitemapd::indexnow::start(store.clone(), &config)?;
-            // The removed-URLs sitemap's tombstones past the retention, when it is on: a task of its own.
-            let purge = sitemapd::sitemap::removed::start_purge(store.clone(), config.removed_days);
-            let state = AppState::new(store.clone(), &config);
-            // URL health, when a site is checked: a task of its own that tells the state what its exclusions change.
-            // Started either way: a site no longer excluding gets its URLs back.
-            let checker = sitemapd::checker::start(store.clone(), &config, Arc::new(state.clone())).await?;
+            let (state, workers) = sitemapd::workers::start(store.clone(), &config).await?;
             let grace = Duration::from_secs(config.shutdown_grace_secs);
             let served = serve_threads(state.clone(), listener, threads, shutdown_signal(), grace).await;
-            // Checks in flight may finish (briefly); the rest stay claimed until their lease ends.
-            if let Some(checker) = checker {
-                checker.stop(store::CLOSE_TIMEOUT).await;
-            }
-            // The crawler telemetry recorded since the last flush, written before the pool closes (bounded).
-            if let Some(recorder) = state.crawl_recorder() {
-                let _ = tokio::time::timeout(store::CLOSE_TIMEOUT, recorder.flush()).await;
-            }
             drop(state);
-            // A send in flight may finish (briefly); what is left unsent stays in the outbox for the next start.
-            if let Some(notifier) = notifier {
-                notifier.stop(store::CLOSE_TIMEOUT).await;
-            }
-            if let Some(purge) = purge {
-                purge.abort();
-            }
+            // The background workers, last started first, within one grace period (the crawler telemetry's last
+            // flush among them): before the pool closes.
+            workers.stop(store::CLOSE_TIMEOUT).await;
             // Even after an error: the database file is left whole (SQLite: WAL checkpointed) and the pool closed.
             store.close().await;
             // The serving threads' runtimes drive the pooled connections they opened: they end after the store.

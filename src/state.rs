@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -20,6 +20,7 @@ use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
 use crate::store::{self, DeleteCounts, Store, StoreReads};
+use crate::worker::{Supervisor, Worker};
 
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
@@ -46,22 +47,46 @@ pub struct Inner {
     pub body_budget: BodyBudget,
     /// The sites whose changes the store queues for notification (IndexNow).
     notify_sites: BTreeSet<i64>,
-    /// The pages to render ahead of crawlers (`None` when that is off: `prerender = false` or no cache).
-    prerender: Option<Arc<prerender::Queue>>,
-    /// Crawlers' fetches recorded (`None` when `crawler_telemetry` is off, or with no runtime).
-    crawls: Option<Recorder>,
+    /// The background features that requests feed.
+    features: Features,
     /// The runtime the state was made on (the database's and the background tasks', multi-threaded), where the
     /// API's requests run ([`AppState::off_serving`]). `None` with no runtime.
     work: Option<tokio::runtime::Handle>,
 }
 
+/// The background features that requests feed, each through its handle; each feature owns its workers, which run
+/// on `serve`'s supervisor ([`AppState::build`]) or on the state's own ([`AppState::new`]).
+struct Features {
+    /// The pages to render ahead of crawlers (`None` when that is off: `prerender = false` or no cache).
+    prerender: Option<Arc<prerender::Queue>>,
+    /// Crawlers' fetches recorded (`None` when `crawler_telemetry` is off, or with no runtime).
+    crawls: Option<Recorder>,
+    /// The features' workers when the state runs them itself: stopped when it is dropped.
+    own_workers: OnceLock<Supervisor>,
+}
+
 impl AppState {
+    /// The state, its background features' workers running on a supervisor of its own, stopped when the state is
+    /// dropped (`serve` starts them on its own supervisor instead: [`AppState::build`]).
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Self {
         Self::with_clock(store, config, system_clock())
     }
 
-    /// With `clock` as the time of day (what the news window is measured from): tests move it by hand.
+    /// [`AppState::new`] with `clock` as the time of day (what the news window is measured from): tests move it by
+    /// hand.
     pub fn with_clock(store: Arc<dyn Store>, config: &Config, clock: Clock) -> Self {
+        let (state, workers) = Self::build(store, config, clock);
+        if !workers.is_empty() {
+            let mut own = Supervisor::new();
+            workers.into_iter().for_each(|w| own.start_arc(w));
+            let _ = state.features.own_workers.set(own);
+        }
+        state
+    }
+
+    /// The state, and the workers of the background features it feeds (the crawler telemetry's, the pre-renderer),
+    /// in start order, not started.
+    pub fn build(store: Arc<dyn Store>, config: &Config, clock: Clock) -> (Self, Vec<Arc<dyn Worker>>) {
         let sites = store.sites();
         let ttl = Duration::from_millis(config.state_ttl_ms);
         // Rendering changed pages ahead of crawlers needs the cache to keep them, and a runtime for its task.
@@ -79,11 +104,15 @@ impl AppState {
             trusted_proxies: config.trusted_proxies.clone(),
             forwarded_header: config.forwarded_header,
         };
-        let crawls = (config.crawler_telemetry && tokio::runtime::Handle::try_current().is_ok())
-            .then(|| Recorder::start(Arc::clone(&store), crawler_settings(config), Arc::new(SystemResolver)));
+        let (crawls, mut workers) = if config.crawler_telemetry && tokio::runtime::Handle::try_current().is_ok() {
+            let (recorder, workers) =
+                Recorder::new(Arc::clone(&store), &crawler_settings(config), Arc::new(SystemResolver));
+            (Some(recorder), workers)
+        } else {
+            (None, Vec::new())
+        };
         let inner = Arc::new(Inner {
             work: tokio::runtime::Handle::try_current().ok(),
-            crawls,
             store,
             config: config.clone(),
             sites,
@@ -94,13 +123,13 @@ impl AppState {
             renders: RenderSlots::new(config.render_concurrency),
             body_budget: BodyBudget::new(config.body_memory_bytes, config.max_json_bytes),
             notify_sites,
-            prerender: prerender.clone(),
+            features: Features { prerender: prerender.clone(), crawls, own_workers: OnceLock::new() },
         });
         if let Some(queue) = prerender {
-            // Held weakly: the task ends when the state is dropped.
-            prerender::start(Arc::downgrade(&inner), Self, queue, ttl);
+            // Held weakly: the worker is done when the state is dropped.
+            workers.push(Arc::new(prerender::Prerender::new(Arc::downgrade(&inner), Self, queue, ttl)));
         }
-        Self(inner)
+        (Self(inner), workers)
     }
 }
 
@@ -191,7 +220,7 @@ impl Inner {
                 crate::telemetry::indexnow_queued(changes.locs.len());
             }
             // Rendered ahead of crawlers; the states they replace are forgotten when the page table is read again.
-            if let Some(queue) = &self.prerender {
+            if let Some(queue) = &self.features.prerender {
                 queue.push(*site, changes.pages.iter().filter(|p| p.listed()).map(|p| (p.id, p.version)));
             }
         }
@@ -218,7 +247,7 @@ impl Inner {
 
     /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).
     pub fn crawl_recorder(&self) -> Option<&Recorder> {
-        self.crawls.as_ref()
+        self.features.crawls.as_ref()
     }
 
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
@@ -278,7 +307,7 @@ impl Serving for AppState {
     }
 
     fn crawls(&self) -> Option<&Recorder> {
-        self.0.crawls.as_ref()
+        self.0.features.crawls.as_ref()
     }
 }
 

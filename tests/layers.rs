@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first. A module may name the modules of the layers below its own, never its own layer's
 /// other modules (so that no two modules of a layer depend on each other) and never a layer above.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("core (crates/sitemapd-core)", &["crawler", "domain", "health", "page", "placement"]),
+    ("core (crates/sitemapd-core)", &["backoff", "crawler", "domain", "health", "page", "placement"]),
     (
         "leaves (telemetry re-exports crates/sitemapd-metrics)",
         &["access", "http_client", "line_ends", "redact", "telemetry"],
     ),
-    ("metered leaves and the store (crates/sitemapd-store)", &["send_rate", "store"]),
+    ("metered leaves, the worker shape and the store (crates/sitemapd-store)", &["send_rate", "store", "worker"]),
     ("admission and batching (crates/sitemapd-ingest)", &["ingest"]),
     ("HTTP errors", &["error"]),
     ("request parts, crawler telemetry", &["body_budget", "crawlers", "host", "receive_rate"]),
@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("serving, the SQLite files", &["db_files", "sitemap"]),
     ("change notification, URL health, export", &["checker", "export", "indexnow"]),
     ("the shared state, import", &["import", "state"]),
+    ("the background workers' list", &["workers"]),
     ("HTTP routes", &["api", "scrape", "view"]),
     ("the router (lib.rs)", &["lib"]),
 ];

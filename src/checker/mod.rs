@@ -14,11 +14,10 @@
 mod fetch;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::Semaphore;
@@ -28,12 +27,15 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use self::fetch::{Fetched, RobotsCache};
+use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::health::robots::Robots;
 use crate::health::{Finding, Kind, Policy, Problems, Transient, backoff, brake, judge, user_agent};
 use crate::placement::Changes;
 use crate::store::{BrakeChange, CheckClaim, CheckResult, Store};
 use crate::telemetry;
+pub use crate::worker::Running;
+use crate::worker::{self, Worker};
 
 /// What the checker tells the shared state: an exclusion or a restore changed these pages (by site), so the page
 /// table is read again and the pages rendered ahead of crawlers, as after a write.
@@ -136,10 +138,14 @@ pub struct Checker {
     robots: RobotsCache,
 }
 
-/// Starts the checker for the sites `health_check` names; `None` when it names none. Either way, the configured
-/// sites that are not checked with `exclude` get their exclusions undone first (a site that has none costs one
-/// read), so that turning `exclude` off puts every URL back.
-pub async fn start(store: Arc<dyn Store>, config: &Config, notify: Arc<dyn Notify>) -> anyhow::Result<Option<Running>> {
+/// The checker of the sites `health_check` names, a worker not yet started; `None` when it names none. Either way,
+/// the configured sites that are not checked with `exclude` get their exclusions undone (a site that has none costs
+/// one read), so that turning `exclude` off puts every URL back: here when none is checked, else as it starts.
+pub async fn from_config(
+    store: Arc<dyn Store>,
+    config: &Config,
+    notify: Arc<dyn Notify>,
+) -> anyhow::Result<Option<Arc<Checker>>> {
     let checker = Checker::new(store, config, notify)?;
     if checker.targets.is_empty() {
         checker.restore().await;
@@ -148,7 +154,7 @@ pub async fn start(store: Arc<dyn Store>, config: &Config, notify: Arc<dyn Notif
     for t in &checker.targets {
         tracing::info!(site = %t.name, policy = t.policy.name(), "URL health: the site's URLs are checked");
     }
-    Ok(Some(checker.spawn()))
+    Ok(Some(Arc::new(checker)))
 }
 
 impl Checker {
@@ -193,22 +199,10 @@ impl Checker {
         &self.options
     }
 
-    /// Runs the checker as a task until [`Running::stop`].
+    /// Runs the checker on its own until [`Running::stop`], which abandons the checks still in flight at its end
+    /// (their URLs stay claimed until the lease ends, then are checked again).
     pub fn spawn(self) -> Running {
-        let stop = CancellationToken::new();
-        let checker = Arc::new(self);
-        let task = tokio::spawn({
-            let stop = stop.clone();
-            async move {
-                checker.restore().await;
-                let mut sites = JoinSet::new();
-                for target in checker.targets.clone() {
-                    sites.spawn(checker.clone().run_site(target, stop.clone()));
-                }
-                while sites.join_next().await.is_some() {}
-            }
-        });
-        Running { stop, task }
+        worker::spawn(Arc::new(self))
     }
 
     /// Undoes the exclusions of every site whose policy is not `exclude`: a checked site with `report`, and a
@@ -297,7 +291,8 @@ impl Checker {
             }
             if idle || failures > 0 {
                 let wait = if failures > 0 {
-                    (self.options.poll * 2u32.saturating_pow(failures.min(10))).min(Duration::from_secs(60))
+                    Backoff::new(self.options.poll * 2, (self.options.poll * 1024).min(Duration::from_secs(60)))
+                        .after(failures)
                 } else {
                     self.options.poll
                 };
@@ -523,6 +518,28 @@ impl Checker {
     }
 }
 
+/// One loop per checked site, after the exclusions of the sites no longer excluding are undone.
+#[async_trait]
+impl Worker for Arc<Checker> {
+    fn name(&self) -> &'static str {
+        "health-checker"
+    }
+
+    async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        self.restore().await;
+        let mut sites = JoinSet::new();
+        for target in self.targets.clone() {
+            sites.spawn(Arc::clone(self).run_site(target, stop.clone()));
+        }
+        while let Some(ended) = sites.join_next().await {
+            if let Err(e) = ended {
+                anyhow::bail!("a site's loop failed: {e}");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Records walked per seeding statement.
 const SEED_STEP: u32 = 1_000;
 
@@ -607,7 +624,7 @@ fn clipped(mut finding: Finding) -> Finding {
 /// Between 90 % and all of `d`, so that URLs checked together spread out over the next round, and a healthy URL's
 /// next check lies within the cycle, as documented (jitter added to it once put it 10 % past).
 fn jitter(d: Duration) -> Duration {
-    d.mul_f64(0.9 + 0.1 * unit_random())
+    crate::backoff::jitter(d, 0.9)
 }
 
 /// Now, microseconds since the Unix epoch (the age of a URL's problem).
@@ -638,32 +655,6 @@ fn brake_logged(site: &str, change: &BrakeChange) {
         }
         BrakeChange::Ended { shape } => {
             tracing::info!(site = %site, shape = %shape.describe(), "URL health: the confirmed burst is over");
-        }
-    }
-}
-
-/// A random number in [0, 1): the standard library's randomly keyed hasher over a counter.
-fn unit_random() -> f64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let bits = RandomState::new().hash_one(COUNTER.fetch_add(1, Ordering::Relaxed));
-    (bits >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The running checker.
-pub struct Running {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    /// Stops the checker: at once when it waits; checks in flight are abandoned after `within` (their URLs stay
-    /// claimed until the lease ends, then are checked again).
-    pub async fn stop(self, within: Duration) {
-        self.stop.cancel();
-        let mut task = self.task;
-        if tokio::time::timeout(within, &mut task).await.is_err() {
-            tracing::warn!("URL health: checks still in flight at shutdown were abandoned; checked again later");
-            task.abort();
         }
     }
 }

@@ -1,9 +1,12 @@
 //! Crawler telemetry: which crawler read which sitemap, verified, and how long after a page changed.
 //!
 //! The serving code hands each answered fetch of a client that names a crawler to [`Recorder::record`] (a bounded
-//! queue: never a wait). One task verifies it ([`verify`]: the published ranges, else reverse DNS off the request
-//! path), merges it in memory ([`aggregate`], bounded), and writes that to the database every
-//! `crawler_flush_ms` in one transaction that merges with what other processes wrote ([`crate::store::Store::record_crawls`]).
+//! queue: never a wait). One worker (`crawler-telemetry`) verifies it ([`verify`]: the published ranges, else
+//! reverse DNS off the request path), merges it in memory ([`aggregate`], bounded), and writes that to the database
+//! every `crawler_flush_ms` in one transaction that merges with what other processes wrote
+//! ([`crate::store::Store::record_crawls`]), and once more when it stops. Two more workers: `crawler-purge` deletes
+//! superseded page reads every hour, `crawler-ranges` reads the configured range sources again
+//! ([`verify::RangeRefresh`]).
 //! What the API, the view and the metrics make of it is [`report`].
 
 pub mod aggregate;
@@ -17,14 +20,17 @@ use std::time::Duration;
 
 use std::sync::Mutex;
 
+use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
 
 pub use self::aggregate::{Aggregate, Fetch};
 use self::verify::{Resolver, Verdict, Verifier};
 use crate::crawler::{Crawler, Trust};
 use crate::store::Store;
+use crate::worker::Worker;
 
 /// Where a crawler's IP ranges come from instead of the shipped file (`crawler_ranges`: `NAME=SOURCE, …`): a file
 /// (an absolute path) or an `http(s)://` URL, read at start and every `crawler_ranges_refresh_hours`; `none`: no
@@ -123,9 +129,14 @@ pub struct Settings {
 }
 
 impl Recorder {
-    /// Starts the recorder's task (and the ranges' refresh) on the current runtime: it ends, after a last flush,
-    /// when the recorder is dropped.
-    pub fn start(store: Arc<dyn Store>, settings: Settings, resolver: Arc<dyn Resolver>) -> Self {
+    /// The recorder, and its workers in start order: the ranges' refresh (when a source is configured), the
+    /// recording (`crawler-telemetry`: it ends, after a last flush, when stopped or when the recorder is dropped)
+    /// and the purge of superseded page reads.
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: &Settings,
+        resolver: Arc<dyn Resolver>,
+    ) -> (Self, Vec<Arc<dyn Worker>>) {
         let mut ranges = verify::shipped();
         for (crawler, source) in &settings.sources.0 {
             // A file is read now (the server checked it at start); a URL when the refresh first runs, and until
@@ -136,20 +147,21 @@ impl Recorder {
             };
         }
         let verifier = Arc::new(Verifier::new(ranges, settings.rdns, resolver));
-        verify::start_refresh(Arc::downgrade(&verifier), settings.sources.clone(), settings.refresh_every);
+        let mut workers: Vec<Arc<dyn Worker>> = Vec::new();
+        if let Some(refresh) = verify::RangeRefresh::new(&verifier, &settings.sources, settings.refresh_every) {
+            workers.push(Arc::new(refresh));
+        }
         let queue = Arc::new(Queue { fetches: Mutex::new(Vec::with_capacity(1024)), half_full: Notify::new() });
         let (control, requests) = mpsc::channel(16);
-        let task = Task {
-            store,
+        workers.push(Arc::new(Recording {
+            store: Arc::clone(&store),
             verifier: Arc::clone(&verifier),
-            agg: Aggregate::new(MAX_KEYS),
-            lookups: JoinSet::new(),
-            waiting: HashMap::new(),
-            waiting_len: 0,
-            counters: HashMap::new(),
-        };
-        tokio::spawn(task.run(Arc::clone(&queue), requests, settings));
-        Self { queue, control, verifier }
+            queue: Arc::clone(&queue),
+            requests: tokio::sync::Mutex::new(requests),
+            flush_every: settings.flush_every,
+        }));
+        workers.push(Arc::new(Purge { store, window: settings.window }));
+        (Self { queue, control, verifier }, workers)
     }
 
     /// Records one fetch, or counts it dropped when [`QUEUE`] fetches wait already: never waits.
@@ -180,7 +192,74 @@ impl Recorder {
     }
 }
 
-/// The recorder's task and what it holds between flushes.
+/// The recording: what the queue and the flush requests reach, held across runs.
+struct Recording {
+    store: Arc<dyn Store>,
+    verifier: Arc<Verifier>,
+    queue: Arc<Queue>,
+    /// Flush requests; closed when the recorder is dropped.
+    requests: tokio::sync::Mutex<mpsc::Receiver<oneshot::Sender<()>>>,
+    flush_every: Duration,
+}
+
+#[async_trait]
+impl Worker for Recording {
+    fn name(&self) -> &'static str {
+        "crawler-telemetry"
+    }
+
+    async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        let mut requests = self.requests.lock().await;
+        let task = Task {
+            store: Arc::clone(&self.store),
+            verifier: Arc::clone(&self.verifier),
+            agg: Aggregate::new(MAX_KEYS),
+            lookups: JoinSet::new(),
+            waiting: HashMap::new(),
+            waiting_len: 0,
+            counters: HashMap::new(),
+        };
+        task.run(&self.queue, &mut requests, self.flush_every, stop).await;
+        Ok(())
+    }
+}
+
+/// The deletion of superseded page reads older than the window, every hour (first at once).
+struct Purge {
+    store: Arc<dyn Store>,
+    window: Duration,
+}
+
+#[async_trait]
+impl Worker for Purge {
+    fn name(&self) -> &'static str {
+        "crawler-purge"
+    }
+
+    async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        let mut purge = tokio::time::interval(PURGE_EVERY);
+        purge.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                _ = purge.tick() => {}
+            }
+            let before = now_us() - i64::try_from(self.window.as_micros()).unwrap_or(i64::MAX);
+            let purged = tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                purged = tokio::time::timeout(FLUSH_TIMEOUT, self.store.purge_crawls(before)) => purged,
+            };
+            match purged {
+                Ok(Ok(n)) if n > 0 => tracing::debug!(deleted = n, "superseded crawler reads purged"),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::debug!(error = %e, "cannot purge crawler reads now"),
+                Err(_) => tracing::debug!("purging crawler reads timed out"),
+            }
+        }
+    }
+}
+
+/// What the recording holds between flushes (a run's: a failed run's unflushed telemetry is lost).
 struct Task {
     store: Arc<dyn Store>,
     verifier: Arc<Verifier>,
@@ -194,43 +273,51 @@ struct Task {
 
 impl Task {
     /// Verify each fetch (a lookup when only reverse DNS can tell, off the request path), aggregate, write every
-    /// `flush_every`, purge every hour.
-    async fn run(mut self, queue: Arc<Queue>, mut requests: mpsc::Receiver<oneshot::Sender<()>>, settings: Settings) {
+    /// `flush_every`, when asked, and once more when stopped or when the recorder is dropped.
+    async fn run(
+        mut self,
+        queue: &Queue,
+        requests: &mut mpsc::Receiver<oneshot::Sender<()>>,
+        flush_every: Duration,
+        stop: CancellationToken,
+    ) {
         let mut taken = Vec::with_capacity(1024);
         let mut drain = tokio::time::interval(DRAIN_EVERY);
         drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut flush = tokio::time::interval(settings.flush_every);
+        let mut flush = tokio::time::interval(flush_every);
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut purge = tokio::time::interval(PURGE_EVERY);
-        purge.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                request = requests.recv() => {
-                    self.take(&queue, &mut taken).await;
-                    while let Some(done) = self.lookups.join_next().await {
-                        self.settle(done).await;
-                    }
+            let request = tokio::select! {
+                request = requests.recv() => request,
+                () = stop.cancelled() => None,
+                _ = drain.tick() => {
+                    self.take(queue, &mut taken).await;
+                    continue;
+                }
+                () = queue.half_full.notified() => {
+                    self.take(queue, &mut taken).await;
+                    continue;
+                }
+                Some(done) = self.lookups.join_next(), if !self.lookups.is_empty() => {
+                    self.settle(done).await;
+                    continue;
+                }
+                _ = flush.tick() => {
                     write(&*self.store, &mut self.agg).await;
-                    match request {
-                        Some(ack) => {
-                            let _ = ack.send(());
-                        }
-                        None => return,
-                    }
+                    continue;
                 }
-                _ = drain.tick() => self.take(&queue, &mut taken).await,
-                () = queue.half_full.notified() => self.take(&queue, &mut taken).await,
-                Some(done) = self.lookups.join_next(), if !self.lookups.is_empty() => self.settle(done).await,
-                _ = flush.tick() => write(&*self.store, &mut self.agg).await,
-                _ = purge.tick() => {
-                    let before = now_us() - i64::try_from(settings.window.as_micros()).unwrap_or(i64::MAX);
-                    match tokio::time::timeout(FLUSH_TIMEOUT, self.store.purge_crawls(before)).await {
-                        Ok(Ok(n)) if n > 0 => tracing::debug!(deleted = n, "superseded crawler reads purged"),
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => tracing::debug!(error = %e, "cannot purge crawler reads now"),
-                        Err(_) => tracing::debug!("purging crawler reads timed out"),
-                    }
+            };
+            // A flush asked for, or the last one.
+            self.take(queue, &mut taken).await;
+            while let Some(done) = self.lookups.join_next().await {
+                self.settle(done).await;
+            }
+            write(&*self.store, &mut self.agg).await;
+            match request {
+                Some(ack) => {
+                    let _ = ack.send(());
                 }
+                None => return,
             }
         }
     }

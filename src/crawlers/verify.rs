@@ -235,19 +235,39 @@ pub fn check_files(sources: &RangeSources) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads every configured source now and then every `every`, replacing the crawler's ranges when it reads; a
-/// source that fails keeps what was last read (logged). Ends when the verifier is dropped.
-pub fn start_refresh(verifier: std::sync::Weak<Verifier>, sources: RangeSources, every: Duration) {
-    if sources.0.is_empty() {
-        return;
+/// The worker (`crawler-ranges`) that reads every configured source at start and then every `every`, replacing the
+/// crawler's ranges when it reads; a source that fails keeps what was last read (logged).
+pub struct RangeRefresh {
+    verifier: Arc<Verifier>,
+    sources: RangeSources,
+    every: Duration,
+}
+
+impl RangeRefresh {
+    /// `None` when no source is configured.
+    pub fn new(verifier: &Arc<Verifier>, sources: &RangeSources, every: Duration) -> Option<Self> {
+        (!sources.0.is_empty()).then(|| Self { verifier: Arc::clone(verifier), sources: sources.clone(), every })
     }
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
+}
+
+#[async_trait]
+impl crate::worker::Worker for RangeRefresh {
+    fn name(&self) -> &'static str {
+        "crawler-ranges"
+    }
+
+    async fn run(&self, stop: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+        let mut tick = tokio::time::interval(self.every);
         loop {
-            tick.tick().await;
-            for (crawler, source) in &sources.0 {
-                let read = read_source(source).await;
-                let Some(verifier) = verifier.upgrade() else { return };
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            for (crawler, source) in &self.sources.0 {
+                let read = tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    read = read_source(source) => read,
+                };
                 match read {
                     Ok(ranges) => {
                         tracing::info!(
@@ -256,14 +276,14 @@ pub fn start_refresh(verifier: std::sync::Weak<Verifier>, sources: RangeSources,
                             created = ranges.as_ref().and_then(|r| r.creation_time()).unwrap_or("-"),
                             "crawler ranges read"
                         );
-                        verifier.set_ranges(*crawler, ranges);
+                        self.verifier.set_ranges(*crawler, ranges);
                     }
                     Err(e) => tracing::warn!(crawler = crawler.name(), error = %format!("{e:#}"),
                         "cannot read crawler ranges; keeping those last read"),
                 }
             }
         }
-    });
+    }
 }
 
 #[cfg(test)]

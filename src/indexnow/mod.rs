@@ -21,11 +21,13 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-pub use self::sender::{Running, Sender, SenderOptions, client, start};
+pub use self::sender::{Sender, SenderOptions, client, from_config, start};
+use crate::backoff::{self, Backoff};
 use crate::config::Config;
 use crate::domain::{PublicUrl, Sites};
 use crate::error::ApiError;
 use crate::host::{Hosts, RequestSite};
+pub use crate::worker::Running;
 
 /// The most URLs one request may carry (the protocol's limit).
 pub const MAX_URLS_PER_REQUEST: usize = 10_000;
@@ -186,10 +188,8 @@ pub fn retry_delay(attempt: u32, base: Duration, after: Option<Duration>, unit: 
     if let Some(after) = after {
         return after.clamp(base.min(MAX_RETRY_DELAY), MAX_RETRY_DELAY);
     }
-    let doublings = attempt.saturating_sub(1);
-    let step = if doublings >= 32 { MAX_RETRY_DELAY } else { base.saturating_mul(1 << doublings).min(MAX_RETRY_DELAY) };
-    let half = step / 2;
-    half + half.mul_f64(unit.clamp(0.0, 1.0))
+    let step = Backoff::new(base, MAX_RETRY_DELAY).after(attempt);
+    backoff::spread(step, 0.5, unit)
 }
 
 /// The locs of a batch that lie under `public_url` (sent), and those that do not (dropped: the endpoint would

@@ -5,21 +5,21 @@
 //! (a gauge), never this process's memory. After a failed send a site is paused for the retry delay, so a dead
 //! endpoint sees one request per delay, never a loop.
 
-use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use tokio::task::JoinHandle;
+use async_trait::async_trait;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{MAX_URLS_PER_REQUEST, Outcome, Target, classify, retry_delay, split_foreign, targets};
+use crate::backoff::unit_random;
 use crate::config::Config;
 use crate::http_client::error_chain;
 use crate::store::{Claim, Settle, Store};
 use crate::telemetry;
+use crate::worker::{self, Running, Worker};
 
 /// How the sender sends.
 #[derive(Clone, Debug)]
@@ -69,8 +69,13 @@ pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
         .context("cannot build the HTTP client")
 }
 
-/// Starts the sender for the sites that notify (see [`targets`]); `None` when none does.
+/// Starts the sender for the sites that notify (see [`targets`]) on its own; `None` when none does.
 pub fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<Option<Running>> {
+    Ok(from_config(store, config)?.map(worker::spawn))
+}
+
+/// The sender for the sites that notify (see [`targets`]), a worker; `None` when none does.
+pub fn from_config(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<Option<Sender>> {
     let targets = targets(config, &store.sites());
     if targets.is_empty() {
         return Ok(None);
@@ -84,7 +89,7 @@ pub fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<Option<Ru
             "IndexNow: changes are sent"
         );
     }
-    Ok(Some(Sender::new(store, targets, options)?.spawn()))
+    Ok(Some(Sender::new(store, targets, options)?))
 }
 
 pub struct Sender {
@@ -110,14 +115,20 @@ impl Sender {
         Ok(Self { store, targets, options, client })
     }
 
-    /// Runs the sender as a task until [`Running::stop`].
+    /// Runs the sender on its own until [`Running::stop`], which abandons a send still in flight at its end (its
+    /// locs stay claimed until the lease ends, and are sent again then).
     pub fn spawn(self) -> Running {
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(self.run(stop.clone()));
-        Running { stop, task }
+        worker::spawn(self)
+    }
+}
+
+#[async_trait]
+impl Worker for Sender {
+    fn name(&self) -> &'static str {
+        "indexnow"
     }
 
-    async fn run(self, stop: CancellationToken) {
+    async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
         let mut paused_until: Vec<Option<Instant>> = vec![None; self.targets.len()];
         // Failed sends in a row per target, so that the pause grows with the failures even when each batch holds
         // freshly queued rows (a backlog after an outage), not only with the claimed rows' own attempts.
@@ -143,12 +154,14 @@ impl Sender {
             let mut wake = Instant::now() + self.options.interval;
             wake = paused_until.iter().flatten().fold(wake, |w, until| w.min(*until));
             tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => return Ok(()),
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
     }
+}
 
+impl Sender {
     /// Claims, sends and settles one batch of `target`'s due locs; `streak` counts the target's failed sends in a
     /// row.
     async fn send_batch(&self, target: &Target, streak: &mut u32) -> Next {
@@ -287,32 +300,6 @@ async fn body_start(mut response: reqwest::Response) -> String {
         .to_owned()
 }
 
-/// A random number in [0, 1) for the jitter: the standard library's randomly keyed hasher over a counter.
-fn unit_random() -> f64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let bits = RandomState::new().hash_one(COUNTER.fetch_add(1, Ordering::Relaxed));
-    (bits >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The running sender.
-pub struct Running {
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    /// Stops the sender: at once when it is waiting; a request in flight may finish within `within`, else it is
-    /// abandoned (its locs stay claimed until the lease ends, and are sent again then).
-    pub async fn stop(self, within: Duration) {
-        self.stop.cancel();
-        let mut task = self.task;
-        if tokio::time::timeout(within, &mut task).await.is_err() {
-            tracing::warn!("IndexNow: a send still in flight at shutdown was abandoned; it is sent again later");
-            task.abort();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,15 +307,6 @@ mod tests {
     #[test]
     fn the_client_builds_with_the_preconfigured_tls() {
         client(Duration::from_secs(5)).expect("reqwest takes the rustls configuration");
-    }
-
-    #[test]
-    fn random_units_are_in_range_and_vary() {
-        let draws: Vec<f64> = (0..1000).map(|_| unit_random()).collect();
-        assert!(draws.iter().all(|u| (0.0..1.0).contains(u)));
-        let distinct: std::collections::HashSet<u64> = draws.iter().map(|u| u.to_bits()).collect();
-        assert!(distinct.len() > 990);
-        assert!(draws.iter().any(|u| *u < 0.1) && draws.iter().any(|u| *u > 0.9));
     }
 
     #[test]

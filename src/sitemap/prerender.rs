@@ -187,20 +187,39 @@ impl Queue {
     }
 }
 
-/// The task that renders queued pages and refreshes every site's page table every `every`. It holds the state
-/// weakly (`inner`, which `state` turns into the state served from) and ends when the state is dropped.
-pub fn start<I, S>(inner: Weak<I>, state: fn(Arc<I>) -> S, queue: Arc<Queue>, every: Duration)
+/// The worker (`prerender`) that renders queued pages and refreshes every site's page table every `every`. It holds
+/// the state weakly (`inner`, which `state` turns into the state served from) and is done when the state is dropped.
+pub struct Prerender<I, S> {
+    inner: Weak<I>,
+    state: fn(Arc<I>) -> S,
+    queue: Arc<Queue>,
+    every: Duration,
+}
+
+impl<I, S> Prerender<I, S> {
+    pub fn new(inner: Weak<I>, state: fn(Arc<I>) -> S, queue: Arc<Queue>, every: Duration) -> Self {
+        // A refresh is a query per site: not more often than this, whatever `state_ttl_ms` says (0: never).
+        let every = if every.is_zero() { every } else { every.max(MIN_REFRESH) };
+        Self { inner, state, queue, every }
+    }
+}
+
+#[async_trait::async_trait]
+impl<I, S> crate::worker::Worker for Prerender<I, S>
 where
     I: Send + Sync + 'static,
     S: Serving,
 {
-    // A refresh is a query per site: not more often than this, whatever `state_ttl_ms` says (0: never).
-    let every = if every.is_zero() { every } else { every.max(MIN_REFRESH) };
-    tokio::spawn(async move {
+    fn name(&self) -> &'static str {
+        "prerender"
+    }
+
+    async fn run(&self, stop: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+        let (queue, every) = (&self.queue, self.every);
         let mut next_refresh = Instant::now() + every;
         loop {
             {
-                let Some(state) = inner.upgrade().map(state) else { return };
+                let Some(state) = self.inner.upgrade().map(self.state) else { return Ok(()) };
                 let replaced = std::mem::take(&mut *queue.replaced.lock().expect("not poisoned"));
                 for (site, old) in replaced {
                     state.page_cache().invalidate(site, &old).await;
@@ -226,11 +245,12 @@ where
                 until = next_due.unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
             }
             tokio::select! {
+                () = stop.cancelled() => return Ok(()),
                 () = queue.wake.notified() => {}
                 () = tokio::time::sleep_until(until) => {}
             }
         }
-    });
+    }
 }
 
 /// Renders page `id` of `site` into the cache as the current page table has it, unless it is empty or cached.

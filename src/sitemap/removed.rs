@@ -171,21 +171,40 @@ pub const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(300)
 /// large removal runs as several transactions, one after the other.
 pub const PURGE_BATCH: u32 = 10_000;
 
-/// Starts the purge of tombstones past the retention: a task that runs [`purge`] every [`PURGE_EVERY`] (first at
-/// once), until it is aborted. `None` when the removed-URLs sitemap is off.
-pub fn start_purge(store: std::sync::Arc<dyn Store>, days: u32) -> Option<tokio::task::JoinHandle<()>> {
-    (days > 0).then(|| {
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(PURGE_EVERY);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                if let Err(e) = purge(&*store).await {
-                    tracing::warn!(error = %e, "cannot purge the removed-URLs sitemap's old entries; tried again later");
-                }
+/// The purge of tombstones past the retention, a worker that runs [`purge`] every [`PURGE_EVERY`] (first at once);
+/// `None` when the removed-URLs sitemap is off (`days` 0).
+pub fn purge_worker(store: std::sync::Arc<dyn Store>, days: u32) -> Option<Purge> {
+    (days > 0).then_some(Purge { store })
+}
+
+pub struct Purge {
+    store: std::sync::Arc<dyn Store>,
+}
+
+#[async_trait::async_trait]
+impl crate::worker::Worker for Purge {
+    fn name(&self) -> &'static str {
+        "removed-purge"
+    }
+
+    async fn run(&self, stop: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+        let mut every = tokio::time::interval(PURGE_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                _ = every.tick() => {}
             }
-        })
-    })
+            // Stopped at the next statement: a purge is one transaction per batch, each whole or not at all.
+            let purged = tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                purged = purge(&*self.store) => purged,
+            };
+            if let Err(e) = purged {
+                tracing::warn!(error = %e, "cannot purge the removed-URLs sitemap's old entries; tried again later");
+            }
+        }
+    }
 }
 
 /// Deletes every tombstone past the retention, [`PURGE_BATCH`] of each site a transaction; how many.

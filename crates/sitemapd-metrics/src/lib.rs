@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// The target of this module's log lines: the one it had before the crate split (`sitemapd::telemetry`), so that `RUST_LOG`
@@ -39,6 +39,8 @@ pub const CRAWLER_RDNS: &str = "sitemapd_crawler_rdns_lookups_total";
 pub const HEALTH_CHECKS: &str = "sitemapd_health_checks_total";
 pub const HEALTH_EXCLUSIONS: &str = "sitemapd_health_exclusions_total";
 pub const HEALTH_REQUESTS: &str = "sitemapd_health_requests_total";
+pub const WORKER_UP: &str = "sitemapd_worker_up";
+pub const WORKER_RESTARTS: &str = "sitemapd_worker_restarts_total";
 /// URL health's state gauges, computed at each scrape (for the sites that are checked) from the store, not through
 /// the recorder, with their descriptions.
 pub const HEALTH_PROBLEM_URLS: &str = "sitemapd_health_problem_urls";
@@ -78,6 +80,10 @@ const LAG_BUCKETS: &[f64] = &[
 ];
 const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
+/// How often the server's `metrics-upkeep` worker folds histogram samples into their buckets: they wait in a
+/// buffer until a scrape or an upkeep does, so without a scraper this bounds the buffer.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// The process's Prometheus handle. The recorder is global and can be installed once per process, while a process
 /// (the tests) may build many apps: the first call installs it, later calls share it. When another recorder is
 /// already installed, `/metrics` still answers, with the state gauges only.
@@ -97,18 +103,6 @@ pub fn prometheus() -> &'static PrometheusHandle {
         }
         describe();
         zero_counters(&[]);
-        // Histogram samples wait in a buffer until a scrape or an upkeep folds them into buckets: without a scraper,
-        // this bounds the buffer.
-        let upkeep = handle.clone();
-        let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
-            loop {
-                std::thread::sleep(Duration::from_secs(5));
-                upkeep.run_upkeep();
-            }
-        });
-        if let Err(e) = spawned {
-            tracing::warn!(target: LOG_TARGET, error = %e, "cannot start the metrics upkeep thread");
-        }
         handle
     })
 }
@@ -245,6 +239,11 @@ pub const COUNTERS: &[CounterSpec] = &[
         "Requests the URL health checker made, by site and kind (page, robots)",
         &[label("site", &[]), label("kind", &["page", "robots"])],
     ),
+    spec(
+        WORKER_RESTARTS,
+        "Times a background worker was started again after it failed (a panic or an error), by worker",
+        &[label("worker", &[])],
+    ),
 ];
 
 fn describe() {
@@ -254,6 +253,7 @@ fn describe() {
             None => describe_counter!(c.name, c.help),
         }
     }
+    describe_gauge!(WORKER_UP, "1 while the background worker runs, 0 once it stopped, failed or finished, by worker");
     describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
     describe_histogram!(
         CRAWLER_LAG,
@@ -346,6 +346,16 @@ pub fn health_exclusion(site: &str, action: &'static str, n: u64) {
 /// The URL health checker sent a request to `site`'s host for `kind` (`page`, `robots`).
 pub fn health_request(site: &str, kind: &'static str) {
     counter!(HEALTH_REQUESTS, "site" => site.to_owned(), "kind" => kind).increment(1);
+}
+
+/// The gauge of whether the background worker `worker` runs (1) or not (0).
+pub fn worker_up(worker: &'static str) -> metrics::Gauge {
+    gauge!(WORKER_UP, "worker" => worker)
+}
+
+/// The counter of the background worker `worker`'s restarts after a failure.
+pub fn worker_restarts(worker: &'static str) -> metrics::Counter {
+    counter!(WORKER_RESTARTS, "worker" => worker)
 }
 
 /// A connection was closed for reading more slowly than `min_send_rate`.

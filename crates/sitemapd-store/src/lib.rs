@@ -308,6 +308,12 @@ pub trait Store: StoreReads {
     /// least `gap` after the slot before it, and not before `hold` from now (a `Retry-After`). Returns how long to
     /// wait from now for it.
     async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration>;
+    /// The watch of the database's files while serving (SQLite: see `watch.rs`), as a future that looks once a
+    /// second until dropped; the server runs it as a background worker, stopped before [`Store::close`]. `None`:
+    /// nothing to watch (Postgres, a database in memory, a command that does not serve).
+    fn file_watch(&self) -> Option<futures_util::future::BoxFuture<'static, ()>> {
+        None
+    }
     /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
     /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
     /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as

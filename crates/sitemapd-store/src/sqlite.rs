@@ -70,8 +70,6 @@ pub struct SqliteStore {
     /// Serving: a connection held open for the process's life, so that no other connection's close is the last
     /// one (the last checkpoints into the file and deletes the log); never closed when the file was overwritten.
     sentinel: std::sync::Mutex<Option<SqliteConnection>>,
-    /// Serving: the task that looks at the files once a second.
-    watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
     /// The sites whose changes are queued for notification, and those whose URLs are checked (URL health), by
@@ -129,10 +127,6 @@ impl SqliteStore {
             sentinel = Some(serve_file(&connect, &write_pool, w).await?);
         }
         let watch = watch.map(Arc::new);
-        let watcher = match (&watch, &sentinel) {
-            (Some(w), Some(_)) => Some(tokio::spawn(watch_files(w.clone(), pool.clone()))),
-            _ => None,
-        };
         Ok(Self {
             pool,
             write_pool,
@@ -141,7 +135,6 @@ impl SqliteStore {
             lock_timeout: Duration::from_secs(5),
             watch,
             sentinel: std::sync::Mutex::new(sentinel),
-            watcher: std::sync::Mutex::new(watcher),
             specs: options.sites.clone(),
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
@@ -399,10 +392,13 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn file_watch(&self) -> Option<futures_util::future::BoxFuture<'static, ()>> {
+        let serving = self.sentinel.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some();
+        let w = self.watch.as_ref().filter(|_| serving)?;
+        Some(Box::pin(watch_files(w.clone(), self.pool.clone())))
+    }
+
     async fn close(&self) {
-        if let Some(watcher) = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-            watcher.abort();
-        }
         // A change found first here is saved before the connections close, not by a task that would race them.
         if let Some(w) = &self.watch
             && let (Some(trouble), true) = w.check()
@@ -696,7 +692,8 @@ async fn serve_file(
     Ok(sentinel)
 }
 
-/// Looks at the files once a second while serving, so that what can be saved is saved even when nothing writes.
+/// Looks at the files once a second while serving, so that what can be saved is saved even when nothing writes
+/// ([`Store::file_watch`]: the server runs it as a worker).
 async fn watch_files(w: Arc<FileWatch>, pool: SqlitePool) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
