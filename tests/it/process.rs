@@ -1357,3 +1357,43 @@ fn an_indexnow_drop_at_start_up_is_counted() {
     assert_eq!(scraped(port, "sitemapd_indexnow_dropped_total", &dropped), 1.0, "the drop at start-up is counted");
     child.stop();
 }
+
+/// The background workers the configuration calls for run, each `sitemapd_worker_up{worker} 1` in `/metrics` and
+/// restarted never; SIGTERM stops them, the last started first, and the start and stop log lines list them so.
+#[test]
+fn background_workers_are_up_in_metrics_and_stop_in_reverse_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_HEALTH_CHECK", "report"), ("SITEMAPD_REMOVED_DAYS", "7")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let mut guard = Running(Some(child));
+    let expected = [
+        "metrics-upkeep",
+        "sqlite-watch",
+        "removed-purge",
+        "crawler-telemetry",
+        "crawler-purge",
+        "prerender",
+        "health-checker",
+    ];
+    for worker in expected {
+        assert_eq!(scraped(port, "sitemapd_worker_up", &[("worker", worker)]), 1.0, "{worker} is up");
+        assert_eq!(scraped(port, "sitemapd_worker_restarts_total", &[("worker", worker)]), 0.0, "{worker}");
+    }
+    let child = guard.0.take().unwrap();
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let (status, stdout, _) = wait_for_exit(child, Duration::from_secs(15));
+    assert!(status.success(), "{status}: {stdout}");
+    // `workers=["a", "b"]` of the log line saying `message`.
+    let listed = |message: &str| -> Vec<String> {
+        let line = stdout.lines().find(|l| l.contains(message)).unwrap_or_else(|| panic!("no {message:?} in {stdout}"));
+        let list = line.split_once("workers=[").unwrap().1.split_once(']').unwrap().0;
+        list.split(", ").map(|w| w.trim_matches('"').to_owned()).collect()
+    };
+    assert_eq!(listed("background workers started"), expected);
+    let mut reversed = expected.to_vec();
+    reversed.reverse();
+    assert_eq!(listed("background workers stopped"), reversed);
+}
