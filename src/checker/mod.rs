@@ -93,7 +93,7 @@ impl CheckerOptions {
     /// How soon the walk of a site's records runs again once it reached the end: sixty polls (a minute by
     /// default), at most an eighth of the cycle. Each time it reads from its cursor on, one index probe when
     /// nothing is new; it takes up records stored without being queued (by a version before URL health, or
-    /// while the site was not checked) and keeps the summary's `seeded` true once the write path queued the rest.
+    /// while the site was not checked), and keeps the summary's check of unqueued records short.
     pub fn rewalk(&self) -> Duration {
         (self.poll * 60).min(self.cycle / 8)
     }
