@@ -6,8 +6,8 @@
 //!
 //! A body is charged [`EXPANSION`] times the bytes of it that have arrived (a JSON array, until its write ends), or
 //! of its batch's lines (an NDJSON body, in steps of [`NDJSON_STEP`], until the batch has committed), since the
-//! body, its parsed entries and the write's plan are in memory together (24 parallel arrays of 12 MiB took 28 to
-//! 40 MB each). A declared `Content-Length` reserves nothing: a client that sends its headers and then nothing
+//! body, its parsed entries and the write's plan are in memory together (BENCHMARKS.md, "Figures formerly in code
+//! comments"). A declared `Content-Length` reserves nothing: a client that sends its headers and then nothing
 //! holds nothing, and one that trickles holds what it sent until the idle limit or the minimum receive rate cuts
 //! it (`receive_rate`).
 //!

@@ -66,8 +66,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("no such resource") })
         .with_state(state)
         // One layer, not four: each layer of a router is a boxed service that every request clones, with all the
-        // layers inside it, so their cost grew with the square of their number (a 304 made 35 clones with these
-        // four and the sitemap routes' two; BENCHMARKS.md, round three).
+        // layers inside it, so their cost grows with the square of their number (BENCHMARKS.md, "Figures formerly
+        // in code comments").
         .layer(middleware::from_fn_with_state(access_log, front))
 }
 

@@ -116,16 +116,16 @@ enum Command {
 
 /// jemalloc, with its background threads, rather than glibc's malloc. glibc raises its mmap threshold after the
 /// first large block is freed, so later large blocks (request bodies of up to 16 MiB, page renders) come from
-/// arenas that it keeps: a soak of hostile bodies, writes and crawls (bench/soak.py) ended 150 MB above its start
-/// and stayed there. jemalloc's background threads return freed pages to the system within seconds, whichever
+/// arenas that it keeps, and a process that took large bodies stays that much larger for good (bench/soak.py shows
+/// it). jemalloc's background threads return freed pages to the system within seconds, whichever
 /// thread freed them (mimalloc, tried too, kept its idle threads' pages).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// How long jemalloc keeps a freed page before its background threads give it back to the system (its default is
 /// 10 s). A page render frees a few MB (1 MiB blocks, 64 KiB chunks, deflate states) that the next render, on
-/// other threads, does not always take back: with 10 s, sixteen uncached pages fetched at once peaked about 8 MB
-/// higher (`bench/memprobe.py`, BENCHMARKS.md "Round three"). 100 ms keeps the reuse within a burst of allocations
+/// other threads, does not always take back, so with 10 s concurrent renders of uncached pages peak higher
+/// (`bench/memprobe.py`, BENCHMARKS.md "Round three"). 100 ms keeps the reuse within a burst of allocations
 /// and costs no measurable time on a cold page.
 const DIRTY_DECAY_MS: isize = 100;
 

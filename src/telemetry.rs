@@ -56,7 +56,7 @@ where
 }
 
 /// The request metrics of one route, method and status. Made once per thread and kept: a lookup in the recorder
-/// makes the labels' strings and hashes them, which at a 304's cost was a tenth of it (BENCHMARKS.md, round three).
+/// makes the labels' strings and hashes them, a cost a 304 should not pay on every request (BENCHMARKS.md).
 /// The recorder hands out the same handle for the same labels, so a kept one counts where a new one would.
 struct RequestHandles {
     requests: Counter,
@@ -152,8 +152,8 @@ impl http_body::Body for CountedBody {
 /// The span of one request: method, matched route, and the target as [`loggable_target`] shows it. At INFO for a
 /// request that may change something, for the API, and for every request with [`AccessLog::All`]; else at DEBUG
 /// for a read of the other routes (a crawler's
-/// sitemap fetch, a probe, a scrape): at the default filter such a span is never built, which is a tenth of a
-/// 304's time at 16 connections (BENCHMARKS.md). Events of such a request still name what they concern, and its
+/// sitemap fetch, a probe, a scrape): at the default filter such a span is never built, so the most frequent
+/// answers do not pay for it (BENCHMARKS.md). Events of such a request still name what they concern, and its
 /// `answered` line, when it is logged at INFO, carries the span's fields itself ([`track_requests`]).
 pub fn request_span(request: &Request, access_log: AccessLog) -> Span {
     let route = route_label(request);

@@ -169,7 +169,7 @@ async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, bod
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
     let (max_entries, sites, reach) = (state.config.max_json_entries, state.sites.clone(), access.clone());
     let parse = move || parse_json_entries(&bytes, max_entries, &Scope { sites: &sites, access: &reach });
-    // A large body takes tens of milliseconds to parse and validate (16 MiB: about 100 ms): on the background
+    // A large body takes a long time to parse and validate, all of it CPU: on the background
     // threads of lower priority, so that it does not hold up the crawler requests that share a runtime worker or a
     // core with it.
     let entries = if large {

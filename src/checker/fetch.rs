@@ -11,8 +11,7 @@
 //! they are. A body in an encoding not asked for is not read: the page is judged on its status and headers alone,
 //! as a non-HTML page is. A body that does not decode is a transient failure (`connect: …`), never a problem.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -20,7 +19,6 @@ use async_compression::tokio::bufread::{BrotliDecoder, DeflateDecoder, GzipDecod
 use futures_util::TryStreamExt as _;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
-use tokio::time::Instant;
 use tokio_util::io::StreamReader;
 use url::Url;
 
@@ -294,29 +292,102 @@ fn failure(e: &reqwest::Error) -> Transient {
     if e.is_timeout() { Transient::Timeout } else { Transient::Connect(error_chain(e)) }
 }
 
-/// Each host's robots.txt as last fetched. One entry per configured host (only those are fetched), each behind
-/// an async lock so that one fetch serves the checks waiting for it.
-#[derive(Default)]
-pub(super) struct RobotsCache(Mutex<HashMap<String, Arc<tokio::sync::Mutex<CachedRobots>>>>);
+/// The most hosts whose robots.txt is kept. Only the configured sites' hosts are fetched, far fewer than this, so
+/// none is evicted while in use; the bound holds whatever the configuration.
+pub(super) const ROBOTS_HOSTS: u64 = 1_024;
 
-#[derive(Default)]
-pub(super) struct CachedRobots(Option<(Instant, Arc<Robots>)>);
+/// Each host's robots.txt as last fetched, kept [`ROBOTS_TTL`] (an answer) or [`ROBOTS_ERROR_TTL`] (a server
+/// error, no answer), for at most [`ROBOTS_HOSTS`] hosts (moka: least recently used first out past it). One fetch
+/// per host serves the checks that wait for it: moka runs one initialization of a key at a time.
+pub(super) struct RobotsCache(moka::future::Cache<String, Kept>);
 
-impl RobotsCache {
-    pub(super) fn entry(&self, host: &str) -> Arc<tokio::sync::Mutex<CachedRobots>> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(host.to_owned()).or_default().clone()
+/// A robots.txt as kept: the rules, and whether they stand for an error (kept only a few minutes).
+#[derive(Clone)]
+pub(super) struct Kept {
+    robots: Arc<Robots>,
+    error: bool,
+}
+
+impl Kept {
+    /// `robots`, which stands for a server error or no answer when `error`.
+    pub(super) fn new(robots: Robots, error: bool) -> Self {
+        Self { robots: Arc::new(robots), error }
+    }
+
+    fn ttl(&self) -> Duration {
+        if self.error { ROBOTS_ERROR_TTL } else { ROBOTS_TTL }
     }
 }
 
-impl CachedRobots {
-    pub(super) fn fresh(&self) -> Option<Arc<Robots>> {
-        self.0.as_ref().filter(|(until, _)| Instant::now() < *until).map(|(_, r)| r.clone())
+/// Each entry lives its own [`Kept::ttl`] from when it was fetched.
+struct KeptFor;
+
+impl moka::Expiry<String, Kept> for KeptFor {
+    fn expire_after_create(&self, _host: &String, kept: &Kept, _at: std::time::Instant) -> Option<Duration> {
+        Some(kept.ttl())
+    }
+}
+
+impl Default for RobotsCache {
+    fn default() -> Self {
+        Self::with_capacity(ROBOTS_HOSTS)
+    }
+}
+
+impl RobotsCache {
+    pub(super) fn with_capacity(hosts: u64) -> Self {
+        Self(moka::future::Cache::builder().max_capacity(hosts).expire_after(KeptFor).build())
     }
 
-    /// Keeps `robots` for 24 h, or a few minutes when it is an `error` (5xx, no answer).
-    pub(super) fn keep(&mut self, robots: Arc<Robots>, error: bool) {
-        let ttl = if error { ROBOTS_ERROR_TTL } else { ROBOTS_TTL };
-        self.0 = Some((Instant::now() + ttl, robots));
+    /// `host`'s robots.txt while it is fresh, else what `fetch` gets, kept; a failed fetch keeps nothing, and
+    /// every check that waited for it gets its error.
+    pub(super) async fn get_or_fetch<E: Send + Sync + 'static>(
+        &self,
+        host: &str,
+        fetch: impl Future<Output = Result<Kept, E>>,
+    ) -> Result<Arc<Robots>, Arc<E>> {
+        Ok(self.0.try_get_with_by_ref(host, fetch).await?.robots)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use moka::Expiry as _;
+
+    use super::*;
+
+    fn robots(error: bool) -> Result<Kept, ()> {
+        Ok(Kept::new(
+            if error { Robots::unreachable() } else { Robots::from_answer(200, b"User-agent: *\nDisallow:\n") },
+            error,
+        ))
+    }
+
+    /// However many hosts are asked for, the cache keeps at most its capacity.
+    #[tokio::test]
+    async fn the_robots_cache_is_bounded() {
+        let cache = RobotsCache::with_capacity(8);
+        for i in 0..100 {
+            cache.get_or_fetch(&format!("https://h{i}.test:443"), async { robots(false) }).await.unwrap();
+        }
+        cache.0.run_pending_tasks().await;
+        assert!(cache.0.entry_count() <= 8, "{} hosts kept", cache.0.entry_count());
+        assert_eq!(RobotsCache::default().0.policy().max_capacity(), Some(ROBOTS_HOSTS));
+    }
+
+    /// A fresh entry is served without a fetch; a failed fetch keeps nothing; an answer lives a day, an error five
+    /// minutes.
+    #[tokio::test]
+    async fn a_kept_robots_txt_is_served_until_its_time_is_up() {
+        let cache = RobotsCache::default();
+        let host = "https://a.test:443";
+        let failed = cache.get_or_fetch(host, async { Err::<Kept, _>("held") }).await;
+        assert_eq!(failed.err().as_deref(), Some(&"held"), "the error, and nothing kept");
+        cache.get_or_fetch(host, async { robots(false) }).await.unwrap();
+        let again = cache.get_or_fetch(host, async { Err::<Kept, _>("fetched again") }).await;
+        assert!(again.is_ok(), "served from the cache");
+        let now = std::time::Instant::now();
+        let ttl = |error| KeptFor.expire_after_create(&host.to_owned(), &robots(error).unwrap(), now);
+        assert_eq!((ttl(false), ttl(true)), (Some(ROBOTS_TTL), Some(ROBOTS_ERROR_TTL)));
     }
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use self::fetch::{Fetched, RobotsCache};
+use self::fetch::{Fetched, Kept, RobotsCache};
 use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::health::robots::Robots;
@@ -95,7 +95,7 @@ impl CheckerOptions {
     /// How soon the walk of a site's records runs again once it reached the end: sixty polls (a minute by
     /// default), at most an eighth of the cycle. Each time it reads from its cursor on, one index probe when
     /// nothing is new; it takes up records stored without being queued (by a version before URL health, or
-    /// while the site was not checked) and keeps the summary's `seeded` true once the write path queued the rest.
+    /// while the site was not checked), and keeps the summary's check of unqueued records short.
     pub fn rewalk(&self) -> Duration {
         (self.poll * 60).min(self.cycle / 8)
     }
@@ -426,8 +426,11 @@ impl Checker {
 
     /// Waits for the host's next shared slot; `HostHeld` when it is further than a claim may wait.
     async fn slot(&self, host: &str) -> Result<(), Deferred> {
-        let wait =
-            self.store.health_host_slot(host, self.options.gap, Duration::ZERO).await.map_err(Deferred::Store)?;
+        let wait = self
+            .store
+            .health_host_slot(host, self.options.gap, Duration::ZERO)
+            .await
+            .map_err(|e| Deferred::Store(Arc::new(e)))?;
         if wait > self.options.slot_budget() {
             return Err(Deferred::HostHeld(wait));
         }
@@ -486,20 +489,18 @@ impl Checker {
     /// semaphore). A robots.txt that cannot be had (no answer, a redirect off the configured hosts, too many
     /// redirects) is unknown: it makes no problem, and is asked for again after a few minutes.
     async fn robots_for(&self, target: &Target, host: &str) -> Result<Arc<Robots>, Deferred> {
-        let entry = self.robots.entry(host);
-        let mut cached = entry.lock().await;
-        if let Some(robots) = cached.fresh() {
-            return Ok(robots);
-        }
+        self.robots.get_or_fetch(host, self.fetch_robots(target, host)).await.map_err(|e| (*e).clone())
+    }
+
+    /// Fetches the host's robots.txt, following redirects within the configured hosts.
+    async fn fetch_robots(&self, target: &Target, host: &str) -> Result<Kept, Deferred> {
         let mut at = Url::parse(&format!("{host}/robots.txt")).expect("an origin and a path");
         for _hop in 0..=fetch::ROBOTS_HOPS {
             self.slot(&origin(&at)).await?;
             telemetry::health_request(&target.name, "robots");
             match fetch::robots(&self.client, &self.options, &at).await {
                 fetch::RobotsAnswer::Found { status, body } => {
-                    let robots = Arc::new(Robots::from_answer(status, &body));
-                    cached.keep(robots.clone(), status >= 500);
-                    return Ok(robots);
+                    return Ok(Kept::new(Robots::from_answer(status, &body), status >= 500));
                 }
                 fetch::RobotsAnswer::Redirect(to) if self.hosts.contains(&origin(&to)) => at = to,
                 fetch::RobotsAnswer::Redirect(to) => {
@@ -512,9 +513,7 @@ impl Checker {
                 }
             }
         }
-        let robots = Arc::new(Robots::unreachable());
-        cached.keep(robots.clone(), true);
-        Ok(robots)
+        Ok(Kept::new(Robots::unreachable(), true))
     }
 }
 
@@ -553,9 +552,11 @@ struct Checked {
 }
 
 /// Why a claim was not checked.
+#[derive(Clone)]
 enum Deferred {
-    /// The store failed: the claim ends with its lease.
-    Store(crate::store::StoreError),
+    /// The store failed: the claim ends with its lease. Shared: every check waiting for the same robots.txt
+    /// fetch gets it.
+    Store(Arc<crate::store::StoreError>),
     /// The host's next slot is this far away: the URL is put back, due then.
     HostHeld(Duration),
 }

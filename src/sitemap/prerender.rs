@@ -34,8 +34,8 @@ pub const QUIET: Duration = Duration::from_millis(200);
 /// How long a page that keeps changing must go without a change before it is rendered: a page changed again within
 /// this time of its last change (a bulk load filling it batch after batch) is rendered once the load lets it be. On
 /// a busy machine a load's batches come more than [`QUIET`] apart, and each render reads, renders and compresses the
-/// whole page: rendering the page being filled after every batch took more CPU than the load itself (a 1M-row
-/// NDJSON load on 2 cores: 18-24 s of sitemapd's CPU with it, 4-5 s without). A page changed once, or changes a
+/// whole page: rendering the page being filled after every batch took more CPU than the load itself
+/// (BENCHMARKS.md). A page changed once, or changes a
 /// second or more apart, still waits only [`QUIET`].
 pub const BUSY_QUIET: Duration = Duration::from_millis(800);
 /// The longest a page waits from its first change queued to its render, however often it changes: a page changed

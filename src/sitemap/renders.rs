@@ -1,8 +1,8 @@
 //! How many pages this process renders at once (`render_concurrency`): a render reads a page from one database
 //! snapshot, renders its XML and compresses it whole, holding a few MB while it runs (its 1 MiB blocks, their
 //! deflate states and outputs, the gzip it collects). Deflate is all CPU, so renders beyond one per core only wait
-//! for a core while holding that memory: sixteen uncached pages fetched at once peaked at 122 MB with twelve renders
-//! at once (the page-stream slots), and end no later two at a time on two cores. The others wait their turn, first
+//! for a core while holding that memory, and end no sooner than they would a few at a time (BENCHMARKS.md, "Figures
+//! formerly in code comments"). The others wait their turn, first
 //! come first served, within the render's deadline (`stream_timeout_secs`), not the pool's short acquire timeout:
 //! a page waiting its turn is work queued, not a database that does not answer.
 

@@ -109,9 +109,9 @@ where
 }
 
 /// Input bytes per deflate block of [`gzip_blocks`]. pigz uses 128 KiB; here each block costs a compressor's setup
-/// (its tables allocated and cleared), its dictionary hashed, and a trip to the blocking pool, which at 128 KiB ate
-/// most of the gain (a 10.6 MB page, deflate alone: 87 ms against one stream's 105, on two cores); at 1 MiB, 73 ms
-/// against 128 (`cargo bench --bench page -- alone`; with the render, 94 against 107). A page of less than 1 MiB
+/// (its tables allocated and cleared), its dictionary hashed, and a trip to the blocking pool, so blocks are larger:
+/// with 1 MiB that cost is small beside the deflate itself, which 128 KiB's was not (`cargo bench --bench page --
+/// alone`; BENCHMARKS.md, "Figures formerly in code comments"). A page of less than 1 MiB
 /// is one block.
 const BLOCK: usize = 1024 * 1024;
 /// Deflate's window: each block is compressed with the input's last 32 KiB before it as its dictionary, so that its
@@ -142,8 +142,8 @@ fn deflate_cores() -> usize {
 /// chunks end), and a block's output depends on its bytes and its dictionary only, not on which thread deflated
 /// it or when. At most one block per core is deflated at once across the process, and a render has at most that
 /// many blocks in flight, so memory stays bounded whatever the number of renders. Compared with one stream the
-/// output differs by a few bytes per block (a sync flush's 5, and each block's Huffman tables begun anew): +0.01%
-/// at level 4 on the benchmark's 10.6 MB page (`cargo bench --bench page`), while the deflate is spread over every
+/// output differs by a few bytes per block (a sync flush's 5, and each block's Huffman tables begun anew), a share
+/// of a page too small to matter (BENCHMARKS.md), while the deflate is spread over every
 /// core.
 pub async fn gzip_blocks<S>(input: S, level: u32, capacity: usize) -> io::Result<Bytes>
 where

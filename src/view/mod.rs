@@ -19,7 +19,10 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use self::model::{CrawlerPanel, CrawlerRow, EntryRow, HealthPanel, PageRow, ReadCell, Record, SectionRow, grouped};
+use self::model::{
+    CrawlerPanel, CrawlerRow, EntryRow, HealthPanel, PageRow, ReadCell, Record, RecordHealth, SectionRow, grouped,
+    pages_caption,
+};
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
 use crate::crawler::Crawler;
@@ -283,7 +286,6 @@ struct SiteScreen {
     total_urls: String,
     listed: String,
     empty: i64,
-    page_count: String,
     /// The site's sections with what each holds, when it has named ones.
     sections: Vec<SectionRow>,
     /// What its crawlers read; `None` with crawler telemetry off.
@@ -293,6 +295,8 @@ struct SiteScreen {
     /// What checking its URLs found; `None` when the site is not checked.
     health: Option<HealthPanel>,
     rows: Vec<PageRow>,
+    /// The page table's caption: which pages it shows, of how many.
+    caption: String,
     /// The first screen's link, when this is not the first.
     first: Option<String>,
     next: Option<String>,
@@ -336,7 +340,11 @@ async fn site_pages(
             .collect(),
     });
     let next = (shown.len() > PAGES_PER_SCREEN).then(|| format!("./?after={}", shown[PAGES_PER_SCREEN - 1].id));
-    let rows = shown.into_iter().take(PAGES_PER_SCREEN).collect();
+    let rows: Vec<PageRow> = shown.into_iter().take(PAGES_PER_SCREEN).collect();
+    let caption = match (rows.first(), rows.last()) {
+        (Some(first), Some(last)) => pages_caption(&first.label, &last.label, rows.len(), pages.len()),
+        _ => String::new(),
+    };
     let screen = SiteScreen {
         chrome: Chrome::new(depth, Some(&site)),
         name: site.name.clone(),
@@ -347,12 +355,12 @@ async fn site_pages(
         total_urls: grouped(pages.iter().map(|p| p.url_count).sum()),
         listed: grouped(listed),
         empty: pages.len() as i64 - listed,
-        page_count: grouped(pages.len() as i64),
         sections: if names.is_empty() { Vec::new() } else { SectionRow::of(&pages, &names, &site) },
         majors: if crawlers.is_some() { Crawler::MAJOR.map(Crawler::shown).to_vec() } else { Vec::new() },
         crawlers,
         health: health.map(|h| HealthPanel::new(h.policy, &h.summary, &h.urls, h.more, h.now_us)),
         rows,
+        caption,
         first: (after > 0).then(|| "./".to_owned()),
         next,
     };
@@ -462,7 +470,15 @@ async fn lookup(
                 Outcome::Invalid(format!("Not a URL site {} can store: {problem}.", site.name)),
             ),
             Ok(loc) => match data.find(&site, &loc).await.map_err(|e| ViewError::store(e, depth))? {
-                Some(url) => (StatusCode::OK, Outcome::Found(Box::new(Record::new(&url, &site.public_url)))),
+                Some(url) => {
+                    let mut record = Record::new(&url, &site.public_url);
+                    let health = data.record_health(&site, &url.loc).await.map_err(|e| ViewError::store(e, depth))?;
+                    record.health = health.map(|(check, now_us)| RecordHealth::new(check.as_ref(), now_us));
+                    let reads = data.record_reads(&site, &url).await.map_err(|e| ViewError::store(e, depth))?;
+                    record.crawlers =
+                        reads.map(|(reads, now_us)| reads.iter().map(|r| ReadCell::new(r, now_us)).collect());
+                    (StatusCode::OK, Outcome::Found(Box::new(record)))
+                }
                 None => (StatusCode::NOT_FOUND, Outcome::NotStored(loc.as_str().to_owned())),
             },
         }

@@ -70,6 +70,15 @@ impl When {
         let human = format!("{} {} UTC", &machine[..10], &machine[11..19]);
         Self { machine, human }
     }
+
+    /// The day of `human` (`2026-11-23`) and its time of day (`19:34:33 UTC`): a narrow column wraps between them.
+    pub fn day(&self) -> &str {
+        &self.human[..10]
+    }
+
+    pub fn clock(&self) -> &str {
+        &self.human[11..]
+    }
 }
 
 /// A span of time in a few characters, rounded down: `40 s`, `12 min`, `5 h` (under two days), `3 d`.
@@ -365,6 +374,80 @@ impl ReadCell {
     }
 }
 
+/// A record's URL health on its lookup screen: its last check in words, and what comes next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordHealth {
+    /// `healthy`, `problem`, `transient` (the last attempt got no answer, nothing definite known), `queued` (never
+    /// checked yet) or `untracked` (not queued: stored while the site was not checked).
+    pub state: &'static str,
+    /// The state in a sentence.
+    pub says: String,
+    /// The last definite answer's status, when there was one.
+    pub status: Option<u16>,
+    /// Its problems in words, the last attempt's transient failure, since when, whether it is left out.
+    pub row: Option<ProblemRow>,
+    pub checked: Option<Ago>,
+    /// When it is checked next: `in 6 d` (`now`, when it is due).
+    pub next: Option<(When, String)>,
+}
+
+impl RecordHealth {
+    /// `check`: the record's check row (`None`: not tracked).
+    pub fn new(check: Option<&UrlCheck>, now_us: i64) -> Self {
+        let Some(c) = check else {
+            return Self {
+                state: "untracked",
+                says: "Not queued for a check yet: it is when it is next written, or when the checker's walk of \
+                       the stored URLs reaches it."
+                    .to_owned(),
+                status: None,
+                row: None,
+                checked: None,
+                next: None,
+            };
+        };
+        let (state, says) = match (c.checked_us, c.status, c.problems.is_empty()) {
+            (None, ..) => ("queued", "Queued: not checked yet.".to_owned()),
+            (Some(_), Some(status), true) => ("healthy", format!("Healthy: the last check answered {status}.")),
+            (Some(_), _, false) => {
+                let n = c.problems.iter().count();
+                let what = if n == 1 { "A problem".to_owned() } else { format!("{n} problems") };
+                ("problem", format!("{what} at the last definite check."))
+            }
+            (Some(_), None, true) => ("transient", "No definite answer yet: the last attempt failed.".to_owned()),
+        };
+        let next = (c.due_us > 0).then(|| {
+            let when = When::from_micros(c.due_us);
+            let text = if c.due_us <= now_us { "now".to_owned() } else { format!("in {}", span(c.due_us - now_us)) };
+            (when, text)
+        });
+        Self {
+            state,
+            says,
+            status: c.status,
+            row: (!c.problems.is_empty() || c.transient.is_some()).then(|| ProblemRow::new(c, now_us)),
+            checked: c.checked_us.map(|us| Ago::new(now_us, us)),
+            next,
+        }
+    }
+}
+
+/// The page table's caption: which pages it shows, of how many, in words that read right for one page as for
+/// many (`The one page`, `All 3 pages`, `Page 501 to page 1000 (500 of 1,200 pages)`).
+pub fn pages_caption(first: &str, last: &str, shown: usize, total: usize) -> String {
+    let each = if shown == 1 { "how full it is" } else { "how full each is" };
+    let which = match (shown, total) {
+        (1, 1) => "The one page".to_owned(),
+        (s, t) if s >= t => format!("All {} pages", grouped(t as i64)),
+        (1, t) => format!("{first} (one of {} pages)", grouped(t as i64)),
+        (s, t) => {
+            let last = last.strip_prefix("Page ").map_or_else(|| last.to_owned(), |n| format!("page {n}"));
+            format!("{first} to {last} ({} of {} pages)", grouped(s as i64), grouped(t as i64))
+        }
+    };
+    format!("{which}: {each}, against both limits")
+}
+
 /// One row of a site's page table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PageRow {
@@ -570,6 +653,11 @@ pub struct Record {
     pub fields: Vec<Field>,
     pub summary: String,
     pub items: Vec<Item>,
+    /// Its URL health; `None` when its site is not checked.
+    pub health: Option<RecordHealth>,
+    /// Per major crawler, whether it read the record's page since the record changed; `None` with crawler
+    /// telemetry off.
+    pub crawlers: Option<Vec<ReadCell>>,
 }
 
 impl Record {
@@ -592,6 +680,8 @@ impl Record {
             fields,
             summary: ext_summary(f.ext.as_deref()),
             items: f.ext.as_deref().map(items).unwrap_or_default(),
+            health: None,
+            crawlers: None,
         }
     }
 }
@@ -805,6 +895,47 @@ mod tests {
         assert_eq!(headings, ["Image 1", "Image 2", "Image 3", "News", "Alternate de"]);
         assert_eq!(record.fields[0], Field::text("Lastmod", "2024-05-01"));
         assert_eq!(record.fields[1].value, "(none)");
+    }
+
+    #[test]
+    fn the_page_tables_caption_reads_right_for_one_page_as_for_many() {
+        let caption = |first, last, shown, total| pages_caption(first, last, shown, total);
+        assert_eq!(caption("Page 1", "Page 1", 1, 1), "The one page: how full it is, against both limits");
+        assert_eq!(caption("Page 1", "products, page 2", 4, 4), "All 4 pages: how full each is, against both limits");
+        assert_eq!(
+            caption("Page 501", "Page 1000", 500, 1200),
+            "Page 501 to page 1000 (500 of 1,200 pages): how full each is, against both limits"
+        );
+        assert_eq!(
+            caption("Page 501", "Page 501", 1, 501),
+            "Page 501 (one of 501 pages): how full it is, against both limits"
+        );
+    }
+
+    #[test]
+    fn a_records_health_says_what_its_last_check_found_and_when_the_next_is() {
+        use crate::health::{Kind, Problems};
+        let now = 1_764_120_000_000_000;
+        let h = 3_600_000_000;
+        assert_eq!(RecordHealth::new(None, now).state, "untracked");
+        let queued = UrlCheck { loc: "https://x.test/a".into(), due_us: 0, ..UrlCheck::default() };
+        let r = RecordHealth::new(Some(&queued), now);
+        assert_eq!((r.state, r.checked.is_none(), r.next.is_none()), ("queued", true, true));
+        let healthy = UrlCheck { checked_us: Some(now - h), status: Some(200), due_us: now + 49 * h, ..queued };
+        let r = RecordHealth::new(Some(&healthy), now);
+        assert_eq!((r.state, r.says.as_str()), ("healthy", "Healthy: the last check answered 200."));
+        assert_eq!(r.next.map(|(_, text)| text).as_deref(), Some("in 2 d"));
+        assert!(r.row.is_none());
+        let gone = UrlCheck { status: Some(410), problems: Problems::from_bits(Kind::Gone.bit()), ..healthy.clone() };
+        let r = RecordHealth::new(Some(&gone), now);
+        assert_eq!(r.state, "problem");
+        assert_eq!(r.row.map(|row| row.reasons), Some(vec!["gone (410)".to_owned()]));
+        let failed =
+            UrlCheck { status: None, transient: Some("timeout".into()), attempts: 2, due_us: now - 1, ..healthy };
+        let r = RecordHealth::new(Some(&failed), now);
+        assert_eq!(r.state, "transient");
+        assert_eq!(r.row.and_then(|row| row.transient).as_deref(), Some("timeout, 2 attempts in a row"));
+        assert_eq!(r.next.map(|(_, text)| text).as_deref(), Some("now"), "due: checked as soon as a slot allows");
     }
 
     #[test]

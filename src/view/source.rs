@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::AppState;
-use crate::crawlers::report;
+use crate::crawlers::report::{self, PageReads, ReadIndex};
 use crate::domain::{Loc, PublicUrl, SectionNames};
 use crate::health::Policy;
 use crate::page::{Limits, PageState, StoredUrl, section_of};
@@ -120,8 +120,7 @@ impl<'a> ViewData<'a> {
         if !self.state.config.crawler_telemetry {
             return Ok(None);
         }
-        let now_us =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let now_us = now_us();
         let window_days = self.state.config.crawler_window_days;
         let reads = self.state.reads();
         Ok(Some(CrawlerTelemetry {
@@ -137,8 +136,7 @@ impl<'a> ViewData<'a> {
     /// as many transient ones, through the problem rows' index); `None` when the site is not checked.
     pub async fn health(&self, site: &ViewSite) -> store::Result<Option<SiteHealth>> {
         let Some(policy) = self.state.config.health_check.policy(&site.name) else { return Ok(None) };
-        let now_us =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let now_us = now_us();
         let reads = self.state.reads();
         let summary = reads.health_summary(site.id).await?;
         let problems = reads.health_problems(Some(site.id), ProblemFilter::Any, 0, HEALTH_URLS).await?;
@@ -158,8 +156,35 @@ impl<'a> ViewData<'a> {
         Ok(Some(SiteHealth { policy, summary, urls, more, now_us }))
     }
 
+    /// A record's URL health: its check (`None` inside: not tracked) and when it was read; `None` when the site is
+    /// not checked. One read by primary key.
+    pub async fn record_health(&self, site: &ViewSite, loc: &str) -> store::Result<Option<(Option<UrlCheck>, i64)>> {
+        if self.state.config.health_check.policy(&site.name).is_none() {
+            return Ok(None);
+        }
+        Ok(Some((self.state.reads().health_of(site.id, loc).await?, now_us())))
+    }
+
+    /// Per major crawler, what it read of the page that holds `url` since `url` changed, and when it was read;
+    /// `None` when `crawler_telemetry` is off. One snapshot: O(1) reads of the record and its page, O(crawlers) of
+    /// the page's reads.
+    pub async fn record_reads(&self, site: &ViewSite, url: &StoredUrl) -> store::Result<Option<(Vec<PageReads>, i64)>> {
+        if !self.state.config.crawler_telemetry {
+            return Ok(None);
+        }
+        let rows = self.state.reads().crawler_record(site.id, url.id, url.page_id).await?;
+        let Some(page) = rows.page else { return Ok(None) };
+        let reads = ReadIndex::new(&rows.seen, &rows.fetches).record(&page, rows.changed_us);
+        Ok(Some((reads.to_vec(), now_us())))
+    }
+
     /// The site's record of `loc`, if it stores one (a record of another site is not this site's).
     pub async fn find(&self, site: &ViewSite, loc: &Loc) -> store::Result<Option<StoredUrl>> {
         Ok(self.state.reads().find(loc).await?.filter(|found| found.site == site.id).map(|found| found.url))
     }
+}
+
+/// Now, µs since the Unix epoch: what "3 h ago" counts from.
+fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }

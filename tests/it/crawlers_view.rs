@@ -21,6 +21,7 @@ both_backends!(
     a_token_reads_the_crawlers_of_its_sites_only,
     a_record_says_when_each_major_crawler_read_its_page,
     the_view_shows_the_panel_and_a_column_per_major_crawler,
+    a_records_screen_says_whether_each_major_crawler_read_it_since_its_change,
     the_metrics_give_the_last_verified_fetch_and_unseen_pages,
     with_telemetry_off_nothing_is_read_and_the_api_says_so,
     the_report_is_one_snapshot_while_flushes_go_on,
@@ -315,6 +316,33 @@ async fn the_view_shows_the_panel_and_a_column_per_major_crawler(b: Backend) {
     assert!(row2.contains("class=\"read stale\"") && row2.contains(">not since change</time>"), "{row2}");
     assert_eq!(row1.matches(">never</td>").count(), 1, "Bingbot never read page 1 (verified): {row1}");
     assert!(!html.contains("<script"), "no script");
+}
+
+/// A record's lookup screen in the view says, per major crawler, what the API's lookup says: p1 (page 1, read at
+/// its current version) read, p5 (page 2, read before its change) not since; with telemetry off, that it is off.
+async fn a_records_screen_says_whether_each_major_crawler_read_it_since_its_change(b: Backend) {
+    let Some(app) = spawn(b, &[]).await else { return };
+    seed(&app).await;
+    let screen = |path: &'static str| {
+        let app = &app;
+        async move {
+            let uri = format!("/view/default/lookup?loc={}", urlencode(&format!("https://www.example.com/{path}")));
+            let r = app.get(&uri, &[]).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+            r.text()
+        }
+    };
+    let p1 = screen("p1").await;
+    let reads = between(&p1, "<dl class=\"facts\" id=\"record-reads\">", "</dl>");
+    assert!(reads.contains("<dt>Googlebot</dt><dd class=\"read current\">"), "{reads}");
+    assert!(reads.contains(">read 1 h ago</time>"), "its page's last read, 80 min ago: {reads}");
+    assert!(reads.contains("<dt>Bingbot</dt><dd class=\"read never\">never</dd>"), "claimed only: {reads}");
+    let p5 = screen("p5").await;
+    let reads = between(&p5, "<dl class=\"facts\" id=\"record-reads\">", "</dl>");
+    assert!(reads.contains("<dd class=\"read stale\">") && reads.contains(">not since change</time>"), "{reads}");
+    let off = app.another_process_with(&[("SITEMAPD_CRAWLER_TELEMETRY", "false")]).await;
+    let html = off.get("/view/default/lookup?loc=https://www.example.com/p1", &[]).await.text();
+    assert!(html.contains("id=\"record-crawlers-off\">Crawler telemetry is off.") && !html.contains("record-reads"));
 }
 
 /// The text of `html` after `start` up to `end`; panics when either is missing.

@@ -311,8 +311,8 @@ async fn two_checkers_share_the_work(backend: Backend) {
 }
 
 /// The running checker (its task, not `drain`): URLs written after its walk first found the site empty are checked
-/// as the write queued them, and the walk, run again after sixty polls, reaches their ids: the summary says
-/// `seeded` then, as the view and the API show it.
+/// as the write queued them, and the summary says `seeded` (no stored URL is left unqueued), as the view and the
+/// API show it.
 async fn the_running_checker_walks_to_the_end_again(backend: Backend) {
     let site = TestSite::start();
     let app = app(backend, &site, "report", &[("SITEMAPD_HEALTH_POLL_MS", "20")]).await;

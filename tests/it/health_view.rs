@@ -24,6 +24,8 @@ both_backends!(
     the_health_report_counts_each_kind_for_the_sites_a_token_reaches,
     the_metrics_give_problem_excluded_and_backlog_urls_of_checked_sites,
     the_site_screen_lists_problem_urls_with_their_reason_escaped,
+    a_problem_urls_screen_is_titled_by_its_url_and_shows_its_health,
+    urls_the_writes_queued_are_not_said_to_be_still_queued,
     #[cfg_attr(sitemapd_no_chromium, ignore = "needs chromium")]
     the_panel_renders_in_a_real_browser_at_both_widths,
 );
@@ -378,6 +380,52 @@ async fn the_site_screen_lists_problem_urls_with_their_reason_escaped(b: Backend
     // The blog is not checked: no panel.
     let blog = app.get("/view/blog/", &[]).await.text();
     assert!(!blog.contains("URL health"), "{blog}");
+}
+
+/// The lookup screen each problem URL links to is titled by the URL and shows its health (why, since when, left
+/// out or not, its last and next check) and its crawler reads; a URL of a site that is not checked says so.
+async fn a_problem_urls_screen_is_titled_by_its_url_and_shows_its_health(b: Backend) {
+    let Some(app) = spawn(b, CHECKS).await else { return };
+    seed(&app).await;
+    let site = app.get("/view/default/", &[]).await.text();
+    let href = between(&site, "<th scope=\"row\" data-label=\"URL\" class=\"loc\"><a href=\"./", "\"");
+    assert_eq!(href, format!("lookup?loc={}", urlencode(&www("p1"))), "the first problem's link");
+    let r = app.get(&format!("/view/default/{href}"), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let html = r.text();
+    assert!(html.contains("<title>https://www.example.com/p1 in default · sitemapd</title>"), "{html}");
+    assert!(html.contains("<h1 class=\"loc\" id=\"record-title\">https://www.example.com/p1</h1>"), "{html}");
+    assert!(!html.contains("Record 1<"), "{html}");
+    let health = between(&html, "<h2 id=\"record-health\">URL health</h2>", "<h2 id=\"record-crawlers\">");
+    assert!(health.contains("class=\"summary health-problem\""), "{health}");
+    assert!(health.contains("<dt>Why</dt><dd>not found (404)</dd>"), "{health}");
+    assert!(health.contains("<span class=\"flag\">excluded</span>"), "{health}");
+    assert!(health.contains("<dt>Status</dt><dd>404</dd>") && health.contains("<dt>Next check</dt>"), "{health}");
+    assert!(health.contains("<dt>Last check</dt><dd><time") && health.contains(" ago</time>"), "{health}");
+    assert!(html.contains("<dl class=\"facts\" id=\"record-reads\">\n<dt>Googlebot</dt>"), "crawlers: {html}");
+    // The timeout: no definite answer yet, its last attempt said.
+    let p5 = app.get(&format!("/view/default/lookup?loc={}", urlencode(&www("p5"))), &[]).await.text();
+    assert!(p5.contains("health-transient") && p5.contains("<dt>Last attempt</dt><dd>timeout</dd>"), "{p5}");
+    // The healthy page; the blog, not checked.
+    let p4 = app.get(&format!("/view/default/lookup?loc={}", urlencode(&www("p4"))), &[]).await.text();
+    assert!(p4.contains("Healthy: the last check answered 200.") && !p4.contains("<dt>Why</dt>"), "{p4}");
+    let blog = app.get("/view/blog/lookup?loc=https://blog.example.com/b1", &[]).await.text();
+    assert!(blog.contains("id=\"record-health-off\">This site's URLs are not checked."), "{blog}");
+}
+
+/// URLs the write path queued (no walk of the stored records has run) and all checked: the panel does not say
+/// that stored URLs are still being queued, and the report says `seeded`.
+async fn urls_the_writes_queued_are_not_said_to_be_still_queued(b: Backend) {
+    let Some(app) = spawn(b, CHECKS).await else { return };
+    seed(&app).await;
+    let html = app.get("/view/default/", &[]).await.text();
+    let panel = between(&html, "<h2 id=\"health\">URL health</h2>", "</p>");
+    assert!(panel.contains("6 of 6 tracked URLs checked, 1 healthy;"), "{panel}");
+    assert!(!panel.contains("still being queued"), "{panel}");
+    let report = get_as(&app, "global-token", "/api/v1/health").await.json();
+    let sites = report["sites"].as_array().expect("sites");
+    let www = sites.iter().find(|s| s["site"] == "default").expect("the default site");
+    assert_eq!(www["seeded"], true, "{www}");
 }
 
 /// The text of `html` after `start` up to `end`; panics when either is missing.

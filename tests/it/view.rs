@@ -117,6 +117,27 @@ async fn the_screens_answer_html_with_their_headers(b: Backend) {
     }
 }
 
+/// The site screen's headings read as one would say them, for one page and one URL as for many: never "Page 1 to
+/// Page 1 (1 pages in all)" nor "1 of 1 tracked URLs".
+async fn headings_read_naturally_for_one_page_and_for_many(b: Backend) {
+    let Some(one) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_HEALTH_CHECK", "report")]).await
+    else {
+        return;
+    };
+    put_paths(&one, 0..1).await;
+    let html = one.get("/view/default/", &[]).await.text();
+    assert!(
+        html.contains("<caption id=\"pages-caption\">The one page: how full it is, against both limits</caption>"),
+        "{html}"
+    );
+    assert!(!html.contains("1 pages") && !html.contains("Page 1 to"), "{html}");
+    assert!(html.contains("0 of 1 tracked URL checked"), "{html}");
+    put_paths(&one, 1..6).await;
+    let html = one.get("/view/default/", &[]).await.text();
+    assert!(html.contains(">All 2 pages: how full each is, against both limits</caption>"), "{html}");
+    assert!(html.contains("0 of 6 tracked URLs checked"), "{html}");
+}
+
 /// Every stored value is text in the page: markup in a loc, a video's title or the news is shown escaped, never as
 /// elements, and so is a hostile lookup echoed in the search box.
 async fn every_value_is_escaped(b: Backend) {
@@ -288,7 +309,6 @@ async fn run_chromium(chromium: &Path, url: &str, args: &[&str]) -> String {
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
-        "--hide-scrollbars",
         "--no-first-run",
         "--disable-extensions",
         "--disable-dev-shm-usage",
@@ -311,7 +331,7 @@ pub(crate) async fn screenshot(chromium: &Path, url: &str, name: &str, (width, h
     let path = artifacts().join(name);
     let _ = std::fs::remove_file(&path);
     let args = [format!("--screenshot={}", path.display()), format!("--window-size={width},{height}")];
-    run_chromium(chromium, url, &[&args[0], &args[1]]).await;
+    run_chromium(chromium, url, &["--hide-scrollbars", &args[0], &args[1]]).await;
     let png = std::fs::read(&path).unwrap_or_else(|e| panic!("no screenshot {}: {e}", path.display()));
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{}", path.display());
     let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
@@ -379,6 +399,64 @@ async fn the_view_renders_in_a_real_browser(b: Backend) {
     ));
 }
 
+/// How a screen lays out in Chromium `width` px wide (scrollbars shown, as a desktop's are): how many px the page
+/// is wider than the window (0: it fits), and how many of its tables scroll sideways inside their own box. The
+/// view allows no script (its CSP), so the screen's HTML, fetched through the router, is served from a loopback
+/// port of the test's own with a script at its end that measures the layout and writes the figures into the DOM.
+pub(crate) async fn measure(chromium: &Path, app: &TestApp, path: &str, width: u32) -> (i64, usize) {
+    const SCRIPT: &str = "<script>(() => { const d = document.documentElement; \
+        const boxes = [...document.querySelectorAll('.wide')].filter(b => b.scrollWidth > b.clientWidth).length; \
+        const out = document.createElement('output'); out.id = 'measured'; \
+        out.dataset.page = String(Math.max(0, d.scrollWidth - d.clientWidth)); out.dataset.boxes = String(boxes); \
+        document.body.append(out); })();</script>";
+    let r = app.get(path, &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.text());
+    let html = r.text().replacen("</body>", &format!("{SCRIPT}</body>"), 1);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let router = axum::Router::new().fallback(move || {
+        let html = html.clone();
+        async move { axum::response::Html(html) }
+    });
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let url = format!("http://127.0.0.1:{port}/");
+    let size = format!("--window-size={width},900");
+    let dom = run_chromium(chromium, &url, &["--dump-dom", &size]).await;
+    server.abort();
+    let figure = |name: &str| -> i64 {
+        let at = dom.find(&format!("data-{name}=\"")).unwrap_or_else(|| panic!("no {name} measured: {dom}"));
+        let rest = &dom[at + name.len() + 7..];
+        rest[..rest.find('"').unwrap()].parse().unwrap()
+    };
+    (figure("page"), figure("boxes") as usize)
+}
+
+/// At a desktop's 1280 px no screen is wider than the window, nor any of its tables wider than its box: the site
+/// screen with sections of long names, a column per major crawler and the URL health panel, a page, a record. At
+/// a phone's 420 px the page is never wider than the window (a table may scroll inside its own box).
+async fn no_screen_is_wider_than_a_desktop_or_a_phone(b: Backend) {
+    let chromium = chromium();
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "3"), ("SITEMAPD_HEALTH_CHECK", "report")];
+    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let section = "products-and-accessories";
+    let entries: Vec<Value> = (0..9)
+        .map(|i| json!({"loc": format!("{PUBLIC_URL}/{section}/item-{i:03}"), "section": section}))
+        .chain((0..4).map(|i| json!({"loc": format!("{PUBLIC_URL}/e/{i}")})))
+        .collect();
+    put(&app, Value::Array(entries)).await;
+    put(&app, json!([hostile_entry()])).await;
+    let record = format!("/view/default/lookup?loc={}", urlencode(&format!("{PUBLIC_URL}/{section}/item-000")));
+    for path in ["/view/default/", "/view/default/pages/1", record.as_str()] {
+        for width in [1280, 420] {
+            let (page, boxes) = measure(&chromium, &app, path, width).await;
+            assert_eq!(page, 0, "{path} at {width} px: the page is {page} px wider than the window");
+            if width == 1280 {
+                assert_eq!(boxes, 0, "{path} at {width} px: {boxes} tables scroll inside their box");
+            }
+        }
+    }
+}
+
 /// `app` served by `serve()` on a free loopback port, until the returned sender is dropped.
 pub(crate) async fn serve(app: &TestApp) -> (u16, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -394,6 +472,7 @@ pub(crate) async fn serve(app: &TestApp) -> (u16, tokio::sync::oneshot::Sender<(
 
 both_backends!(
     the_screens_answer_html_with_their_headers,
+    headings_read_naturally_for_one_page_and_for_many,
     every_value_is_escaped,
     entries_are_keyset_paged_two_hundred_a_screen,
     lookups_and_bad_input,
@@ -401,4 +480,6 @@ both_backends!(
     a_database_that_is_down_is_503,
     #[cfg_attr(sitemapd_no_chromium, ignore = "needs chromium")]
     the_view_renders_in_a_real_browser,
+    #[cfg_attr(sitemapd_no_chromium, ignore = "needs chromium")]
+    no_screen_is_wider_than_a_desktop_or_a_phone,
 );

@@ -182,7 +182,8 @@ pub struct HealthSummary {
     pub excluded: u64,
     /// Due now and not claimed (capped at [`BACKLOG_CAP`]).
     pub backlog: u64,
-    /// Whether the walk of the site's stored records has reached its end.
+    /// Whether every stored record of the site is queued: none after the walk's cursor lacks a check row (the
+    /// write path queues what it writes, the walk what was stored before).
     pub seeded: bool,
     /// The newest check's end.
     pub last_checked_us: Option<i64>,
@@ -301,7 +302,13 @@ const SUMMARY_ROWS_SQL: &str = "SELECT count(*), count(checked_us), \
 const SUMMARY_EXCLUDED_SQL: &str = "SELECT count(*) FROM urls WHERE site_id = $1 AND excluded";
 const SUMMARY_BACKLOG_SQL: &str =
     "SELECT count(*) FROM (SELECT 1 FROM url_checks WHERE site_id = $1 AND due_us <= $2 LIMIT $3) AS b";
-const SUMMARY_LAST_ID_SQL: &str = "SELECT max(id) FROM urls WHERE site_id = $1";
+/// Whether a record after the walk's cursor (`$2`) has no check row: stored without being queued (while the site
+/// was not checked, or by a version before URL health), so the walk has yet to queue it. Records the write path
+/// queued after the walk reached its end have their row, and do not count. O(records stored since the walk's last
+/// step: at most the checker's rewalk interval of writes, a minute by default), through the primary keys; it stops
+/// at the first unqueued one.
+const SUMMARY_UNQUEUED_SQL: &str = "SELECT count(*) FROM (SELECT 1 FROM urls u WHERE u.site_id = $1 AND u.id > $2 \
+     AND NOT EXISTS (SELECT 1 FROM url_checks c WHERE c.site_id = u.site_id AND c.loc = u.loc) LIMIT 1) AS q";
 
 // --- Postgres --------------------------------------------------------------------------------------------------
 
@@ -947,7 +954,8 @@ where
         let (backlog,): (i64,) =
             sqlx::query_as(SUMMARY_BACKLOG_SQL).bind(site).bind(super::now_us()).bind(cap).fetch_one(pool).await?;
         let (seeded_id,): (i64,) = sqlx::query_as(SEEDED_SQL).bind(site).fetch_optional(pool).await?.unwrap_or((0,));
-        let (last_id,): (Option<i64>,) = sqlx::query_as(SUMMARY_LAST_ID_SQL).bind(site).fetch_one(pool).await?;
+        let (unqueued,): (i64,) =
+            sqlx::query_as(SUMMARY_UNQUEUED_SQL).bind(site).bind(seeded_id).fetch_one(pool).await?;
         let brake: Option<BrakeRow> = sqlx::query_as(BRAKE_SQL).bind(site).fetch_optional(pool).await?;
         let kinds = Kind::ALL
             .iter()
@@ -966,7 +974,7 @@ where
             transient,
             excluded: excluded as u64,
             backlog: backlog as u64,
-            seeded: last_id.is_none_or(|id| seeded_id >= id),
+            seeded: unqueued == 0,
             last_checked_us: last,
             brake: brake.map(BrakeRow::into_state),
         })

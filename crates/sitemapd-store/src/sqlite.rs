@@ -53,7 +53,7 @@ pub const WRITER_CACHE_KIB: u32 = 32 * 1024;
 pub const WRITER_AUTOCHECKPOINT: u32 = 16_384;
 /// How long the writer connection stays open without a write (its cache is freed with it; the pool looks every
 /// this long, so it closes 10 to 20 s after the last write). A bulk load's batches come well within it; after one,
-/// the cache (32 MiB and SQLite's page headers) was held for 60 to 120 s: 123 MB of RSS 90 s after a 1M-row load
+/// the cache (32 MiB and SQLite's page headers) is given back soon rather than held by an idle connection
 /// (`bench/load_rss.py`).
 const WRITER_IDLE: Duration = Duration::from_secs(10);
 
