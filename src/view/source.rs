@@ -74,7 +74,7 @@ impl<'a> ViewData<'a> {
     /// Every site, in configuration order.
     pub fn sites(&self) -> Vec<ViewSite> {
         let limits = self.state.config.limits();
-        let section_max_urls = &self.state.config.section_max_urls;
+        let section_max_urls = &self.state.config.sitemaps.section_max_urls;
         self.state
             .sites
             .iter()
@@ -117,12 +117,12 @@ impl<'a> ViewData<'a> {
     /// The site's crawler telemetry (three reads: fetch records O(resources × crawlers), page reads O(pages ×
     /// crawlers), the window's lags at most [`report::LAG_SAMPLES`]); `None` when `crawler_telemetry` is off.
     pub async fn crawlers(&self, site: &ViewSite) -> store::Result<Option<CrawlerTelemetry>> {
-        if !self.state.config.crawler_telemetry {
+        if !self.state.config.crawlers.telemetry {
             return Ok(None);
         }
         let now_us =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
-        let window_days = self.state.config.crawler_window_days;
+        let window_days = crate::config::days_of(self.state.config.crawlers.window);
         let reads = self.state.reads();
         Ok(Some(CrawlerTelemetry {
             fetches: reads.crawler_fetches(site.id).await?,
@@ -136,7 +136,7 @@ impl<'a> ViewData<'a> {
     /// The site's URL health (three reads: the summary, O(problem rows); at most [`HEALTH_URLS`] problem URLs and
     /// as many transient ones, through the problem rows' index); `None` when the site is not checked.
     pub async fn health(&self, site: &ViewSite) -> store::Result<Option<SiteHealth>> {
-        let Some(policy) = self.state.config.health_check.policy(&site.name) else { return Ok(None) };
+        let Some(policy) = self.state.config.health.check.policy(&site.name) else { return Ok(None) };
         let now_us =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
         let reads = self.state.reads();
