@@ -605,7 +605,7 @@ fn a_misspelled_variable_or_a_mistyped_value_is_refused_in_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         stderr,
-        "sitemapd: page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be a whole number (default: 50000), not \"abc\"\n"
+        "sitemapd: sitemaps.page_max_urls (SITEMAPD_PAGE_MAX_URLS) must be a whole number (default: 50000), not \"abc\"\n"
     );
     // The variables that are not settings are allowed.
     let file = dir.path().join("s.toml");
