@@ -100,9 +100,9 @@ pub(super) fn rfc3339(us: i64) -> String {
 /// `GET /api/v1/crawlers`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct CrawlersAnswer {
-    /// Whether crawler telemetry is on (`crawler_telemetry`); off, `sites` is empty.
+    /// Whether crawler telemetry is on (`crawlers.telemetry`); off, `sites` is empty.
     telemetry: bool,
-    /// The days the lag figures cover (`crawler_window_days`).
+    /// The days the lag figures cover (`crawlers.window`).
     #[schema(example = 7)]
     window_days: u32,
     sites: Vec<SiteCrawlers>,

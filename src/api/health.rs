@@ -22,7 +22,7 @@ use crate::store::{BrakeMode, BrakeOrder, BrakeState, HealthSummary, ProblemFilt
 /// What each site's URL health checks found: per kind of problem the URLs and since when the oldest has had it,
 /// the transient failures, the URLs left out of their page, and the checks waiting.
 ///
-/// Every site the token reaches, or the one `site` names. A site that is not checked (`health_check`) says
+/// Every site the token reaches, or the one `site` names. A site that is not checked (`health.check`) says
 /// `"checked": false`, and its figures are zero: nothing is read for it.
 #[utoipa::path(
     get,
@@ -58,7 +58,7 @@ pub(crate) async fn get_health(
 /// `GET /api/v1/health`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct HealthAnswer {
-    /// Every stored URL is checked again within this many days (`health_cycle_days`).
+    /// Every stored URL is checked again within this many days (`health.cycle`).
     #[schema(example = 7)]
     cycle_days: u32,
     sites: Vec<SiteHealth>,
@@ -69,7 +69,7 @@ pub(crate) struct HealthAnswer {
 pub(crate) struct SiteHealth {
     #[schema(example = "default")]
     site: String,
-    /// Whether its URLs are checked (`health_check` names it).
+    /// Whether its URLs are checked (`health.check` names it).
     checked: bool,
     /// `report` (problems are reported, the sitemaps never change for them) or `exclude` (a URL with a definite
     /// problem is left out of its page until it is healthy again); `null` when it is not checked.

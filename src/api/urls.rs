@@ -52,8 +52,8 @@ use crate::telemetry::{count_deletes, count_upserts};
         (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in), or a line that is not JSON \
                                       or not UTF-8", body = ErrorBody),
-        (status = 408, description = "The body sent nothing for `body_idle_secs`, or arrived more slowly than \
-                                      `min_receive_rate`; a JSON array was not stored, an NDJSON body kept the \
+        (status = 408, description = "The body sent nothing for `api.body_idle`, or arrived more slowly than \
+                                      `api.min_receive_rate`; a JSON array was not stored, an NDJSON body kept the \
                                       batches committed before (`line`, `committed`)", body = ErrorBody),
         (status = 413, description = "The JSON body, its number of entries or an NDJSON line is too large",
          body = ErrorBody),
@@ -523,8 +523,8 @@ pub(crate) async fn delete_url(
     responses(
         (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in)", body = ErrorBody),
-        (status = 408, description = "The body sent nothing for `body_idle_secs`, or arrived more slowly than \
-                                      `min_receive_rate`; nothing was deleted", body = ErrorBody),
+        (status = 408, description = "The body sent nothing for `api.body_idle`, or arrived more slowly than \
+                                      `api.min_receive_rate`; nothing was deleted", body = ErrorBody),
         (status = 413, description = "The body or its number of locs is too large", body = ErrorBody),
         (status = 415, description = "Not application/json, or a charset other than utf-8", body = ErrorBody),
         (status = 422, description = "Invalid locs (`details`, at most 1,000); nothing was deleted", body = ErrorBody),

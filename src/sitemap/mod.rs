@@ -71,7 +71,7 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn page_stream_slot(&self) -> impl Future<Output = Result<tokio::sync::OwnedSemaphorePermit, ApiError>> + Send;
     /// The pages rendered at once ([`RenderSlots`]): a render takes one before its page-stream slot.
     fn render_slots(&self) -> &RenderSlots;
-    /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).
+    /// Where crawlers' fetches are recorded (`None`: `crawlers.telemetry` is off).
     fn crawls(&self) -> Option<&Recorder>;
 }
 
@@ -427,7 +427,7 @@ async fn get_index<S: Serving>(
     Ok(rep.answer(&method, Source::Bytes(body)))
 }
 
-/// The site's page table as the request may be answered from: at most `state_ttl_ms` old, or checked now when the
+/// The site's page table as the request may be answered from: at most `cache.state_ttl` old, or checked now when the
 /// client asks for the current state (`Cache-Control: no-cache` or `max-age=0`, `Pragma: no-cache`), as
 /// `sitemapd import` does: then a write by another process (an import, a replica) is seen at once, at the cost of
 /// one primary-key read.

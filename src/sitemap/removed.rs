@@ -1,4 +1,4 @@
-//! The removed-URLs sitemap (`/sitemap-removed.xml[.gz]`, on with `removed_days`): the locs deleted within the
+//! The removed-URLs sitemap (`/sitemap-removed.xml[.gz]`, on with `sitemaps.removed_retention`): the locs deleted within the
 //! retention window, newest first, at most [`MAX_REMOVED`], each with its deletion time as `<lastmod>`, so that
 //! search engines recrawl them soon and drop them (Google's advice for a mass removal).
 //!

@@ -41,7 +41,7 @@ pub struct CrawlerTelemetry {
     pub seen: Vec<PageRead>,
     /// (crawler, lag in µs) of the pages read first within the window.
     pub lags: Vec<(String, i64)>,
-    /// The window's days (`crawler_window_days`).
+    /// The window's days (`crawlers.window`).
     pub window_days: u32,
     /// When it was read, µs since the Unix epoch: what "3 h ago" counts from.
     pub now_us: i64,
@@ -115,7 +115,7 @@ impl<'a> ViewData<'a> {
     }
 
     /// The site's crawler telemetry (three reads: fetch records O(resources × crawlers), page reads O(pages ×
-    /// crawlers), the window's lags at most [`report::LAG_SAMPLES`]); `None` when `crawler_telemetry` is off.
+    /// crawlers), the window's lags at most [`report::LAG_SAMPLES`]); `None` when `crawlers.telemetry` is off.
     pub async fn crawlers(&self, site: &ViewSite) -> store::Result<Option<CrawlerTelemetry>> {
         if !self.state.config.crawlers.telemetry {
             return Ok(None);

@@ -262,8 +262,28 @@ fn start_up_logs_the_configuration_without_the_password_or_the_tokens() {
     assert!(!out.status.success());
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("starting") && stdout.contains("sitemapd:REDACTED@127.0.0.1"), "{stdout}");
-    assert!(stdout.contains("api_tokens: [2 redacted]") && stdout.contains("shutdown_grace_secs: 25"), "{stdout}");
+    assert!(stdout.contains("tokens: [2 redacted]") && stdout.contains("shutdown_grace: 25s"), "{stdout}");
     assert!(!stdout.contains("Secret") && !stderr.contains("Secret"), "stdout: {stdout}\nstderr: {stderr}");
+}
+
+/// A deployment that still sets the names from before the settings had sections starts: each old name is read
+/// (a renamed one converted from its unit) or ignored (a removed test knob), and warned of once at start.
+#[test]
+fn old_setting_names_start_with_a_warning_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let vars =
+        [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_SHUTDOWN_GRACE_SECS", "3"), ("SITEMAPD_HEALTH_POLL_MS", "20")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    wait_until_healthy(port, &mut child);
+    let stdout = stop(child);
+    let lines = |what: &str| stdout.lines().filter(|l| l.contains(what)).collect::<Vec<_>>();
+    let renamed = lines("SITEMAPD_SHUTDOWN_GRACE_SECS is deprecated: read as SITEMAPD_SHUTDOWN_GRACE=3s");
+    assert!(renamed.len() == 1 && renamed[0].contains("WARN"), "{stdout}");
+    let removed = lines("SITEMAPD_HEALTH_POLL_MS is no longer a setting and is ignored");
+    assert!(removed.len() == 1 && removed[0].contains("WARN"), "{stdout}");
+    assert!(lines("starting")[0].contains("shutdown_grace: 3s"), "{stdout}");
 }
 
 /// With several sites, the start-up lines name them: the configuration shows `public_url` as replaced by `sites`

@@ -242,7 +242,7 @@ async fn a_stalled_body_is_cut_with_408_and_its_share_freed(b: Backend) {
     assert_eq!(status, 408, "{text}");
     let error: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(error["error"], "request_timeout");
-    assert!(error["message"].as_str().unwrap().contains("body_idle_secs"), "{text}");
+    assert!(error["message"].as_str().unwrap().contains("api.body_idle"), "{text}");
     assert!(waited >= Duration::from_secs(1), "not before the idle limit: {waited:?}");
     assert!(
         eventually(Duration::from_secs(5), || state.body_budget.available_kib() == total).await,
