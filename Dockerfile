@@ -15,7 +15,7 @@
 # SITEMAPD_API_TOKENS must be given at run time; it is deliberately not set here. Without DATABASE_URL the data
 # lives in the SQLite file /data/sitemapd.db, on the volume /data.
 #
-# On SIGTERM, sitemapd lets requests in flight finish for SITEMAPD_SHUTDOWN_GRACE_SECS (25), then exits 0.
+# On SIGTERM, sitemapd lets requests in flight finish for SITEMAPD_SHUTDOWN_GRACE (25s), then exits 0.
 # `docker stop` waits only 10 s before SIGKILL: use `docker stop -t 30` or `docker run --stop-timeout 30`.
 
 # cargo-chef: compile the dependencies in their own layer, rebuilt only when Cargo.toml/Cargo.lock change.

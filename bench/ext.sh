@@ -36,7 +36,7 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 start() {
   local name=$1 port=$2 db=$3
   env DATABASE_URL="$PG/$db" SITEMAPD_BIND="127.0.0.1:$port" SITEMAPD_PUBLIC_URL="$PUBLIC" \
-    SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT_SECS=3600 SITEMAPD_CACHE_BYTES=0 RUST_LOG=sitemapd=warn \
+    SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT=1h SITEMAPD_CACHE_BYTES=0 RUST_LOG=sitemapd=warn \
     "$BIN" >>"$OUT/ext-$name.log" 2>&1 &
   echo $! >"$OUT/ext-$name.pid"
   for _ in $(seq 1 300); do

@@ -31,7 +31,7 @@ for _ in $(seq 1 100); do curl -fs -o /dev/null "$SITE/stats" && break; sleep 0.
 
 env DATABASE_URL="sqlite://$OUT/sitemapd.db" SITEMAPD_BIND="127.0.0.1:$PORT" SITEMAPD_PUBLIC_URL="$SITE/" \
   SITEMAPD_HEALTH_CHECK=exclude SITEMAPD_HEALTH_RATE="$RATE" SITEMAPD_HEALTH_CONCURRENCY=4 \
-  SITEMAPD_HEALTH_POLL_MS=200 SITEMAPD_CRAWLER_TELEMETRY=false "$BIN" >"$OUT/sitemapd.log" 2>&1 &
+  SITEMAPD_TEST_TUNING=health_poll=200ms SITEMAPD_CRAWLER_TELEMETRY=false "$BIN" >"$OUT/sitemapd.log" 2>&1 &
 echo $! >"$OUT/sitemapd.pid"
 readonly API="http://127.0.0.1:$PORT"
 for _ in $(seq 1 300); do curl -fs -o /dev/null "$API/healthz" && break; sleep 0.1; done

@@ -49,7 +49,7 @@ pids+=($!)
 log "API ingest: $ROWS rows as NDJSON, then the identical re-send"
 fresh_db sitemapd_import_api
 env DATABASE_URL="$PG/sitemapd_import_api" SITEMAPD_BIND=127.0.0.1:18096 SITEMAPD_PUBLIC_URL="$PUBLIC" \
-  SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT_SECS=3600 RUST_LOG=sitemapd=warn "$BIN" >"$OUT/import-api.log" 2>&1 &
+  SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT=1h RUST_LOG=sitemapd=warn "$BIN" >"$OUT/import-api.log" 2>&1 &
 api=$!
 pids+=("$api")
 for _ in $(seq 1 300); do curl -fs -o /dev/null http://127.0.0.1:18096/healthz && break; sleep 0.1; done

@@ -55,7 +55,7 @@ def main():
         "SITEMAPD_BIND": f"127.0.0.1:{a.port}",
         "SITEMAPD_PUBLIC_URL": "https://www.example.com",
         "SITEMAPD_API_TOKENS": TOKEN,
-        "SITEMAPD_API_TIMEOUT_SECS": "3600",
+        "SITEMAPD_API_TIMEOUT": "1h",
         "RUST_LOG": "sitemapd=warn",
     })
     for kv in a.env:

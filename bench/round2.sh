@@ -38,7 +38,7 @@ start() {
   local name=$1 port=$2 url=$3
   shift 3
   env DATABASE_URL="$url" SITEMAPD_BIND="127.0.0.1:$port" SITEMAPD_PUBLIC_URL="$PUBLIC" SITEMAPD_API_TOKENS="$TOKEN" \
-    SITEMAPD_API_TIMEOUT_SECS=3600 "$@" "$BIN" >"$OUT/$name.log" 2>&1 &
+    SITEMAPD_API_TIMEOUT=1h "$@" "$BIN" >"$OUT/$name.log" 2>&1 &
   echo $! >"$OUT/$name.pid"
   for _ in $(seq 1 300); do
     curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && return 0
@@ -128,7 +128,7 @@ say "first_fetch cold $(python3 bench/first_fetch.py --base http://127.0.0.1:180
 stop main
 # The cold page each way (item 3), the cache off: page 20 as one gzip stream (as stored before migration 0008)
 # and in parallel blocks (as written since); 7 fetches each, after one to warm the database's buffers.
-start nocache 18082 "$PG/sitemapd_round2" SITEMAPD_CACHE_BYTES=0 SITEMAPD_PRERENDER=false SITEMAPD_STATE_TTL_MS=0
+start nocache 18082 "$PG/sitemapd_round2" SITEMAPD_CACHE_BYTES=0 SITEMAPD_PRERENDER=false SITEMAPD_STATE_TTL=0
 for way in 0 1; do
   psql -q -h 127.0.0.1 -U postgres -d sitemapd_round2 -c "UPDATE pages SET gzip = $way WHERE site_id = 1 AND id = 20"
   curl -s -o /dev/null -H 'Accept-Encoding: gzip' http://127.0.0.1:18082/sitemap-20.xml

@@ -21,7 +21,7 @@ else
   URL=sqlite:///tmp/ing/sq-$TAG/s.db
 fi
 env DATABASE_URL="$URL" SITEMAPD_BIND="127.0.0.1:$PORT" SITEMAPD_PUBLIC_URL=https://www.example.com \
-  SITEMAPD_API_TOKENS=bench-token SITEMAPD_API_TIMEOUT_SECS=3600 "$@" "$BIN" >/tmp/ing/$TAG.log 2>&1 &
+  SITEMAPD_API_TOKENS=bench-token SITEMAPD_API_TIMEOUT=1h "$@" "$BIN" >/tmp/ing/$TAG.log 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.1; done
 cpu() { awk '{print $14 + $15}' /proc/$pid/stat; }

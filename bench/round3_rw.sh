@@ -13,7 +13,7 @@ mkdir -p /tmp/ing
 BIN=$1 TAG=$2 PORT=$3
 URL=postgres://postgres@127.0.0.1:5432/sitemapd_ing_rw
 env DATABASE_URL="$URL" SITEMAPD_BIND="127.0.0.1:$PORT" SITEMAPD_PUBLIC_URL=https://www.example.com \
-  SITEMAPD_API_TOKENS=bench-token SITEMAPD_API_TIMEOUT_SECS=3600 "$BIN" >/tmp/ing/rw-$TAG.log 2>&1 &
+  SITEMAPD_API_TOKENS=bench-token SITEMAPD_API_TIMEOUT=1h "$BIN" >/tmp/ing/rw-$TAG.log 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.1; done
 page=http://127.0.0.1:$PORT/sitemap-10.xml

@@ -37,7 +37,7 @@ start() {
   local name=$1 port=$2 db=$3
   shift 3
   env DATABASE_URL="$PG/$db" SITEMAPD_BIND="127.0.0.1:$port" SITEMAPD_PUBLIC_URL="$PUBLIC" \
-    SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT_SECS=3600 "$@" \
+    SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT=1h "$@" \
     "$BIN" >"$OUT/$name.log" 2>&1 &
   echo $! >"$OUT/$name.pid"
   for _ in $(seq 1 300); do

@@ -34,7 +34,7 @@ say() { echo "$*" | tee -a "$OUT/scale.txt"; }
 PID=
 start() {
   env DATABASE_URL="$URL" SITEMAPD_BIND="127.0.0.1:$PORT" SITEMAPD_PUBLIC_URL=https://www.example.com \
-    SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT_SECS=3600 "$@" target/release/sitemapd >>"$OUT/sitemapd.log" 2>&1 &
+    SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT=1h "$@" target/release/sitemapd >>"$OUT/sitemapd.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 600); do
     curl -fs -o /dev/null "$BASE/healthz" && return 0

@@ -68,7 +68,7 @@ start() {
 
 log "loading $ROWS URLs"
 env $(config_of "${bins[0]}") DATABASE_URL="sqlite://$OUT/loaded.sqlite" SITEMAPD_BIND="127.0.0.1:$PORT0" SITEMAPD_PUBLIC_URL="$PUBLIC" \
-  SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT_SECS=3600 "${bins[0]}" >"$OUT/load.log" 2>&1 &
+  SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT=1h "${bins[0]}" >"$OUT/load.log" 2>&1 &
 loader=$!
 wait_up "$PORT0"
 target/release/examples/dataset --rows "$ROWS" |

@@ -1,4 +1,4 @@
-//! API tokens and what each may reach (`api_tokens`): held as SHA-256 digests, never in clear, and compared in
+//! API tokens and what each may reach (`api.tokens`): held as SHA-256 digests, never in clear, and compared in
 //! constant time. The settings parse them ([`ApiTokens::parse`]); the write API asks what a presented token may
 //! do ([`ApiTokens::access`]).
 
@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 
 use crate::domain::site::check_site_name;
 
-/// The API tokens (`api_tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
+/// The API tokens (`api.tokens`: comma-separated, blanks ignored) as SHA-256 digests: compared in constant time and
 /// never kept in clear. Shown as `[N redacted]`. `TOKEN` is good for every site; `SITE=TOKEN` (or `SITE:TOKEN`)
 /// for that site only
 /// (the same token given for several sites is good for each of them).
@@ -35,7 +35,7 @@ impl Access {
 }
 
 impl ApiTokens {
-    /// `api_tokens` as configured; the error is what the setting's message says after its name.
+    /// `api.tokens` as configured; the error is what the setting's message says after its name.
     pub fn parse(raw: &str) -> Result<Self, String> {
         let mut tokens: Vec<([u8; 32], Access)> = Vec::new();
         for item in raw.split(',').map(str::trim).filter(|t| !t.is_empty()) {

@@ -53,8 +53,8 @@ pub use crate::state::AppState;
 pub fn app(state: AppState) -> Router {
     // Installs the metrics recorder before the first request is counted.
     telemetry::prometheus();
-    let view = if state.config.view { view::router() } else { Router::new() };
-    let access_log = state.config.access_log;
+    let view = if state.config.sitemaps.view { view::router() } else { Router::new() };
+    let access_log = state.config.log.access;
     Router::new()
         .merge(sitemap::router(state.clone()))
         .merge(api::router(state.clone()))
@@ -152,13 +152,8 @@ struct Connections {
 impl Connections {
     fn new(config: &config::Config) -> Self {
         let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(config.header_read_timeout_secs));
-        Self {
-            http,
-            write_timeout: Duration::from_secs(config.write_timeout_secs),
-            min_send_rate: config.min_send_rate,
-        }
+        http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(config.http.header_read_timeout);
+        Self { http, write_timeout: config.http.write_timeout, min_send_rate: config.http.min_send_rate }
     }
 
     /// Accepts on `listener` and serves each connection in a task of the current runtime, until `shutdown`; then

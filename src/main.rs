@@ -157,7 +157,7 @@ async fn main() -> ExitCode {
     if let Command::Healthcheck = command {
         // Any failure, a bad configuration included, exits 1: container runtimes read 0 as healthy, 1 as
         // unhealthy, and reserve 2.
-        return match async { healthcheck(config?.bind).await }.await {
+        return match async { healthcheck(config?.http.bind).await }.await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 say(format_args!("sitemapd healthcheck: {}", one_line(&e)));
@@ -178,9 +178,12 @@ async fn main() -> ExitCode {
         sitemapd::telemetry::prometheus();
         sitemapd::telemetry::zero_counters(&known_labels(&config));
     }
-    let log_format = config.log_format;
+    let log_format = config.log.format;
     // `export` writes its data, `import` its summary, to standard output: their log goes to stderr.
     init_tracing(log_format, matches!(command, Command::Export { .. } | Command::Import { .. }));
+    for deprecated in config.deprecations() {
+        tracing::warn!("{deprecated}");
+    }
     if let Command::Import { .. } = command {
         return match import(command, &config).await {
             Ok(true) => ExitCode::SUCCESS,
@@ -210,8 +213,8 @@ async fn main() -> ExitCode {
 /// The values of the counters' labels that only the configuration knows: `site`, the checked sites (URL health's
 /// counters); `crawler`, every crawler's stable name while crawler telemetry is on.
 fn known_labels(config: &Config) -> Vec<(&'static str, Vec<String>)> {
-    let checked = config.health_check.iter().map(|(site, _)| site.to_owned()).collect();
-    let crawlers = if config.crawler_telemetry {
+    let checked = config.health.check.iter().map(|(site, _)| site.to_owned()).collect();
+    let crawlers = if config.crawlers.telemetry {
         sitemapd::crawler::Crawler::ALL.iter().map(|c| c.name().to_owned()).collect()
     } else {
         Vec::new()
@@ -229,7 +232,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Migrate => {
             store::open(&options).await?.close().await;
-            tracing::info!(database = %sitemapd::redact::redact_url(&config.database_url), "migrations applied");
+            tracing::info!(database = %sitemapd::redact::redact_url(&config.database.url), "migrations applied");
             Ok(())
         }
         Command::Serve => {
@@ -237,19 +240,19 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             if let Some(ignored) = config.ignored_public_url() {
                 tracing::warn!(
                     public_url = %ignored,
-                    "public_url (SITEMAPD_PUBLIC_URL) is set but not used: sites (SITEMAPD_SITES) replaces it; name \
-                     each site's public URL there and unset public_url"
+                    "sitemaps.public_url (SITEMAPD_PUBLIC_URL) is set but not used: sitemaps.sites (SITEMAPD_SITES) \
+                     replaces it; name each site's public URL there and unset public_url"
                 );
             }
             let store = store::open(&options).await?;
-            let listener = std::net::TcpListener::bind(config.bind)
-                .with_context(|| format!("cannot listen on {}", config.bind))?;
+            let listener = std::net::TcpListener::bind(config.http.bind)
+                .with_context(|| format!("cannot listen on {}", config.http.bind))?;
             let sites: Vec<String> =
                 config.site_specs().iter().map(|s| format!("{}={}", s.name, s.public_url)).collect();
             let threads = config.serving_threads();
             tracing::info!(address = %listener.local_addr()?, sites = ?sites, threads, "listening");
             let (state, workers) = sitemapd::workers::start(store.clone(), &config).await?;
-            let grace = Duration::from_secs(config.shutdown_grace_secs);
+            let grace = config.http.shutdown_grace;
             let served = serve_threads(state.clone(), listener, threads, shutdown_signal(), grace).await;
             drop(state);
             // The background workers, last started first, within one grace period (the crawler telemetry's last
@@ -263,14 +266,14 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Backup { file } => {
-            db_files::require_existing(&config.database_url)?;
-            db_files::check_output(&config.database_url, &file, "the backup")?;
-            store::backup(&config.database_url, &file).await
+            db_files::require_existing(&config.database.url)?;
+            db_files::check_output(&config.database.url, &file, "the backup")?;
+            store::backup(&config.database.url, &file).await
         }
         Command::Export { site, output } => {
-            db_files::require_existing(&config.database_url)?;
+            db_files::require_existing(&config.database.url)?;
             if let Some(output) = &output {
-                db_files::check_output(&config.database_url, output, "the output file")?;
+                db_files::check_output(&config.database.url, output, "the output file")?;
             }
             let store = store::open(&options).await?;
             let exported = export(&*store, site.as_deref(), output.as_deref()).await;
@@ -319,7 +322,7 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         .into());
     }
     // Before anything is opened or created: the rejects file is emptied at the start.
-    db_files::check_output(&config.database_url, &rejects, "the rejects file (--rejects)")
+    db_files::check_output(&config.database.url, &rejects, "the rejects file (--rejects)")
         .map_err(|e| Usage(e.to_string()))?;
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(Usage("standard input (-) can be read once".to_owned()).into());
@@ -359,11 +362,11 @@ async fn import(command: Command, config: &Config) -> anyhow::Result<bool> {
         rejects: Some(rejects),
         concurrency: usize::from(concurrency),
         max_sitemaps,
-        batch: config.ndjson_batch,
+        batch: config.api.ndjson_batch,
         store_tries: 5,
         store_retry_base: Duration::from_secs(1),
         limits: config.limits(),
-        max_line_bytes: config.max_line_bytes as u64,
+        max_line_bytes: config.api.max_line_bytes as u64,
         http: HttpOptions { timeout: Duration::from_secs(timeout.max(1)), retries, ..HttpOptions::default() },
         progress: if std::io::stderr().is_terminal() {
             Progress::Bar

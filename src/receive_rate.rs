@@ -1,5 +1,5 @@
 //! The idle limit and the minimum receive rate of a write request's body: a body that sends nothing for
-//! `body_idle_secs`, or fewer than `min_receive_rate` bytes a second over a window of that length, is cut
+//! `api.body_idle`, or fewer than `api.min_receive_rate` bytes a second over a window of that length, is cut
 //! ([`BodyCut`], which the API answers 408), so that a stalled or trickling upload cannot hold its share of the
 //! memory budget (`body_budget`) until the API time limit.
 //!
@@ -22,7 +22,7 @@ use crate::send_rate::SendMeter;
 /// Why a body was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BodyCut {
-    /// Nothing arrived for `secs` (`body_idle_secs`).
+    /// Nothing arrived for `secs` (`api.body_idle`).
     Idle { secs: u64 },
     /// `bytes` arrived in a window of `secs` of waiting, fewer than the `floor` the minimum rate asks for.
     TooSlow { bytes: u64, floor: u64, secs: u64 },
@@ -31,11 +31,11 @@ pub enum BodyCut {
 impl fmt::Display for BodyCut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Idle { secs } => write!(f, "no byte of the body arrived for {secs} s (body_idle_secs)"),
+            Self::Idle { secs } => write!(f, "no byte of the body arrived for {secs} s (api.body_idle)"),
             Self::TooSlow { bytes, floor, secs } => write!(
                 f,
                 "the body arrived too slowly: {bytes} bytes in {secs} s, fewer than the {floor} that \
-                 min_receive_rate asks for"
+                 api.min_receive_rate asks for"
             ),
         }
     }
@@ -280,6 +280,6 @@ mod tests {
         let io = std::io::Error::other(axum_error);
         assert_eq!(BodyCut::find(&io), Some(cut));
         assert_eq!(BodyCut::find(&std::io::Error::other("other")), None);
-        assert_eq!(cut.to_string(), "no byte of the body arrived for 3 s (body_idle_secs)",);
+        assert_eq!(cut.to_string(), "no byte of the body arrived for 3 s (api.body_idle)",);
     }
 }

@@ -61,7 +61,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
                         None => format!("site=\"{}\"", site.name),
                         Some(s) => format!("site=\"{}\",section=\"{s}\"", site.name),
                     };
-                    let own = section.and_then(|s| state.config.section_max_urls.get(s.as_str()));
+                    let own = section.and_then(|s| state.config.sitemaps.section_max_urls.get(s.as_str()));
                     let max_urls = own.copied().unwrap_or(limits.max_urls).min(limits.max_urls);
                     let fill_urls = pages.iter().map(|p| p.url_count as f64 / f64::from(max_urls)).fold(0.0, f64::max);
                     let fill_bytes = pages
@@ -76,7 +76,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
                     sets.push((format!("site=\"{}\"", site.name), 0, 0, 0.0, 0.0));
                 }
                 sites.push((site.name.as_str(), pages.iter().filter(|p| p.url_count > 0).count()));
-                if state.config.crawler_telemetry {
+                if state.config.crawlers.telemetry {
                     let read = async {
                         Ok::<_, crate::store::StoreError>((
                             state.reads().crawler_fetches(site.id).await?,
@@ -142,7 +142,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
             .iter()
             .flat_map(|s| [(format!("{},limit=\"urls\"", s.0), s.3), (format!("{},limit=\"bytes\"", s.0), s.4)]),
     );
-    if state.config.crawler_telemetry {
+    if state.config.crawlers.telemetry {
         per_site(CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, &mut last_fetch.into_iter());
         per_site(CRAWLER_UNSEEN_PAGES, CRAWLER_UNSEEN_PAGES_HELP, &mut unseen.into_iter());
     }
@@ -158,12 +158,12 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     }
     gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);
     // Only when IndexNow is on: a count of the outbox is O(queued locs), and without notification it stays empty.
-    if !state.config.indexnow_keys.is_empty() {
+    if !state.config.indexnow.keys.is_empty() {
         match state.reads().outbox_size().await {
             Ok(sizes) => {
                 // Every site with a key, 0 when nothing is queued; and a site no longer configured, by its id.
                 let mut by_site: std::collections::BTreeMap<String, i64> =
-                    state.config.indexnow_keys.iter().map(|(name, _)| (name.to_owned(), 0)).collect();
+                    state.config.indexnow.keys.iter().map(|(name, _)| (name.to_owned(), 0)).collect();
                 for (id, n) in sizes {
                     let name = state.sites.by_id(id).map_or_else(|| format!("#{id}"), |s| s.name.clone());
                     *by_site.entry(name).or_default() += n;
@@ -180,7 +180,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
             Err(e) => tracing::warn!(error = %e, "metrics: cannot read the IndexNow outbox"),
         }
     }
-    if !state.config.health_check.is_empty() {
+    if !state.config.health.check.is_empty() {
         health_gauges(&state, &mut text).await;
     }
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
@@ -194,7 +194,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
 /// no series this scrape (and a warning is logged).
 async fn health_gauges(state: &AppState, text: &mut String) {
     let (mut problems, mut excluded, mut backlog, mut paused) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (name, _) in state.config.health_check.iter() {
+    for (name, _) in state.config.health.check.iter() {
         let Some(site) = state.sites.by_name(name) else { continue };
         match state.reads().health_summary(site.id).await {
             Ok(s) => {

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -88,10 +87,11 @@ impl AppState {
     /// in start order, not started.
     pub fn build(store: Arc<dyn Store>, config: &Config, clock: Clock) -> (Self, Vec<Arc<dyn Worker>>) {
         let sites = store.sites();
-        let ttl = Duration::from_millis(config.state_ttl_ms);
+        let ttl = config.cache.state_ttl;
         // Rendering changed pages ahead of crawlers needs the cache to keep them, and a runtime for its task.
-        let prerender = (config.prerender && config.cache_bytes > 0 && tokio::runtime::Handle::try_current().is_ok())
-            .then(|| Arc::new(prerender::Queue::default()));
+        let prerender =
+            (config.cache.prerender && config.cache.bytes > 0 && tokio::runtime::Handle::try_current().is_ok())
+                .then(|| Arc::new(prerender::Queue::default()));
         let on_change = prerender.clone().map(|queue| -> OnChange {
             Arc::new(move |site, changed, replaced| queue.changed(site, changed, replaced))
         });
@@ -101,10 +101,10 @@ impl AppState {
         let notify_sites = crate::indexnow::targets(config, &sites).iter().map(|t| t.site_id).collect();
         let hosts = Hosts {
             sites: Arc::clone(&sites),
-            trusted_proxies: config.trusted_proxies.clone(),
-            forwarded_header: config.forwarded_header,
+            trusted_proxies: config.http.trusted_proxies.clone(),
+            forwarded_header: config.http.forwarded_header,
         };
-        let (crawls, mut workers) = if config.crawler_telemetry && tokio::runtime::Handle::try_current().is_ok() {
+        let (crawls, mut workers) = if config.crawlers.telemetry && tokio::runtime::Handle::try_current().is_ok() {
             let (recorder, workers) =
                 Recorder::new(Arc::clone(&store), &crawler_settings(config), Arc::new(SystemResolver));
             (Some(recorder), workers)
@@ -118,10 +118,10 @@ impl AppState {
             sites,
             hosts,
             directories,
-            page_cache: PageCache::new(config.cache_bytes),
-            page_streams: Arc::new(Semaphore::new(page_stream_slots(config.db_max_connections))),
-            renders: RenderSlots::new(config.render_concurrency),
-            body_budget: BodyBudget::new(config.body_memory_bytes, config.max_json_bytes),
+            page_cache: PageCache::new(config.cache.bytes),
+            page_streams: Arc::new(Semaphore::new(page_stream_slots(config.database.max_connections))),
+            renders: RenderSlots::new(config.sitemaps.render_concurrency),
+            body_budget: BodyBudget::new(config.api.body_memory_bytes, config.api.max_json_bytes),
             notify_sites,
             features: Features { prerender: prerender.clone(), crawls, own_workers: OnceLock::new() },
         });
@@ -136,11 +136,11 @@ impl AppState {
 /// How the crawler telemetry's recorder runs, from the settings.
 fn crawler_settings(config: &Config) -> crawlers::Settings {
     crawlers::Settings {
-        flush_every: Duration::from_millis(config.crawler_flush_ms),
-        window: Duration::from_secs(u64::from(config.crawler_window_days) * 86_400),
-        rdns: config.crawler_rdns,
-        sources: config.crawler_ranges.clone(),
-        refresh_every: Duration::from_secs(config.crawler_ranges_refresh_hours * 3600),
+        flush_every: config.tuning.crawler_flush,
+        window: config.crawlers.window,
+        rdns: config.crawlers.rdns,
+        sources: config.crawlers.ranges.clone(),
+        refresh_every: config.crawlers.ranges_refresh,
     }
 }
 
@@ -152,7 +152,7 @@ fn page_stream_slots(pool: u32) -> usize {
 impl Inner {
     /// False when tokens are configured (the server then may listen beyond loopback).
     pub fn open_writes(&self) -> bool {
-        self.config.api_tokens.is_empty()
+        self.config.api.tokens.is_empty()
     }
 
     /// `site`'s page table as last read (`site` is one of [`Inner::sites`]).
@@ -252,7 +252,7 @@ impl Inner {
 
     /// A slot for streaming one page body, waiting at most the pool's acquire timeout (then 503).
     pub async fn page_stream_slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        let acquire_timeout = Duration::from_secs(self.config.db_acquire_timeout_secs);
+        let acquire_timeout = self.config.database.acquire_timeout;
         match tokio::time::timeout(acquire_timeout, self.page_streams.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => {

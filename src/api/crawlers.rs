@@ -45,8 +45,8 @@ pub(crate) async fn get_crawlers(
     ApiQuery(query): ApiQuery<CrawlersQuery>,
 ) -> Result<Json<CrawlersAnswer>, ApiError> {
     let sites = reachable_sites(&state, &access, query.site.as_deref())?;
-    let window_days = state.config.crawler_window_days;
-    if !state.config.crawler_telemetry {
+    let window_days = crate::config::days_of(state.config.crawlers.window);
+    if !state.config.crawlers.telemetry {
         return Ok(Json(CrawlersAnswer { telemetry: false, window_days, sites: Vec::new() }));
     }
     let since_us = report::window_start(now_us(), window_days);
@@ -100,9 +100,9 @@ pub(super) fn rfc3339(us: i64) -> String {
 /// `GET /api/v1/crawlers`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct CrawlersAnswer {
-    /// Whether crawler telemetry is on (`crawler_telemetry`); off, `sites` is empty.
+    /// Whether crawler telemetry is on (`crawlers.telemetry`); off, `sites` is empty.
     telemetry: bool,
-    /// The days the lag figures cover (`crawler_window_days`).
+    /// The days the lag figures cover (`crawlers.window`).
     #[schema(example = 7)]
     window_days: u32,
     sites: Vec<SiteCrawlers>,
@@ -211,7 +211,7 @@ pub(crate) async fn record_reads(
     id: i64,
     page_id: i64,
 ) -> Result<Option<BTreeMap<String, RecordRead>>, ApiError> {
-    if !state.config.crawler_telemetry {
+    if !state.config.crawlers.telemetry {
         return Ok(None);
     }
     let rows = state.reads().crawler_record(site, id, page_id).await?;

@@ -22,7 +22,7 @@ use crate::store::{BrakeMode, BrakeOrder, BrakeState, HealthSummary, ProblemFilt
 /// What each site's URL health checks found: per kind of problem the URLs and since when the oldest has had it,
 /// the transient failures, the URLs left out of their page, and the checks waiting.
 ///
-/// Every site the token reaches, or the one `site` names. A site that is not checked (`health_check`) says
+/// Every site the token reaches, or the one `site` names. A site that is not checked (`health.check`) says
 /// `"checked": false`, and its figures are zero: nothing is read for it.
 #[utoipa::path(
     get,
@@ -45,20 +45,20 @@ pub(crate) async fn get_health(
     let sites = reachable_sites(&state, &access, query.site.as_deref())?;
     let mut answered = Vec::with_capacity(sites.len());
     for site in sites {
-        let policy = state.config.health_check.policy(&site.name);
+        let policy = state.config.health.check.policy(&site.name);
         let summary = match policy {
             Some(_) => state.reads().health_summary(site.id).await?,
             None => HealthSummary::default(),
         };
         answered.push(SiteHealth::new(&site.name, policy, &summary));
     }
-    Ok(Json(HealthAnswer { cycle_days: state.config.health_cycle_days, sites: answered }))
+    Ok(Json(HealthAnswer { cycle_days: crate::config::days_of(state.config.health.cycle), sites: answered }))
 }
 
 /// `GET /api/v1/health`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct HealthAnswer {
-    /// Every stored URL is checked again within this many days (`health_cycle_days`).
+    /// Every stored URL is checked again within this many days (`health.cycle`).
     #[schema(example = 7)]
     cycle_days: u32,
     sites: Vec<SiteHealth>,
@@ -69,7 +69,7 @@ pub(crate) struct HealthAnswer {
 pub(crate) struct SiteHealth {
     #[schema(example = "default")]
     site: String,
-    /// Whether its URLs are checked (`health_check` names it).
+    /// Whether its URLs are checked (`health.check` names it).
     checked: bool,
     /// `report` (problems are reported, the sitemaps never change for them) or `exclude` (a URL with a definite
     /// problem is left out of its page until it is healthy again); `null` when it is not checked.
@@ -238,7 +238,7 @@ async fn order(state: &AppState, access: &Access, name: &str, order: BrakeOrder)
         let names: Vec<&str> = state.sites.iter().map(|s| s.name.as_str()).collect();
         ApiError::bad_request(format!("site must name a configured site: {}", names.join(", ")))
     })?;
-    if state.config.health_check.policy(&site.name).is_none() {
+    if state.config.health.check.policy(&site.name).is_none() {
         return Err(ApiError::bad_request(format!("the URLs of the site {name} are not checked (health_check)")));
     }
     let brake = state.health_brake_order(site.id, order).await?;
@@ -359,7 +359,7 @@ fn split_transient(stored: &str) -> (&str, Option<&str>) {
 /// `loc`'s health in `site`: `None` when the site is not checked (the lookup's `"health": null`).
 pub(crate) async fn record_health(state: &AppState, site: i64, loc: &str) -> Result<Option<UrlHealth>, ApiError> {
     let Some(site) = state.sites.by_id(site) else { return Ok(None) };
-    if state.config.health_check.policy(&site.name).is_none() {
+    if state.config.health.check.policy(&site.name).is_none() {
         return Ok(None);
     }
     Ok(Some(match state.reads().health_of(site.id, loc).await? {
@@ -388,7 +388,7 @@ pub(crate) fn parse_problem(raw: &str) -> Result<ProblemFilter, ApiError> {
 
 /// Whether `site` (by id) is checked.
 pub(crate) fn is_checked(state: &AppState, site: i64) -> bool {
-    state.sites.by_id(site).is_some_and(|s| state.config.health_check.policy(&s.name).is_some())
+    state.sites.by_id(site).is_some_and(|s| state.config.health.check.policy(&s.name).is_some())
 }
 
 #[cfg(test)]

@@ -10,8 +10,6 @@ mod urls;
 
 pub use urls::{MAX_DETAILS, parse_json_entries, parse_json_locs, parse_ndjson_line};
 
-use std::time::Duration;
-
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
@@ -81,23 +79,24 @@ where
     }
 }
 
-/// Every `/api/v1` request, body included, must finish within `api_timeout_secs`; past it, it is dropped (an open
+/// Every `/api/v1` request, body included, must finish within `api.timeout`; past it, it is dropped (an open
 /// transaction rolls back) and the answer is 503. It runs off the serving threads ([`AppState::off_serving`]): a
 /// bulk load's work never stalls the crawlers' requests that share a thread with it.
 async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
-    let secs = state.config.api_timeout_secs;
-    match tokio::time::timeout(Duration::from_secs(secs), state.off_serving(next.run(request))).await {
+    let timeout = state.config.api.timeout;
+    match tokio::time::timeout(timeout, state.off_serving(next.run(request))).await {
         Ok(Ok(response)) => Ok(response),
         // A handler's panic, raised again here: the front layer answers it 500, as any other.
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
         Err(_) => {
-            tracing::warn!(timeout_secs = secs, "an API request took too long and was abandoned");
+            tracing::warn!(timeout_secs = timeout.as_secs(), "an API request took too long and was abandoned");
             Err(ApiError::new(
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
                 "timeout",
                 format!(
-                    "the request did not finish within {secs} s (api_timeout_secs) and was abandoned; a JSON array \
-                     was not stored, an NDJSON body kept the batches committed before. Re-sending is safe."
+                    "the request did not finish within {} (api.timeout) and was abandoned; a JSON array was not \
+                     stored, an NDJSON body kept the batches committed before. Re-sending is safe.",
+                    crate::config::shown_duration(&timeout)
                 ),
             ))
         }
@@ -107,8 +106,7 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
 /// A request body is read under the idle limit and the minimum receive rate ([`crate::receive_rate`]): a body that
 /// stalls or trickles is cut (408), and the share of the body budget it held is freed with it.
 async fn meter_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let limits =
-        ReceiveLimits { idle: Duration::from_secs(state.config.body_idle_secs), rate: state.config.min_receive_rate };
+    let limits = ReceiveLimits { idle: state.config.api.body_idle, rate: state.config.api.min_receive_rate };
     next.run(request.map(|body| receive_rate::metered(body, limits))).await
 }
 
@@ -140,7 +138,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    match token.and_then(|t| state.config.api_tokens.access(t).cloned()) {
+    match token.and_then(|t| state.config.api.tokens.access(t).cloned()) {
         Some(access) => {
             let mut request = request;
             request.extensions_mut().insert(access);

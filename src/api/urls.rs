@@ -52,8 +52,8 @@ use crate::telemetry::{count_deletes, count_upserts};
         (status = 200, description = "Stored; what happened to the entries received", body = UpsertCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in), or a line that is not JSON \
                                       or not UTF-8", body = ErrorBody),
-        (status = 408, description = "The body sent nothing for `body_idle_secs`, or arrived more slowly than \
-                                      `min_receive_rate`; a JSON array was not stored, an NDJSON body kept the \
+        (status = 408, description = "The body sent nothing for `api.body_idle`, or arrived more slowly than \
+                                      `api.min_receive_rate`; a JSON array was not stored, an NDJSON body kept the \
                                       batches committed before (`line`, `committed`)", body = ErrorBody),
         (status = 413, description = "The JSON body, its number of entries or an NDJSON line is too large",
          body = ErrorBody),
@@ -165,9 +165,9 @@ pub(super) fn shown(sites: &[&Site]) -> String {
 async fn upsert_json(state: &AppState, access: &Access, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     // Held until the write ends: the body, then its entries, are in memory until then.
     let (bytes, _memory) =
-        body::read_within(&state.body_budget, access, headers, body, state.config.max_json_bytes).await?;
+        body::read_within(&state.body_budget, access, headers, body, state.config.api.max_json_bytes).await?;
     let large = bytes.len() >= BLOCKING_PARSE_BYTES;
-    let (max_entries, sites, reach) = (state.config.max_json_entries, state.sites.clone(), access.clone());
+    let (max_entries, sites, reach) = (state.config.api.max_json_entries, state.sites.clone(), access.clone());
     let parse = move || parse_json_entries(&bytes, max_entries, &Scope { sites: &sites, access: &reach });
     // A large body takes a long time to parse and validate, all of it CPU: on the background
     // threads of lower priority, so that it does not hold up the crawler requests that share a runtime worker or a
@@ -235,9 +235,9 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The limit counts a line without its terminator; the codec counts a `\r` before `\n` (it strips it after),
     // so it gets one byte more and the exact check follows.
-    let codec = LinesCodec::new_with_max_length(state.config.max_line_bytes.saturating_add(1));
+    let codec = LinesCodec::new_with_max_length(state.config.api.max_line_bytes.saturating_add(1));
     let mut lines = FramedRead::new(reader, codec);
-    let limits = BatchLimits { entries: state.config.ndjson_batch, bytes: state.config.max_json_bytes };
+    let limits = BatchLimits { entries: state.config.api.ndjson_batch, bytes: state.config.api.max_json_bytes };
     let mut ingest = Ingest { state, writer: access, pipeline: Pipeline::new(Api(state.clone()), limits) };
     let mut parsing: std::collections::VecDeque<Pending<Vec<ParsedLine>>> = Default::default();
     let mut chunk: Vec<(u64, String)> = Vec::new();
@@ -264,7 +264,7 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
         let Some(next) = next else { break };
         line_no += 1;
         let unreadable = match next {
-            Ok(line) if line.len() <= state.config.max_line_bytes => {
+            Ok(line) if line.len() <= state.config.api.max_line_bytes => {
                 chunk_bytes += line.len();
                 chunk.push((line_no, line));
                 if chunk.len() >= PARSE_CHUNK_LINES || chunk_bytes >= PARSE_CHUNK_BYTES {
@@ -286,7 +286,7 @@ async fn upsert_ndjson(state: &AppState, access: &Access, body: Body) -> Result<
                 continue;
             }
             Ok(_) | Err(LinesCodecError::MaxLineLengthExceeded) => {
-                let message = format!("line {line_no} is longer than {} bytes", state.config.max_line_bytes);
+                let message = format!("line {line_no} is longer than {} bytes", state.config.api.max_line_bytes);
                 ApiError::too_large(message)
             }
             Err(LinesCodecError::Io(e)) if e.kind() == io::ErrorKind::InvalidData => {
@@ -523,8 +523,8 @@ pub(crate) async fn delete_url(
     responses(
         (status = 200, description = "Deleted; locs that were not stored count as missing", body = DeleteCounts),
         (status = 400, description = "Malformed JSON (`index`: the array element it is in)", body = ErrorBody),
-        (status = 408, description = "The body sent nothing for `body_idle_secs`, or arrived more slowly than \
-                                      `min_receive_rate`; nothing was deleted", body = ErrorBody),
+        (status = 408, description = "The body sent nothing for `api.body_idle`, or arrived more slowly than \
+                                      `api.min_receive_rate`; nothing was deleted", body = ErrorBody),
         (status = 413, description = "The body or its number of locs is too large", body = ErrorBody),
         (status = 415, description = "Not application/json, or a charset other than utf-8", body = ErrorBody),
         (status = 422, description = "Invalid locs (`details`, at most 1,000); nothing was deleted", body = ErrorBody),
@@ -540,9 +540,9 @@ pub(crate) async fn delete_urls(
 ) -> Result<Response, ApiError> {
     body::format(&headers, false)?;
     let (bytes, _memory) =
-        body::read_within(&state.body_budget, &access, &headers, body, state.config.max_json_bytes).await?;
+        body::read_within(&state.body_budget, &access, &headers, body, state.config.api.max_json_bytes).await?;
     let scope = Scope { sites: &state.sites, access: &access };
-    let locs = parse_json_locs(&bytes, state.config.max_json_entries, &scope)?;
+    let locs = parse_json_locs(&bytes, state.config.api.max_json_entries, &scope)?;
     drop(bytes);
     authorize(&state, &access, &locs, Changes::Write).inspect_err(|_| count_deletes("rejected", locs.len() as u64))?;
     let counts = state.delete(&locs).await?;

@@ -72,14 +72,14 @@ pub struct CheckerOptions {
 
 impl CheckerOptions {
     pub fn from_config(config: &Config) -> Self {
-        let rate = config.health_rate.max(1);
+        let rate = config.health.rate.max(1);
         Self {
-            cycle: Duration::from_secs(u64::from(config.health_cycle_days) * 86_400),
-            concurrency: config.health_concurrency.max(1) as usize,
+            cycle: config.health.cycle,
+            concurrency: config.health.concurrency.max(1) as usize,
             gap: Duration::from_secs(1) / rate,
-            timeout: Duration::from_secs(config.health_timeout_secs),
-            head_bytes: usize::try_from(config.health_head_bytes).unwrap_or(usize::MAX),
-            poll: Duration::from_millis(config.health_poll_ms),
+            timeout: config.health.timeout,
+            head_bytes: usize::try_from(config.health.head_bytes).unwrap_or(usize::MAX),
+            poll: config.tuning.health_poll,
             claim: rate.saturating_mul(10).max(1),
             user_agent: user_agent(env!("CARGO_PKG_VERSION")),
         }
@@ -176,7 +176,7 @@ impl Checker {
             if let Ok(url) = Url::parse(site.public_url.as_str()) {
                 hosts.insert(origin(&url));
             }
-            match config.health_check.policy(&site.name) {
+            match config.health.check.policy(&site.name) {
                 Some(policy) => targets.push(Target { id: site.id, name: site.name.clone(), policy }),
                 None => unchecked.push((site.id, site.name.clone())),
             }

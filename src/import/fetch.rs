@@ -270,7 +270,7 @@ async fn get(client: &reqwest::Client, url: &Url, options: &HttpOptions) -> Resu
         backoff,
         || async move {
             // `no-cache`: the sitemap as it is now, not as a cache (or a sitemapd's page table of up to
-            // `state_ttl_ms` ago) last saw it.
+            // `cache.state_ttl` ago) last saw it.
             let request = client.get(url.clone()).header(reqwest::header::CACHE_CONTROL, "no-cache");
             match request.send().await {
                 Ok(r) if r.status().is_success() => Ok(r),

@@ -94,7 +94,8 @@ pub struct Body<'a> {
 /// The sites that notify: each configured key with its site (id and public URL, as registered by the store).
 pub fn targets(config: &Config, sites: &Sites) -> Vec<Target> {
     config
-        .indexnow_keys
+        .indexnow
+        .keys
         .iter()
         .filter_map(|(name, key)| {
             sites.by_name(name).map(|site| Target::new(site.id, &site.name, site.public_url.clone(), key))

@@ -40,11 +40,11 @@ pub struct SenderOptions {
 impl SenderOptions {
     pub fn from_config(config: &Config) -> Self {
         Self {
-            endpoint: config.indexnow_endpoint.clone(),
-            interval: Duration::from_millis(config.indexnow_interval_ms),
-            retry_base: Duration::from_millis(config.indexnow_retry_base_ms),
-            max_attempts: config.indexnow_max_attempts,
-            timeout: Duration::from_secs(config.indexnow_timeout_secs),
+            endpoint: config.indexnow.endpoint.clone(),
+            interval: config.tuning.indexnow_interval,
+            retry_base: config.indexnow.retry_base,
+            max_attempts: config.indexnow.max_attempts,
+            timeout: config.indexnow.timeout,
             batch: MAX_URLS_PER_REQUEST,
         }
     }

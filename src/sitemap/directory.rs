@@ -1,6 +1,6 @@
 //! The page table as this process last read it: what the index, validators and cache keys are answered from, so
 //! that an index, a 304 or a cached page costs no query. It is read again when older than the configured
-//! freshness (`state_ttl_ms`) or after a write through this process; replicas converge within that time, and
+//! freshness (`cache.state_ttl`) or after a write through this process; replicas converge within that time, and
 //! since everything served is a function of the page rows, they agree on every ETag.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +20,7 @@ use super::news::{self, NewsSitemap, NewsState};
 use super::removed::{self, RemovedSitemap, RemovedState};
 
 /// The longest a page table is kept on the strength of an unchanged change counter: then it is read again. O(pages)
-/// once a minute, against every `state_ttl_ms` without the counter.
+/// once a minute, against every `cache.state_ttl` without the counter.
 pub const FULL_READ: Duration = Duration::from_secs(60);
 
 /// The time of day as microseconds since the Unix epoch: the system clock, or a test's.
@@ -444,7 +444,7 @@ impl Directories {
     /// As [`Directories::get`], but never a table checked before this call: the change counter is read (one
     /// primary-key read; the table only when it moved). For a client that asks for the current state
     /// (`Cache-Control: no-cache`): an import reading this server's sitemaps right after another process (the
-    /// `sitemapd import` command) wrote, which `state_ttl_ms` would otherwise hide for up to that long. Concurrent
+    /// `sitemapd import` command) wrote, which `cache.state_ttl` would otherwise hide for up to that long. Concurrent
     /// callers share one check.
     pub async fn get_current(&self, store: &dyn StoreReads) -> Result<Arc<Directory>> {
         self.get_since(store, Some(Instant::now())).await

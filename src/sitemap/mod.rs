@@ -71,7 +71,7 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn page_stream_slot(&self) -> impl Future<Output = Result<tokio::sync::OwnedSemaphorePermit, ApiError>> + Send;
     /// The pages rendered at once ([`RenderSlots`]): a render takes one before its page-stream slot.
     fn render_slots(&self) -> &RenderSlots;
-    /// Where crawlers' fetches are recorded (`None`: `crawler_telemetry` is off).
+    /// Where crawlers' fetches are recorded (`None`: `crawlers.telemetry` is off).
     fn crawls(&self) -> Option<&Recorder>;
 }
 
@@ -96,8 +96,8 @@ async fn sitemap_answer<S: Serving>(State(state): State<S>, request: Request, ne
 /// `X-Robots-Tag: <robots_tag>` on every answer of a sitemap route (304s and errors too), unless it is empty:
 /// search engines read sitemaps but should not list them as results.
 fn robots_tag<S: Serving>(state: &S, mut response: Response) -> Response {
-    if !state.config().robots_tag.is_empty()
-        && let Ok(value) = HeaderValue::from_str(&state.config().robots_tag)
+    if !state.config().sitemaps.robots_tag.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&state.config().sitemaps.robots_tag)
     {
         response.headers_mut().insert(HeaderName::from_static("x-robots-tag"), value);
     }
@@ -160,10 +160,10 @@ fn served(mut answer: Response, page: &PageState) -> Response {
 /// `GET|HEAD /robots.txt` when `robots_txt` is on: the configured body, then the `Sitemap:` line of the site the
 /// request is for. 404 when it is off, as for any path sitemapd does not serve.
 async fn get_robots<S: Serving>(State(state): State<S>, RequestSite(site): RequestSite) -> Result<Response, ApiError> {
-    if !state.config().robots_txt {
+    if !state.config().sitemaps.robots_txt {
         return Err(ApiError::not_found("no such resource"));
     }
-    let mut body = state.config().robots_txt_body.trim_end().to_owned();
+    let mut body = state.config().sitemaps.robots_txt_body.trim_end().to_owned();
     if !body.is_empty() {
         body.push_str("\n\n");
     }
@@ -407,7 +407,7 @@ async fn get_index<S: Serving>(
             &[&"index", &INDEX_VERSION, &site.public_url, &modified_us, &index_state],
             encoding,
             Gzip::Stream,
-            state.config().gzip_level,
+            state.config().sitemaps.gzip_level,
         )
     });
     // Validators first: a 304 or 412 touches no body.
@@ -416,7 +416,7 @@ async fn get_index<S: Serving>(
         return Ok(answer);
     }
     let body = if encoding.gzip() {
-        directory.index_gzip(&site.public_url, listed, state.config().gzip_level).await.map_err(|e| {
+        directory.index_gzip(&site.public_url, listed, state.config().sitemaps.gzip_level).await.map_err(|e| {
             tracing::error!(error = %e, "cannot compress the index");
             ApiError::internal()
         })?
@@ -427,7 +427,7 @@ async fn get_index<S: Serving>(
     Ok(rep.answer(&method, Source::Bytes(body)))
 }
 
-/// The site's page table as the request may be answered from: at most `state_ttl_ms` old, or checked now when the
+/// The site's page table as the request may be answered from: at most `cache.state_ttl` old, or checked now when the
 /// client asks for the current state (`Cache-Control: no-cache` or `max-age=0`, `Pragma: no-cache`), as
 /// `sitemapd import` does: then a write by another process (an import, a replica) is seen at once, at the cost of
 /// one primary-key read.
@@ -466,7 +466,7 @@ async fn section_index_answer(
     let not_found = || ApiError::not_found("no such section, or it has no URL");
     let section = directory.sections().id(name).ok_or_else(not_found)?;
     let docs = directory.section_index(&site.public_url, section).ok_or_else(not_found)?;
-    let level = state.config().gzip_level;
+    let level = state.config().sitemaps.gzip_level;
     let etag = docs.etags[usize::from(encoding.gzip())]
         .get_or_init(|| {
             let parts: [&dyn std::fmt::Display; 6] =
@@ -493,7 +493,13 @@ async fn section_index_answer(
 
 /// The news sitemap of this read of the page table.
 async fn news_sitemap(state: &impl Serving, directory: &Directory) -> Result<Arc<NewsState>, ApiError> {
-    Ok(directory.news(state.reads(), state.config().news_window_hours, state.config().gzip_level).await?)
+    Ok(directory
+        .news(
+            state.reads(),
+            crate::config::hours_of(state.config().sitemaps.news_window),
+            state.config().sitemaps.gzip_level,
+        )
+        .await?)
 }
 
 /// `GET|HEAD /sitemap-news.xml`: the news sitemap, gzip when acceptable.
@@ -532,7 +538,7 @@ async fn news_answer(
         .sitemap
         .as_ref()
         .ok_or_else(|| ApiError::not_found("no news article was published within the news window"))?;
-    let etag = etag(&[&"news", &news.digest], encoding, Gzip::Stream, state.config().gzip_level);
+    let etag = etag(&[&"news", &news.digest], encoding, Gzip::Stream, state.config().sitemaps.gzip_level);
     let rep = Representation { encoding, kind: Kind::Xml, etag, modified_us: news.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);
@@ -576,7 +582,7 @@ async fn get_page<S: Serving>(
         }
     };
     let kind = if format.text() { Kind::Text } else { Kind::Xml };
-    let level = state.config().gzip_level;
+    let level = state.config().sitemaps.gzip_level;
     let directory = directory_for(&state, site.id, &request).await?;
     let id = directory.page_id(section, number).ok_or_else(not_found)?;
     let page = directory.page(id).ok_or_else(not_found)?;
@@ -642,7 +648,7 @@ async fn read_page(
         Kind::Xml => Either::Left(stream::urlset(entries, snapshot.ns.used())),
         Kind::Text => Either::Right(text::lines(entries)),
     };
-    Ok((snapshot, stream::detach(body, Duration::from_secs(state.config().stream_timeout_secs), slot)))
+    Ok((snapshot, stream::detach(body, state.config().sitemaps.stream_timeout, slot)))
 }
 
 /// Page `id`'s XML read from one snapshot and compressed whole: [`render_as`] for [`Kind::Xml`].
@@ -659,7 +665,7 @@ async fn render_as<S: Serving>(kind: Kind, state: S, site: i64, id: i64) -> Resu
         // Sitemaps compress 5 to 8 times; a third of the page is room enough (the text is shorter than the XML),
         // and what is not written to is not resident.
         let capacity = (crate::page::page_bytes(snapshot.byte_size) / 3) as usize;
-        let level = state.config().gzip_level;
+        let level = state.config().sitemaps.gzip_level;
         let gzip = match snapshot.gzip {
             Gzip::Stream => stream::gzip_collect_sized(rendered, level, capacity).await,
             Gzip::Blocks => stream::gzip_blocks(rendered, level, capacity).await,
@@ -671,7 +677,7 @@ async fn render_as<S: Serving>(kind: Kind, state: S, site: i64, id: i64) -> Resu
         crate::telemetry::page_rendered();
         Ok(Rendered { state: snapshot, gzip })
     });
-    tokio::time::timeout(Duration::from_secs(state.config().stream_timeout_secs), work).await.unwrap_or_else(|_| {
+    tokio::time::timeout(state.config().sitemaps.stream_timeout, work).await.unwrap_or_else(|_| {
         tracing::warn!(page = id, ?kind, "rendering a sitemap page took longer than the stream timeout");
         Err(ApiError::unavailable())
     })

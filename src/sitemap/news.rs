@@ -1,5 +1,5 @@
 //! The news sitemap (`/sitemap-news.xml[.gz]`): the entries whose news was published within the window
-//! (`news_window_hours`), newest first, at most [`MAX_NEWS`] (Google News' limits).
+//! (`sitemaps.news_window`), newest first, at most [`MAX_NEWS`] (Google News' limits).
 //!
 //! It is built from one read of the store through the publication-date index (O(its entries)), at most once per
 //! read of the page table ([`super::Directory`]), and both its validators are functions of what it was built from:

@@ -1,4 +1,4 @@
-//! The removed-URLs sitemap (`/sitemap-removed.xml[.gz]`, on with `removed_days`): the locs deleted within the
+//! The removed-URLs sitemap (`/sitemap-removed.xml[.gz]`, on with `sitemaps.removed_retention`): the locs deleted within the
 //! retention window, newest first, at most [`MAX_REMOVED`], each with its deletion time as `<lastmod>`, so that
 //! search engines recrawl them soon and drop them (Google's advice for a mass removal).
 //!
@@ -128,11 +128,11 @@ pub(super) async fn removed_sitemap(
     state: &impl Serving,
     directory: &super::Directory,
 ) -> Result<Option<std::sync::Arc<RemovedState>>, ApiError> {
-    let days = state.config().removed_days;
+    let days = crate::config::days_of(state.config().sitemaps.removed_retention);
     if days == 0 {
         return Ok(None);
     }
-    Ok(Some(directory.removed(state.reads(), days, state.config().gzip_level).await?))
+    Ok(Some(directory.removed(state.reads(), days, state.config().sitemaps.gzip_level).await?))
 }
 
 /// The removed-URLs sitemap in `encoding`, with the same validators and preconditions as a page; 404 when it is
@@ -145,13 +145,13 @@ pub(super) async fn removed_answer(
     request: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError::not_found("no URL was removed within the removed-URLs window");
-    if state.config().removed_days == 0 {
+    if state.config().sitemaps.removed_retention.is_zero() {
         return Err(not_found());
     }
     let directory = directory_for(state, site, request).await?;
     let removed = removed_sitemap(state, &directory).await?.ok_or_else(not_found)?;
     let sitemap = removed.sitemap.as_ref().ok_or_else(not_found)?;
-    let etag = etag(&[&"removed", &sitemap.digest], encoding, Gzip::Stream, state.config().gzip_level);
+    let etag = etag(&[&"removed", &sitemap.digest], encoding, Gzip::Stream, state.config().sitemaps.gzip_level);
     let rep = Representation { encoding, kind: super::Kind::Xml, etag, modified_us: sitemap.modified_us, length: None };
     if let Some(answer) = rep.check_preconditions(request) {
         return Ok(answer);

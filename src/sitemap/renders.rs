@@ -3,7 +3,7 @@
 //! deflate states and outputs, the gzip it collects). Deflate is all CPU, so renders beyond one per core only wait
 //! for a core while holding that memory, and end no sooner than they would a few at a time (BENCHMARKS.md, "Figures
 //! formerly in code comments"). The others wait their turn, first
-//! come first served, within the render's deadline (`stream_timeout_secs`), not the pool's short acquire timeout:
+//! come first served, within the render's deadline (`sitemaps.stream_timeout`), not the pool's short acquire timeout:
 //! a page waiting its turn is work queued, not a database that does not answer.
 
 use std::sync::Arc;

@@ -41,7 +41,7 @@ pub struct CrawlerTelemetry {
     pub seen: Vec<PageRead>,
     /// (crawler, lag in µs) of the pages read first within the window.
     pub lags: Vec<(String, i64)>,
-    /// The window's days (`crawler_window_days`).
+    /// The window's days (`crawlers.window`).
     pub window_days: u32,
     /// When it was read, µs since the Unix epoch: what "3 h ago" counts from.
     pub now_us: i64,
@@ -74,7 +74,7 @@ impl<'a> ViewData<'a> {
     /// Every site, in configuration order.
     pub fn sites(&self) -> Vec<ViewSite> {
         let limits = self.state.config.limits();
-        let section_max_urls = &self.state.config.section_max_urls;
+        let section_max_urls = &self.state.config.sitemaps.section_max_urls;
         self.state
             .sites
             .iter()
@@ -115,13 +115,13 @@ impl<'a> ViewData<'a> {
     }
 
     /// The site's crawler telemetry (three reads: fetch records O(resources × crawlers), page reads O(pages ×
-    /// crawlers), the window's lags at most [`report::LAG_SAMPLES`]); `None` when `crawler_telemetry` is off.
+    /// crawlers), the window's lags at most [`report::LAG_SAMPLES`]); `None` when `crawlers.telemetry` is off.
     pub async fn crawlers(&self, site: &ViewSite) -> store::Result<Option<CrawlerTelemetry>> {
-        if !self.state.config.crawler_telemetry {
+        if !self.state.config.crawlers.telemetry {
             return Ok(None);
         }
         let now_us = now_us();
-        let window_days = self.state.config.crawler_window_days;
+        let window_days = crate::config::days_of(self.state.config.crawlers.window);
         let reads = self.state.reads();
         Ok(Some(CrawlerTelemetry {
             fetches: reads.crawler_fetches(site.id).await?,
@@ -135,7 +135,7 @@ impl<'a> ViewData<'a> {
     /// The site's URL health (three reads: the summary, O(problem rows); at most [`HEALTH_URLS`] problem URLs and
     /// as many transient ones, through the problem rows' index); `None` when the site is not checked.
     pub async fn health(&self, site: &ViewSite) -> store::Result<Option<SiteHealth>> {
-        let Some(policy) = self.state.config.health_check.policy(&site.name) else { return Ok(None) };
+        let Some(policy) = self.state.config.health.check.policy(&site.name) else { return Ok(None) };
         let now_us = now_us();
         let reads = self.state.reads();
         let summary = reads.health_summary(site.id).await?;
@@ -159,7 +159,7 @@ impl<'a> ViewData<'a> {
     /// A record's URL health: its check (`None` inside: not tracked) and when it was read; `None` when the site is
     /// not checked. One read by primary key.
     pub async fn record_health(&self, site: &ViewSite, loc: &str) -> store::Result<Option<(Option<UrlCheck>, i64)>> {
-        if self.state.config.health_check.policy(&site.name).is_none() {
+        if self.state.config.health.check.policy(&site.name).is_none() {
             return Ok(None);
         }
         Ok(Some((self.state.reads().health_of(site.id, loc).await?, now_us())))
@@ -169,7 +169,7 @@ impl<'a> ViewData<'a> {
     /// `None` when `crawler_telemetry` is off. One snapshot: O(1) reads of the record and its page, O(crawlers) of
     /// the page's reads.
     pub async fn record_reads(&self, site: &ViewSite, url: &StoredUrl) -> store::Result<Option<(Vec<PageReads>, i64)>> {
-        if !self.state.config.crawler_telemetry {
+        if !self.state.config.crawlers.telemetry {
             return Ok(None);
         }
         let rows = self.state.reads().crawler_record(site.id, url.id, url.page_id).await?;

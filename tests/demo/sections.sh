@@ -15,7 +15,7 @@ base="http://127.0.0.1:$port"
 
 echo "== serve: sections sized blog=500 and products=1000, removed-URLs sitemap kept 30 days"
 (cd "$work" && DATABASE_URL="sqlite://$work/site.db" SITEMAPD_PUBLIC_URL="$base" SITEMAPD_BIND="127.0.0.1:$port" \
-    SITEMAPD_SECTION_MAX_URLS=blog=500,products=1000 SITEMAPD_REMOVED_DAYS=30 RUST_LOG=warn "$bin" serve >"$work/serve.log" 2>&1) &
+    SITEMAPD_SECTION_MAX_URLS=blog=500,products=1000 SITEMAPD_REMOVED_RETENTION=30d RUST_LOG=warn "$bin" serve >"$work/serve.log" 2>&1) &
 server=$!
 for _ in $(seq 100); do curl -fsS "$base/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 

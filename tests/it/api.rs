@@ -439,7 +439,7 @@ fn fake_app(store: Arc<dyn Store>, config: &sitemapd::config::Config) -> TestApp
 
 #[tokio::test]
 async fn a_closed_sqlite_store_answers_503() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1")]).await else {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")]).await else {
         return;
     };
     let store = Arc::new(SqliteStore::connect(&options(&app.config)).await.unwrap());
@@ -450,14 +450,14 @@ async fn a_closed_sqlite_store_answers_503() {
 /// Needs no Postgres server (nothing listens on the port it connects to), so it runs without `TEST_DATABASE_URL`.
 #[tokio::test]
 async fn an_unreachable_postgres_answers_503_within_the_acquire_timeout() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1")]).await else {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")]).await else {
         return;
     };
     // Nothing listens on port 9: every connection attempt fails.
     let connect = "postgres://postgres@127.0.0.1:9/none".parse().unwrap();
     let pool = sqlx::postgres::PgPoolOptions::new().acquire_timeout(Duration::from_secs(1)).connect_lazy_with(connect);
     let store: Arc<dyn Store> =
-        Arc::new(PgStore::from_pool(pool, app.config.limits(), Sites::single(app.config.public_url.clone())));
+        Arc::new(PgStore::from_pool(pool, app.config.limits(), Sites::single(app.config.sitemaps.public_url.clone())));
     assert_unavailable(store, &app.config).await;
 }
 
@@ -473,7 +473,7 @@ async fn readyz_is_503_for_any_store_error_not_500() {
         .acquire_timeout(Duration::from_secs(2))
         .connect_lazy_with(url.as_str().parse().unwrap());
     let store: Arc<dyn Store> =
-        Arc::new(PgStore::from_pool(pool, app.config.limits(), Sites::single(app.config.public_url.clone())));
+        Arc::new(PgStore::from_pool(pool, app.config.limits(), Sites::single(app.config.sitemaps.public_url.clone())));
     let r = fake_app(store, &app.config).get("/readyz", &[]).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
 }

@@ -726,7 +726,7 @@ async fn the_news_window_is_read_through_its_index(b: Backend) {
 /// `(site_id, removed_us, loc)` index: never a scan of the table.
 async fn the_removed_window_is_read_through_its_index(b: Backend) {
     use sitemapd::store::REMOVED_SQL;
-    let Some((app, store)) = store(b, &[("SITEMAPD_REMOVED_DAYS", "30")]).await else { return };
+    let Some((app, store)) = store(b, &[("SITEMAPD_REMOVED_RETENTION", "30d")]).await else { return };
     let batch = entries((0..600).map(|i| format!("r{i}")));
     store.upsert(&batch).await.unwrap();
     for chunk in batch.chunks(100) {
@@ -1042,7 +1042,7 @@ async fn the_crawler_purge_keeps_the_newest_read(b: Backend) {
 /// Telemetry is not a change: flushes and purges leave a site's change counter, its page table, its news stamp
 /// and its removed-URLs stamp as they were (the serving path re-reads the page table when the counter moves).
 async fn crawler_telemetry_moves_no_change_counter(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_REMOVED_DAYS", "30"), NO_RECORDER[0]]).await else { return };
+    let Some((_app, store)) = store(b, &[("SITEMAPD_REMOVED_RETENTION", "30d"), NO_RECORDER[0]]).await else { return };
     store.upsert(&entries((0..5).map(|i| format!("p{i}")))).await.unwrap();
     store.delete(&[loc("p0")]).await.unwrap();
     let state = async || {

@@ -34,7 +34,7 @@ async fn spawn(b: Backend, more: &[(&str, &str)]) -> TestApp {
         ("SITEMAPD_CRAWLER_RANGES", ranges.as_str()),
         ("SITEMAPD_CRAWLER_RDNS", "false"),
         // Flushed by the tests themselves.
-        ("SITEMAPD_CRAWLER_FLUSH_MS", "300000"),
+        ("SITEMAPD_TEST_TUNING", "crawler_flush=5m"),
         ("SITEMAPD_PAGE_MAX_URLS", "2"),
     ];
     vars.extend_from_slice(more);

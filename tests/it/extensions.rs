@@ -212,7 +212,7 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
     // Writes are stamped by the real clock (the database's, in Postgres), so the test's clock starts at real time.
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
     let (clock, now) = clock_at(t);
-    let vars = [("SITEMAPD_STATE_TTL_MS", "0"), ("SITEMAPD_NEWS_WINDOW_HOURS", "48")];
+    let vars = [("SITEMAPD_STATE_TTL", "0s"), ("SITEMAPD_NEWS_WINDOW", "48h")];
     let Some(app) = TestApp::spawn_with_clock(b, &vars, clock.clone()).await else { return };
     let article = |path: &str, published_us: i64| {
         let date = sitemapd::domain::LastMod::from_unix_micros(published_us.div_euclid(1_000_000) * 1_000_000);
@@ -278,7 +278,7 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
 async fn news_alone_never_touches_a_page_and_the_index_date_never_goes_back(b: Backend) {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
     let (clock, now) = clock_at(t);
-    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL_MS", "0")], clock).await else { return };
+    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL", "0s")], clock).await else { return };
     let loc = format!("{PUBLIC_URL}/story");
     assert_eq!(app.put_json(&json!([{"loc": loc}])).await.status, StatusCode::OK);
     let page = app.get("/sitemap-1.xml", &[]).await;
@@ -341,7 +341,7 @@ async fn a_listing_of_large_records_is_cut_by_size(b: Backend) {
 /// Deleting an article changes the news sitemap's Last-Modified even though no article left by age.
 async fn deleting_an_article_moves_the_news_validators(b: Backend) {
     let (clock, _) = clock_at(PUBLISHED_US + HOUR_US);
-    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL_MS", "0")], clock).await else { return };
+    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL", "0s")], clock).await else { return };
     let a = full_entry("a");
     let mut c = full_entry("c");
     c["news"]["title"] = json!("Another");

@@ -32,7 +32,7 @@ async fn app(backend: Backend, site: &TestSite, policy: &str, vars: &[(&str, &st
     let mut all = vec![
         ("SITEMAPD_PUBLIC_URL", site.base.as_str()),
         ("SITEMAPD_HEALTH_CHECK", policy),
-        ("SITEMAPD_HEALTH_TIMEOUT_SECS", "1"),
+        ("SITEMAPD_HEALTH_TIMEOUT", "1s"),
         ("SITEMAPD_HEALTH_RATE", "1000"),
         ("SITEMAPD_HEALTH_HEAD_BYTES", "16384"),
     ];
@@ -198,7 +198,7 @@ fn etag(page: &Option<(String, Vec<String>)>) -> Option<String> {
 
 async fn exclude_leaves_out_the_definite_problems_and_puts_a_fixed_one_back(backend: Backend) {
     let site = TestSite::start();
-    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL_MS", "60000")];
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL", "60s")];
     let app = app(backend, &site, "exclude", &vars).await;
     // Page 1: healthy; page 2: a 404 and a 429; page 3: a 404 that gets fixed and a noindex.
     put(&app, &site, &[path::OK, path::CANONICAL_SELF]).await;
@@ -315,7 +315,7 @@ async fn two_checkers_share_the_work(backend: Backend) {
 /// API show it.
 async fn the_running_checker_walks_to_the_end_again(backend: Backend) {
     let site = TestSite::start();
-    let app = app(backend, &site, "report", &[("SITEMAPD_HEALTH_POLL_MS", "20")]).await;
+    let app = app(backend, &site, "report", &[("SITEMAPD_TEST_TUNING", "health_poll=20ms")]).await;
     let running = checker(&app).spawn();
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     put(&app, &site, &[path::OK, path::MISSING]).await;

@@ -34,7 +34,7 @@ async fn app(backend: Backend, site: &TestSite, policy: &str) -> TestApp {
     let vars = [
         ("SITEMAPD_PUBLIC_URL", site.base.as_str()),
         ("SITEMAPD_HEALTH_CHECK", policy),
-        ("SITEMAPD_HEALTH_TIMEOUT_SECS", "2"),
+        ("SITEMAPD_HEALTH_TIMEOUT", "2s"),
         ("SITEMAPD_HEALTH_RATE", "1000"),
     ];
     TestApp::spawn(backend, &vars).await.unwrap()

@@ -126,7 +126,7 @@ async fn app(backend: Backend, site: &Site) -> TestApp {
     let vars = [
         ("SITEMAPD_PUBLIC_URL", site.base.as_str()),
         ("SITEMAPD_HEALTH_CHECK", "report"),
-        ("SITEMAPD_HEALTH_TIMEOUT_SECS", "5"),
+        ("SITEMAPD_HEALTH_TIMEOUT", "5s"),
         ("SITEMAPD_HEALTH_RATE", "1000"),
         ("SITEMAPD_HEALTH_HEAD_BYTES", "16384"),
     ];

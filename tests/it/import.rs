@@ -1297,7 +1297,7 @@ async fn undecodable_files_fail_saying_what_they_are() {
 /// the page table as last read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_from_a_running_sitemapd_sees_another_processs_writes() {
-    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_STATE_TTL_MS", "60000")]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_STATE_TTL", "60s")]).await.unwrap();
     app.put_paths(&["one"]).await;
     assert_eq!(app.get("/sitemap-1.xml", &[]).await.status, StatusCode::OK);
     let cli = app.another_process().await;

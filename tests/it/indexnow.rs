@@ -165,8 +165,8 @@ fn vars(endpoint: &str) -> Vec<(&'static str, String)> {
     vec![
         ("SITEMAPD_INDEXNOW_KEYS", KEY.to_owned()),
         ("SITEMAPD_INDEXNOW_ENDPOINT", endpoint.to_owned()),
-        ("SITEMAPD_INDEXNOW_INTERVAL_MS", "20".to_owned()),
-        ("SITEMAPD_INDEXNOW_RETRY_BASE_MS", "20".to_owned()),
+        ("SITEMAPD_TEST_TUNING", "indexnow_interval=20ms".to_owned()),
+        ("SITEMAPD_INDEXNOW_RETRY_BASE", "20ms".to_owned()),
     ]
 }
 

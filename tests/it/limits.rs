@@ -26,7 +26,7 @@ fn stalled_body(first: String) -> Body {
 
 #[tokio::test]
 async fn an_api_request_past_its_time_limit_answers_503_and_stores_nothing_uncommitted() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TIMEOUT_SECS", "1")]).await else { return };
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TIMEOUT", "1s")]).await else { return };
     let line = format!("{}\n", json!({"loc": loc("stalled")}));
     let started = Instant::now();
     let headers = [("content-type", "application/x-ndjson")];
@@ -34,7 +34,7 @@ async fn an_api_request_past_its_time_limit_answers_503_and_stores_nothing_uncom
     let r = tokio::time::timeout(Duration::from_secs(15), request).await.expect("answered, not hung");
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
     assert_eq!(r.json()["error"], "timeout");
-    assert!(r.json()["message"].as_str().unwrap().contains("api_timeout_secs"), "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("api.timeout"), "{}", r.text());
     assert_eq!(r.header("retry-after"), Some("5"));
     assert!(started.elapsed() >= Duration::from_secs(1), "not before the limit");
     assert_eq!(app.find(&loc("stalled")).await.status, StatusCode::NOT_FOUND, "an uncommitted batch is not stored");
@@ -80,7 +80,7 @@ async fn a_json_body_over_max_json_bytes_without_a_length_is_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_HEADER_READ_TIMEOUT_SECS", "1")]).await else {
+    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_HEADER_READ_TIMEOUT", "1s")]).await else {
         return;
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -125,7 +125,7 @@ async fn the_nginx_recipe_routes_every_published_file() {
             ("SITEMAPD_BIND", &bind),
             ("SITEMAPD_PUBLIC_URL", PUBLIC_URL),
             ("SITEMAPD_PAGE_MAX_URLS", "2"),
-            ("SITEMAPD_REMOVED_DAYS", "7"),
+            ("SITEMAPD_REMOVED_RETENTION", "7d"),
             ("SITEMAPD_INDEXNOW_KEYS", &key),
             ("SITEMAPD_INDEXNOW_ENDPOINT", &endpoint),
         ])

@@ -134,7 +134,7 @@ async fn a_postgres_outage_answers_503_and_recovers_without_a_restart() {
         ("DATABASE_URL", pg.url()),
         ("SITEMAPD_PUBLIC_URL", PUBLIC_URL.to_owned()),
         ("SITEMAPD_API_TOKENS", String::new()),
-        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2".to_owned()),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT", "2s".to_owned()),
         ("SITEMAPD_PAGE_MAX_URLS", "10".to_owned()),
     ];
     let config = Config::load_from(None, |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
@@ -261,7 +261,7 @@ async fn assert_recovers(app: &TestApp, why: &str) {
 }
 
 /// The state TTL is 0 so that every request reaches the store: nothing is answered from memory.
-const NO_STATE_CACHE: [(&str, &str); 2] = [("SITEMAPD_STATE_TTL_MS", "0"), ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2")];
+const NO_STATE_CACHE: [(&str, &str); 2] = [("SITEMAPD_STATE_TTL", "0s"), ("SITEMAPD_DB_ACQUIRE_TIMEOUT", "2s")];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
@@ -318,8 +318,8 @@ async fn a_role_whose_login_is_revoked_answers_503_and_recovers_when_restored() 
         ("DATABASE_URL", url.to_string()),
         ("SITEMAPD_PUBLIC_URL", PUBLIC_URL.to_owned()),
         ("SITEMAPD_API_TOKENS", String::new()),
-        ("SITEMAPD_STATE_TTL_MS", "0".to_owned()),
-        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2".to_owned()),
+        ("SITEMAPD_STATE_TTL", "0s".to_owned()),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT", "2s".to_owned()),
     ];
     let config = Config::load_from(None, |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
     let store = sitemapd::store::open(&options(&config)).await.expect("store opens as the new role");
@@ -376,8 +376,8 @@ async fn a_telemetry_flush_in_an_outage_loses_that_interval_only() {
         ("DATABASE_URL", pg.url()),
         ("SITEMAPD_PUBLIC_URL", PUBLIC_URL.to_owned()),
         ("SITEMAPD_API_TOKENS", String::new()),
-        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "2".to_owned()),
-        ("SITEMAPD_CRAWLER_FLUSH_MS", "300000".to_owned()),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT", "2s".to_owned()),
+        ("SITEMAPD_TEST_TUNING", "crawler_flush=5m".to_owned()),
     ];
     let config = Config::load_from(None, |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
     let store = sitemapd::store::open(&options(&config)).await.expect("store opens on the private server");

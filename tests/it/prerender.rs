@@ -68,7 +68,7 @@ async fn put(app: &TestApp, entries: serde_json::Value) {
 /// replace; what it serves from there is what a request would have rendered. Once rendered, a page is served with
 /// the database gone.
 async fn the_writer_renders_changed_pages_ahead(b: Backend) {
-    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL_MS", "60000")];
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL", "60s")];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     // The bytes a request renders, from a process that does not render ahead.
     let reference = Process::new(app.another_process_with(&[("SITEMAPD_PRERENDER", "false")]).await).await;
@@ -108,7 +108,7 @@ async fn the_writer_renders_changed_pages_ahead(b: Backend) {
 /// A replica renders the pages another process's write changed once its refresh sees the change counter move,
 /// with no request of its own.
 async fn a_replica_renders_what_another_changed(b: Backend) {
-    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL_MS", "100")];
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL", "100ms")];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     let writer = Process::new(app.another_process().await).await;
     put(&writer.app, json!([{"loc": loc("a")}, {"loc": loc("b")}, {"loc": loc("c")}])).await;
@@ -124,7 +124,7 @@ async fn a_replica_renders_what_another_changed(b: Backend) {
 /// A refresh reads the site's change counter and, while it has not moved, keeps the page table it has: a change
 /// to the pages that leaves the counter where it was (made here by hand) is not seen; moving the counter is.
 async fn a_refresh_reads_the_table_again_only_when_the_counter_moved(b: Backend) {
-    let vars = [("SITEMAPD_STATE_TTL_MS", "50")];
+    let vars = [("SITEMAPD_STATE_TTL", "50ms")];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     put(&app, json!([{"loc": loc("a")}])).await;
     let replica = app.another_process().await;

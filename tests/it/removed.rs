@@ -64,7 +64,7 @@ fn lastmods(xml: &str) -> Vec<i64> {
 /// lists it; a repeated delete changes nothing; a loc stored again leaves it at once; IndexNow still hears of every
 /// deletion; the project's own reader reads it back; another process answers alike.
 async fn a_delete_wave_is_listed_newest_first_until_stored_again(b: Backend) {
-    let vars = [("SITEMAPD_REMOVED_DAYS", "30"), ("SITEMAPD_INDEXNOW_KEYS", "removed-key-1")];
+    let vars = [("SITEMAPD_REMOVED_RETENTION", "30d"), ("SITEMAPD_INDEXNOW_KEYS", "removed-key-1")];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     app.put_paths(&["a", "b", "c?x=1&y=2", "d"]).await;
     let index_before = app.get("/sitemap.xml", &[]).await;
@@ -167,7 +167,7 @@ async fn a_delete_wave_is_listed_newest_first_until_stored_again(b: Backend) {
 async fn the_retention_hides_old_entries_and_the_purge_deletes_them(b: Backend) {
     let t = now_us();
     let (clock, now) = clock_at(t);
-    let vars = [("SITEMAPD_REMOVED_DAYS", "1"), ("SITEMAPD_STATE_TTL_MS", "0")];
+    let vars = [("SITEMAPD_REMOVED_RETENTION", "1d"), ("SITEMAPD_STATE_TTL", "0s")];
     let Some(app) = TestApp::spawn_with_clock(b, &vars, clock).await else { return };
     app.put_paths(&["kept", "old", "young"]).await;
     delete(&app, &["old"]).await;
@@ -205,10 +205,10 @@ async fn the_retention_hides_old_entries_and_the_purge_deletes_them(b: Backend) 
 /// same validators as with the setting on and nothing removed.
 async fn off_by_default_it_keeps_and_serves_nothing(b: Backend) {
     let Some(app) = TestApp::spawn(b, &[]).await else { return };
-    assert_eq!(app.config.removed_days, 0);
+    assert!(app.config.sitemaps.removed_retention.is_zero());
     app.put_paths(&["a", "b"]).await;
     let index = app.get("/sitemap.xml", &[]).await;
-    let on = app.another_process_with(&[("SITEMAPD_REMOVED_DAYS", "30")]).await;
+    let on = app.another_process_with(&[("SITEMAPD_REMOVED_RETENTION", "30d")]).await;
     let index_on = on.get("/sitemap.xml", &[]).await;
     assert_eq!((validators(&index_on), &index_on.body), (validators(&index), &index.body), "on, nothing removed");
     let gz = app.get("/sitemap.xml", &[("accept-encoding", "gzip")]).await;
@@ -227,7 +227,7 @@ async fn off_by_default_it_keeps_and_serves_nothing(b: Backend) {
 
 /// At most 50,000 tombstones are listed: the newest.
 async fn at_most_the_50000_newest_are_listed(b: Backend) {
-    let vars = [("SITEMAPD_REMOVED_DAYS", "30"), ("SITEMAPD_STATE_TTL_MS", "0")];
+    let vars = [("SITEMAPD_REMOVED_RETENTION", "30d"), ("SITEMAPD_STATE_TTL", "0s")];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     let base = now_us() - DAY_US;
     let rows = match b {

@@ -63,7 +63,9 @@ async fn moving_an_entry_to_another_section_changes_two_pages(b: Backend) {
     let before = app.store.pages(1).await.unwrap();
     let written = app
         .store
-        .upsert(&[sitemapd::domain::Entry::from_json(entry("d1", Some("products")), &app.config.public_url).unwrap()])
+        .upsert(&[
+            sitemapd::domain::Entry::from_json(entry("d1", Some("products")), &app.config.sitemaps.public_url).unwrap()
+        ])
         .await
         .unwrap();
     assert_eq!(written.counts.updated, 1);
@@ -81,7 +83,7 @@ async fn moving_an_entry_to_another_section_changes_two_pages(b: Backend) {
     app.put_json(&json!([entry("d1", None)])).await;
     let found = app
         .store
-        .find(&sitemapd::domain::Loc::parse(&format!("{PUBLIC_URL}/d1"), &app.config.public_url).unwrap())
+        .find(&sitemapd::domain::Loc::parse(&format!("{PUBLIC_URL}/d1"), &app.config.sitemaps.public_url).unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -273,8 +275,11 @@ async fn served(b: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, String)> 
 /// name; each section's pages and its own index are served with validators, validate against the official
 /// schemas, and are read back whole by `sitemapd import`, which takes each page's section from its file name.
 async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
-    let vars =
-        [("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_SECTION_MAX_URLS", "blog=2"), ("SITEMAPD_REMOVED_DAYS", "30")];
+    let vars = [
+        ("SITEMAPD_PAGE_MAX_URLS", "4"),
+        ("SITEMAPD_SECTION_MAX_URLS", "blog=2"),
+        ("SITEMAPD_REMOVED_RETENTION", "30d"),
+    ];
     let Some((app, base)) = served(b, &vars).await else { return };
     let at = |path: &str, section: Option<&str>| match section {
         Some(s) => json!({"loc": format!("{base}/{path}"), "section": s, "lastmod": "2026-11-01"}),

@@ -374,7 +374,7 @@ async fn resending_identical_data_keeps_every_etag(b: Backend) {
 /// Property 4: validators are functions of stored state: another process, or a restart, answers the same. A
 /// process sees its own writes at once and another's within `state_ttl_ms`.
 async fn every_process_answers_the_same_validators(b: Backend) {
-    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL_MS", "300")];
+    let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL", "300ms")];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     app.put_paths(&["a", "b", "c"]).await;
     let first = validators(&app).await;
@@ -426,7 +426,7 @@ async fn each_page_is_compressed_the_way_it_is_stored_with(b: Backend) {
         .map(|i| format!("{}\n", json!({"loc": loc(&format!("way/{i}/{}", "w".repeat(i % 150)))})))
         .collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
-    let level = app.config.gzip_level;
+    let level = app.config.sitemaps.gzip_level;
     // What each way makes of the page's stored entries.
     let made = |blocks: bool| {
         let store = app.store.clone();

@@ -107,14 +107,14 @@ async fn rest(mut stream: TcpStream) -> (usize, usize) {
 }
 
 async fn never_reading_clients_hold_no_slot_and_are_disconnected(b: Backend) {
-    let write_timeout = WRITE_TIMEOUT_SECS.to_string();
+    let write_timeout = format!("{WRITE_TIMEOUT_SECS}s");
     let vars = [
         // Three page-stream slots, a 1 s wait for one (then 503), and the default 60 s stream timeout.
         ("SITEMAPD_DB_MAX_CONNECTIONS", "4"),
-        ("SITEMAPD_DB_ACQUIRE_TIMEOUT_SECS", "1"),
+        ("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s"),
         ("SITEMAPD_PAGE_MAX_URLS", "4500"),
-        ("SITEMAPD_WRITE_TIMEOUT_SECS", write_timeout.as_str()),
-        ("SITEMAPD_STATE_TTL_MS", "0"),
+        ("SITEMAPD_WRITE_TIMEOUT", write_timeout.as_str()),
+        ("SITEMAPD_STATE_TTL", "0s"),
     ];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     let ndjson: String = (0..2 * PER_PAGE).map(|i| format!("{}\n", json!({"loc": loc(i)}))).collect();
@@ -174,11 +174,8 @@ both_backends!(never_reading_clients_hold_no_slot_and_are_disconnected);
 /// connection's, whatever the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_reading_below_the_minimum_send_rate_is_disconnected() {
-    let vars = [
-        ("SITEMAPD_PAGE_MAX_URLS", "4500"),
-        ("SITEMAPD_WRITE_TIMEOUT_SECS", "3"),
-        ("SITEMAPD_MIN_SEND_RATE", "4000000"),
-    ];
+    let vars =
+        [("SITEMAPD_PAGE_MAX_URLS", "4500"), ("SITEMAPD_WRITE_TIMEOUT", "3s"), ("SITEMAPD_MIN_SEND_RATE", "4000000")];
     let Some(app) = TestApp::spawn(Backend::Sqlite, &vars).await else { return };
     let ndjson: String = (0..PER_PAGE).map(|i| format!("{}\n", json!({"loc": loc(i)}))).collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, axum::http::StatusCode::OK);

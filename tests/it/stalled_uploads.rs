@@ -131,7 +131,7 @@ async fn stalled_and_slow_uploads_stop_no_other_write(b: Backend) {
     let vars = [
         ("SITEMAPD_SITES", SITES),
         ("SITEMAPD_API_TOKENS", TOKENS),
-        ("SITEMAPD_BODY_IDLE_SECS", "300"),
+        ("SITEMAPD_BODY_IDLE", "300s"),
         ("SITEMAPD_MIN_RECEIVE_RATE", "0"),
     ];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
@@ -222,8 +222,8 @@ async fn a_stalled_body_is_cut_with_408_and_its_share_freed(b: Backend) {
         ("SITEMAPD_SITES", SITES),
         ("SITEMAPD_API_TOKENS", TOKENS),
         ("SITEMAPD_BODY_MEMORY_BYTES", "1048576"),
-        ("SITEMAPD_BODY_IDLE_SECS", "1"),
-        ("SITEMAPD_API_TIMEOUT_SECS", "30"),
+        ("SITEMAPD_BODY_IDLE", "1s"),
+        ("SITEMAPD_API_TIMEOUT", "30s"),
     ];
     let Some(app) = TestApp::spawn(b, &vars).await else { return };
     let (port, state, server) = serve(&app).await;
@@ -242,7 +242,7 @@ async fn a_stalled_body_is_cut_with_408_and_its_share_freed(b: Backend) {
     assert_eq!(status, 408, "{text}");
     let error: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(error["error"], "request_timeout");
-    assert!(error["message"].as_str().unwrap().contains("body_idle_secs"), "{text}");
+    assert!(error["message"].as_str().unwrap().contains("api.body_idle"), "{text}");
     assert!(waited >= Duration::from_secs(1), "not before the idle limit: {waited:?}");
     assert!(
         eventually(Duration::from_secs(5), || state.body_budget.available_kib() == total).await,

@@ -265,7 +265,7 @@ impl TestApp {
 
     /// A router over a store built by the test itself (no database of its own).
     pub(crate) fn from_parts(store: Arc<dyn Store>, config: Config, router: Router) -> Self {
-        let url = config.database_url.clone();
+        let url = config.database.url.clone();
         let db = Arc::new(TestDb { direct_url: url.clone(), url, _dir: None, drop_pg: None });
         Self { router, state: None, store, config, vars: HashMap::new(), db }
     }
@@ -370,7 +370,7 @@ impl TestApp {
             return Vec::new();
         }
         assert_eq!(r.status, StatusCode::OK);
-        let prefix = self.config.public_url.as_str().trim_end_matches('/').to_owned();
+        let prefix = self.config.sitemaps.public_url.as_str().trim_end_matches('/').to_owned();
         xml_texts(&r.text(), "loc")
             .into_iter()
             .map(|loc| loc.strip_prefix(&prefix).expect("under public URL").to_owned())

@@ -396,7 +396,7 @@ const GOOGLE_ADDR: &str = "127.0.0.2:50000";
 /// network), and no timed flush (the test flushes).
 fn crawler_settings() -> [(&'static str, &'static str); 3] {
     let ranges = concat!("googlebot=", env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crawlers/googlebot-loopback.json");
-    [("SITEMAPD_CRAWLER_RANGES", ranges), ("SITEMAPD_CRAWLER_RDNS", "false"), ("SITEMAPD_CRAWLER_FLUSH_MS", "300000")]
+    [("SITEMAPD_CRAWLER_RANGES", ranges), ("SITEMAPD_CRAWLER_RDNS", "false"), ("SITEMAPD_TEST_TUNING", "crawler_flush=5m")]
 }
 
 /// A GET of `path` with `headers` from Googlebot at [`GOOGLE_ADDR`] (verified by its range).
