@@ -38,7 +38,7 @@ async fn spawn(b: Backend, more: &[(&str, &str)]) -> TestApp {
         ("SITEMAPD_PAGE_MAX_URLS", "2"),
     ];
     vars.extend_from_slice(more);
-    let app = TestApp::spawn(b, &vars).await.expect("a database");
+    let app = TestApp::spawn(b, &vars).await;
     // The configured files are read by the refresh task as it starts: wait until Googlebot's are in.
     wait_for_ranges(&app).await;
     app
@@ -277,9 +277,7 @@ async fn a_flood_of_agents_and_addresses_is_recorded_within_bounds(b: Backend) {
 
 async fn telemetry_off_records_nothing(b: Backend) {
     let ranges = ranges();
-    let app = TestApp::spawn(b, &[("SITEMAPD_CRAWLER_TELEMETRY", "false"), ("SITEMAPD_CRAWLER_RANGES", &ranges)])
-        .await
-        .unwrap();
+    let app = TestApp::spawn(b, &[("SITEMAPD_CRAWLER_TELEMETRY", "false"), ("SITEMAPD_CRAWLER_RANGES", &ranges)]).await;
     assert!(app.state.as_ref().unwrap().crawl_recorder().is_none());
     put(&app, &["a"]).await;
     assert_eq!(get_as(&app, GOOGLE_ADDR, GOOGLEBOT, "/sitemap-1.xml", &[]).await.status, StatusCode::OK);

@@ -37,7 +37,7 @@ async fn app(backend: Backend, site: &TestSite, policy: &str, vars: &[(&str, &st
         ("SITEMAPD_HEALTH_HEAD_BYTES", "16384"),
     ];
     all.extend_from_slice(vars);
-    TestApp::spawn(backend, &all).await.unwrap()
+    TestApp::spawn(backend, &all).await
 }
 
 fn checker(app: &TestApp) -> Checker {

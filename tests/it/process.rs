@@ -383,7 +383,7 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     let pg = if cfg!(sitemapd_no_postgres) {
         None
     } else {
-        tokio::runtime::Runtime::new().unwrap().block_on(TestDb::new(Backend::Postgres))
+        Some(tokio::runtime::Runtime::new().unwrap().block_on(TestDb::new(Backend::Postgres)))
     };
     let database_url = match &pg {
         Some(db) => {
@@ -674,7 +674,7 @@ fn crash_request_locs(k: usize) -> impl Iterator<Item = String> {
 /// SIGKILL in the middle of a streamed bulk load, then a restart on the same database: every entry of every acknowledged
 /// request is there, and the page bookkeeping matches the stored URLs exactly.
 async fn acknowledged_writes_survive_kill_9(b: Backend) {
-    let Some(db) = TestDb::new(b).await else { return };
+    let db = TestDb::new(b).await;
     let dir = tempfile::tempdir().unwrap();
     let start = |port: u16| {
         let bind = format!("127.0.0.1:{port}");
@@ -991,7 +991,7 @@ fn scraped(port: u16, name: &str, labels: &[(&str, &str)]) -> f64 {
 /// the changes, and the dead process's claim runs out with its lease (2 × the request timeout + 10 s).
 async fn pending_notifications_survive_kill_9(b: Backend) {
     use crate::indexnow::{FakeIndexNow, KEY};
-    let Some(db) = TestDb::new(b).await else { return };
+    let db = TestDb::new(b).await;
     let dir = tempfile::tempdir().unwrap();
     let start = |port: u16, endpoint: &str| {
         let bind = format!("127.0.0.1:{port}");
@@ -1171,7 +1171,7 @@ async fn recorded_checks(url: &str) -> std::collections::BTreeMap<String, (i64, 
 /// lease runs out), without any URL fetched twice at once. 40 URLs at 2 requests a second, each answered in 150 ms.
 async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
     use crate::health_site::{TestSite, path};
-    let Some(db) = TestDb::new(b).await else { return };
+    let db = TestDb::new(b).await;
     let site = TestSite::start();
     let dir = tempfile::tempdir().unwrap();
     let public = format!("{}/", site.base);

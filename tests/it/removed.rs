@@ -65,7 +65,7 @@ fn lastmods(xml: &str) -> Vec<i64> {
 /// deletion; the project's own reader reads it back; another process answers alike.
 async fn a_delete_wave_is_listed_newest_first_until_stored_again(b: Backend) {
     let vars = [("SITEMAPD_REMOVED_DAYS", "30"), ("SITEMAPD_INDEXNOW_KEYS", "removed-key-1")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     app.put_paths(&["a", "b", "c?x=1&y=2", "d"]).await;
     let index_before = app.get("/sitemap.xml", &[]).await;
     assert_eq!(app.get("/sitemap-removed.xml", &[]).await.status, StatusCode::NOT_FOUND, "nothing removed yet");
@@ -168,7 +168,7 @@ async fn the_retention_hides_old_entries_and_the_purge_deletes_them(b: Backend) 
     let t = now_us();
     let (clock, now) = clock_at(t);
     let vars = [("SITEMAPD_REMOVED_DAYS", "1"), ("SITEMAPD_STATE_TTL_MS", "0")];
-    let Some(app) = TestApp::spawn_with_clock(b, &vars, clock).await else { return };
+    let app = TestApp::spawn_with_clock(b, &vars, clock).await;
     app.put_paths(&["kept", "old", "young"]).await;
     delete(&app, &["old"]).await;
     let listed = app.get("/sitemap-removed.xml", &[]).await;
@@ -204,7 +204,7 @@ async fn the_retention_hides_old_entries_and_the_purge_deletes_them(b: Backend) 
 /// Off (the default): a delete keeps nothing, the sitemap is 404, and the index is the same document with the
 /// same validators as with the setting on and nothing removed.
 async fn off_by_default_it_keeps_and_serves_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     assert_eq!(app.config.removed_days, 0);
     app.put_paths(&["a", "b"]).await;
     let index = app.get("/sitemap.xml", &[]).await;
@@ -228,7 +228,7 @@ async fn off_by_default_it_keeps_and_serves_nothing(b: Backend) {
 /// At most 50,000 tombstones are listed: the newest.
 async fn at_most_the_50000_newest_are_listed(b: Backend) {
     let vars = [("SITEMAPD_REMOVED_DAYS", "30"), ("SITEMAPD_STATE_TTL_MS", "0")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let base = now_us() - DAY_US;
     let rows = match b {
         Backend::Sqlite => format!(

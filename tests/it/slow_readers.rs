@@ -116,7 +116,7 @@ async fn never_reading_clients_hold_no_slot_and_are_disconnected(b: Backend) {
         ("SITEMAPD_WRITE_TIMEOUT_SECS", write_timeout.as_str()),
         ("SITEMAPD_STATE_TTL_MS", "0"),
     ];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let ndjson: String = (0..2 * PER_PAGE).map(|i| format!("{}\n", json!({"loc": loc(i)}))).collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, axum::http::StatusCode::OK);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -179,7 +179,7 @@ async fn a_client_reading_below_the_minimum_send_rate_is_disconnected() {
         ("SITEMAPD_WRITE_TIMEOUT_SECS", "3"),
         ("SITEMAPD_MIN_SEND_RATE", "4000000"),
     ];
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &vars).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &vars).await;
     let ndjson: String = (0..PER_PAGE).map(|i| format!("{}\n", json!({"loc": loc(i)}))).collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, axum::http::StatusCode::OK);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

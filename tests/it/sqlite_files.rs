@@ -86,7 +86,7 @@ async fn file_appears(dir: &Path, prefix: &str) -> PathBuf {
 /// opens whole with the backup's content.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_copied_over_the_file_is_refused_and_never_written_to() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a"]).await;
     let path = db_path(&app);
     let dir = path.parent().unwrap().to_owned();
@@ -122,7 +122,7 @@ async fn a_backup_copied_over_the_file_is_refused_and_never_written_to() {
 /// alone holds every acknowledged write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_log_is_copied_into_the_file_and_writes_are_refused() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let path = db_path(&app);
     let mut wal = path.as_os_str().to_owned();
@@ -160,7 +160,7 @@ async fn a_deleted_log_is_found_through_a_symbolic_link() {
 /// copy is still written, before the connections close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_deleted_just_before_shutdown_is_still_copied() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let path = db_path(&app);
     std::fs::remove_file(&path).unwrap();
@@ -173,7 +173,7 @@ async fn a_file_deleted_just_before_shutdown_is_still_copied() {
 /// copy beside the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_file_is_copied_whole_beside_its_path() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let path = db_path(&app);
     std::fs::remove_file(&path).unwrap();
