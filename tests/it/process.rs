@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Backend, TestDb};
+use crate::support::{Backend, KillOnDrop, SpawnGuarded, TestDb};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
 
@@ -103,8 +103,7 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     let mut child = sitemapd(dir.path(), &[("SITEMAPD_BIND", &bind), ("SITEMAPD_PUBLIC_URL", &public)])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_guarded();
     wait_until_healthy(port, &mut child);
     assert!(dir.path().join("sitemapd.db").exists(), "the default store is ./sitemapd.db");
     let body = format!("[{{\"loc\": \"{public}/hello\"}}]");
@@ -165,7 +164,7 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
 }
 
 /// Waits at most `limit` for the child to exit; returns its status and everything it wrote.
-fn wait_for_exit(mut child: Child, limit: Duration) -> (std::process::ExitStatus, String, String) {
+fn wait_for_exit(mut child: KillOnDrop, limit: Duration) -> (std::process::ExitStatus, String, String) {
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -281,7 +280,7 @@ fn start_up_names_the_sites_and_warns_of_an_unused_public_url() {
         ("SITEMAPD_INDEXNOW_KEYS", "shop=0123456789abcdef"),
         ("SITEMAPD_INDEXNOW_ENDPOINT", endpoint.as_str()),
     ];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let stdout = stop(child);
     let line = |what: &str| stdout.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {stdout}"));
@@ -301,7 +300,7 @@ fn healthcheck_answers_for_the_configured_address() {
     // A wildcard bind, as in the container: the health check reaches it on 127.0.0.1.
     let bind = format!("0.0.0.0:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_API_TOKENS", "t")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let out = run(dir.path(), &vars, &["healthcheck"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -326,7 +325,7 @@ fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_cle
     let public = format!("http://localhost:{port}");
     let vars =
         [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_PUBLIC_URL", &public), ("SITEMAPD_SHUTDOWN_GRACE_SECS", "1")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     // An NDJSON upload that announces far more than it ever sends: the request stays in flight.
     let mut upload = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -357,7 +356,7 @@ fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_cle
 }
 
 /// Waits for the child to exit, at most 15 s, and returns its stdout.
-fn stop(mut child: Child) -> String {
+fn stop(mut child: KillOnDrop) -> String {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(15);
     while child.try_wait().unwrap().is_none() {
@@ -401,7 +400,7 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         ("DATABASE_URL", &database_url),
         ("RUST_LOG", "trace"),
     ];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let body = format!("[{{\"loc\": \"{public}/logged\"}}]");
     let put = format!(
@@ -468,7 +467,7 @@ fn the_access_log_keeps_writes_and_errors_and_all_when_asked() {
             ("SITEMAPD_ACCESS_LOG", access_log),
             ("SITEMAPD_PUBLIC_URL", "https://www.example.com"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         assert_eq!(get(port, "/sitemap.xml").unwrap().0, 404, "no URLs yet");
         let body = r#"[{"loc": "https://www.example.com/a"}]"#;
@@ -514,7 +513,7 @@ fn a_text_log_line_names_status_and_latency_once() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("RUST_LOG", "trace")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     // The database file removed under the service: `/readyz` answers 503.
     std::fs::remove_file(dir.path().join("sitemapd.db")).unwrap();
@@ -685,7 +684,7 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
             ("SITEMAPD_NDJSON_BATCH", "100"),
             ("SITEMAPD_PAGE_MAX_URLS", "50"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         child
     };
@@ -773,7 +772,7 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
 
 /// `sitemapd` serving `DATABASE_URL=sqlite://{db}` on a free port, public URL [`CRASH_PUBLIC_URL`] (so that ETags do
 /// not depend on the port); returns the child and its port once healthy.
-fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
+fn serve_sqlite(dir: &Path, db: &Path) -> (KillOnDrop, u16) {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let url = format!("sqlite://{}", db.display());
@@ -783,7 +782,7 @@ fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
         ("DATABASE_URL", &url),
         ("SITEMAPD_PAGE_MAX_URLS", "1000"),
     ];
-    let mut child = sitemapd(dir, &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sitemapd(dir, &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     (child, port)
 }
@@ -853,9 +852,8 @@ fn a_kill_9_right_after_the_log_is_deleted_loses_no_acknowledged_write() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL), ("DATABASE_URL", &url)];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let server = crate::readme::KillOnDrop(&mut child);
-    wait_until_healthy(port, server.0);
+    let mut server = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
+    wait_until_healthy(port, &mut server);
     let put = |i: usize| {
         let body = format!("{{\"loc\": \"{CRASH_PUBLIC_URL}/w/{i}\"}}\n");
         http(
@@ -877,8 +875,8 @@ fn a_kill_9_right_after_the_log_is_deleted_loses_no_acknowledged_write() {
     std::fs::remove_file(&wal).unwrap();
     let (status, response) = put(WRITES);
     assert_eq!(status, 503, "a write after the deletion is refused: {response}");
-    server.0.kill().unwrap(); // SIGKILL, at once: no shutdown checkpoint.
-    server.0.wait().unwrap();
+    server.kill().unwrap(); // SIGKILL, at once: no shutdown checkpoint.
+    server.wait().unwrap();
 
     let out = run(dir.path(), &[("DATABASE_URL", &url), ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL)], &["export"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -948,7 +946,7 @@ fn a_closed_log_output_does_not_stop_the_service() {
         let port = free_port();
         let bind = format!("127.0.0.1:{port}");
         let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_LOG_FORMAT", format), ("RUST_LOG", "trace")];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         drop(child.stdout.take());
         drop(child.stderr.take());
@@ -966,7 +964,7 @@ fn a_closed_log_output_does_not_stop_the_service() {
     }
 }
 
-fn wait_for_exit_status(mut child: Child, limit: Duration) -> std::process::ExitStatus {
+fn wait_for_exit_status(mut child: KillOnDrop, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -1006,7 +1004,7 @@ async fn pending_notifications_survive_kill_9(b: Backend) {
             ("SITEMAPD_INDEXNOW_TIMEOUT_SECS", "1"),
             ("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "1000"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         child
     };
@@ -1097,7 +1095,7 @@ fn a_crawler_at_its_own_address_is_verified_and_telemetry_is_flushed_on_sigterm(
         // Nothing is flushed while it runs: what the database holds after the exit was written by the shutdown.
         ("SITEMAPD_CRAWLER_FLUSH_MS", "300000"),
     ];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     put_ndjson(port, &some_entries("c", 3));
     const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
@@ -1186,7 +1184,7 @@ async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
             ("SITEMAPD_HEALTH_TIMEOUT_SECS", "1"),
             ("SITEMAPD_HEALTH_POLL_MS", "20"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         child
     };
@@ -1232,24 +1230,15 @@ async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
     assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
 }
 
-/// A child killed when dropped: a test that fails leaves no server behind.
-struct Running(Option<Child>);
+/// A server the test stops with SIGTERM, expecting a clean exit; killed when dropped first (a failed assertion).
+struct Running(KillOnDrop);
 
 impl Running {
     /// SIGTERM, then a clean exit within 15 s.
-    fn stop(mut self) {
-        let child = self.0.take().unwrap();
+    fn stop(self) {
+        let child = self.0;
         assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
         assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -1262,9 +1251,9 @@ fn every_documented_counter_is_exported_at_zero_from_the_start() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_HEALTH_CHECK", "report")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
-    let child = Running(Some(child));
+    let child = Running(child);
     let (status, response) = get(port, "/metrics").expect("an answer to /metrics");
     assert_eq!(status, 200, "{response}");
     let text = response.split_once("\r\n\r\n").unwrap().1;
@@ -1337,9 +1326,9 @@ fn an_indexnow_drop_at_start_up_is_counted() {
             ("SITEMAPD_INDEXNOW_ENDPOINT", "http://127.0.0.1:9/indexnow"),
             ("SITEMAPD_INDEXNOW_INTERVAL_MS", interval_ms),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
-        (Running(Some(child)), port)
+        (Running(child), port)
     };
     // The sender's first round (at start, nothing queued) is its last for an hour: the change stays queued.
     let (child, port) = start("https://old.example.com", "3600000");

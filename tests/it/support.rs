@@ -1,5 +1,11 @@
 //! Test harness: a fresh database per test (an SQLite file, or a Postgres database that is dropped afterwards),
-//! the real router driven by `oneshot`, and helpers that read like the behaviour under test.
+//! the real router driven by `oneshot`, and helpers that read like the behaviour under test. A test never skips
+//! itself at run time (a missing prerequisite is an `ignore` decided by `build.rs`), and spawns every process
+//! under a guard that kills it on drop ([`child`]).
+
+mod child;
+
+pub(crate) use child::{KillOnDrop, SpawnGuarded};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
