@@ -529,6 +529,7 @@ async fn a_store_that_fails_stops_the_import_and_the_counts_stay_true() {
                 "/slow.txt",
                 get(|| async {
                     let lines = (0..20).map(|i| async move {
+                        // Not a gate: the source trickles in, so that the file goes while the import runs.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         Ok::<_, std::io::Error>(format!("{PUBLIC_URL}/slow/{i}\n"))
                     });
@@ -964,6 +965,7 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
                 let lines = (0..6).map(|i| {
                     let line = format!("{PUBLIC_URL}/slow/{i}\n");
                     async move {
+                        // Not a gate: the source trickles in, slow enough for several progress lines.
                         tokio::time::sleep(Duration::from_millis(150)).await;
                         Ok::<_, std::io::Error>(line)
                     }

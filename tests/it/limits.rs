@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sitemapd::AppState;
 
-use crate::support::{Backend, PUBLIC_URL, TestApp};
+use crate::support::{Backend, PUBLIC_URL, TestApp, eventually_blocking};
 
 fn loc(path: &str) -> String {
     format!("{PUBLIC_URL}/{path}")
@@ -216,6 +216,7 @@ async fn a_busy_answer_reaches_a_client_that_sends_its_whole_body_first() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let state = AppState::new(app.store.clone(), &app.config);
+    let charged = state.body_budget.clone();
     let server = tokio::spawn(sitemapd::serve(state, listener, std::future::pending(), Duration::from_secs(5)));
     let answers = tokio::task::spawn_blocking(move || {
         let head = |length: usize| {
@@ -227,7 +228,7 @@ async fn a_busy_answer_reaches_a_client_that_sends_its_whole_body_first() {
         // The holder: declares 200 kB, sends 160 kB of it, and waits (it holds all one token may: 448 KiB).
         let mut holder = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         holder.write_all(format!("{}[{}", head(200_000), " ".repeat(160_000)).as_bytes()).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        eventually_blocking("the holder's bytes are charged", || charged.available_kib() <= 1024 - 448);
         // 8 MB sent whole, then the answer read.
         let body = array_of("big", 120_000);
         assert!(body.len() > 8_000_000, "{}", body.len());

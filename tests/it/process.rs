@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Backend, KillOnDrop, SpawnGuarded, TestDb};
+use crate::support::{Backend, KillOnDrop, SpawnGuarded, TestDb, eventually_blocking, listening, server_read_all};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
 
@@ -138,7 +138,8 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     let n = slow.read(&mut first).unwrap();
     assert!(n > 0);
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The shutdown has begun (the listener is closed) while the page is still being sent.
+    eventually_blocking("sitemapd closes its listener after SIGTERM", || !listening(port));
     let mut rest = Vec::new();
     slow.read_to_end(&mut rest).unwrap();
     let whole = [&first[..n], &rest].concat();
@@ -338,7 +339,9 @@ fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_cle
             .as_bytes(),
         )
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The request is in flight once sitemapd has read all that was sent.
+    let client_port = upload.local_addr().unwrap().port();
+    eventually_blocking("sitemapd reads the upload's head", || server_read_all(port, client_port));
     let signalled = Instant::now();
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let (status, stdout, stderr) = wait_for_exit(child, Duration::from_secs(10));

@@ -40,6 +40,22 @@ async fn try_locs_in_file_alone(path: &Path) -> Result<Vec<String>, sqlx::Error>
     Ok(locs)
 }
 
+/// Whether the SQLite file at `path`, opened alone, is whole (its integrity check passes) and holds `n` URLs: not
+/// while it is still being written.
+async fn whole_with(path: &Path, n: i64) -> bool {
+    let read = async {
+        let dir = tempfile::tempdir()?;
+        let copy = dir.path().join("alone.db");
+        std::fs::copy(path, &copy)?;
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", copy.display())).await?;
+        let check: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&mut conn).await?;
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM urls").fetch_one(&mut conn).await?;
+        conn.close().await.ok();
+        Ok::<_, Box<dyn std::error::Error>>(check == "ok" && count == n)
+    };
+    read.await.unwrap_or(false)
+}
+
 /// The service on the SQLite database `url` names, configured like production.
 async fn app_on(url: &str) -> TestApp {
     let config = Config::load_from(None, |k| match k {
@@ -179,16 +195,12 @@ async fn a_deleted_file_is_copied_whole_beside_its_path() {
     std::fs::remove_file(&path).unwrap();
     assert_refused(&app, "the file was deleted").await;
     let copy = file_appears(path.parent().unwrap(), "test.db.rescued-").await;
+    // The copy is synced once written: read it when whole.
     let started = Instant::now();
-    loop {
-        // The copy is synced once written: read it when whole.
-        if std::fs::metadata(&copy).unwrap().len() > 0 {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10));
+    while !whole_with(&copy, 2).await {
+        assert!(started.elapsed() < Duration::from_secs(10), "the rescued copy was not written whole");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(locs_in_file_alone(&copy).await, [loc("a"), loc("b")]);
 }
 

@@ -1,11 +1,15 @@
 //! Test harness: a fresh database per test (an SQLite file, or a Postgres database that is dropped afterwards),
 //! the real router driven by `oneshot`, and helpers that read like the behaviour under test. A test never skips
-//! itself at run time (a missing prerequisite is an `ignore` decided by `build.rs`), and spawns every process
-//! under a guard that kills it on drop ([`child`]).
+//! itself at run time (a missing prerequisite is an `ignore` decided by `build.rs`), spawns every process under a
+//! guard that kills it on drop ([`child`]), and waits for conditions, not for fixed times ([`wait`]).
 
 mod child;
+mod wait;
 
 pub(crate) use child::{KillOnDrop, SpawnGuarded};
+pub(crate) use wait::{
+    eventually, eventually_blocking, listening, server_closed, server_read_all, until_the_next_second,
+};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
