@@ -21,7 +21,8 @@ pub async fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<(Ap
     let mut workers = Supervisor::new();
     workers.start(MetricsUpkeep);
     workers.start_if(FileWatch::of(&store));
-    workers.start_if(removed::purge_worker(Arc::clone(&store), crate::config::days_of(config.sitemaps.removed_retention)));
+    workers
+        .start_if(removed::purge_worker(Arc::clone(&store), crate::config::days_of(config.sitemaps.removed_retention)));
     workers.start_if(indexnow::from_config(Arc::clone(&store), config)?);
     let (state, features) = AppState::build(Arc::clone(&store), config, system_clock());
     features.into_iter().for_each(|feature| workers.start_arc(feature));

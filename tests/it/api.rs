@@ -19,7 +19,7 @@ fn loc(path: &str) -> String {
 }
 
 async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let r = app
         .put_json(&json!([
             {"loc": "HTTPS://WWW.EXAMPLE.COM:443/a?x=1&y=2", "lastmod": "2024-05-01T08:20+02:00",
@@ -52,7 +52,7 @@ async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
 }
 
 async fn an_invalid_array_reports_every_bad_entry_and_stores_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let r = app
         .put_json(&json!([
             {"loc": loc("ok")},
@@ -83,7 +83,7 @@ async fn an_invalid_array_reports_every_bad_entry_and_stores_nothing(b: Backend)
 }
 
 async fn syntax_errors_are_400_and_wrong_shapes_are_422(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let json = [("content-type", "application/json")];
     for (body, status) in [
         ("[{\"loc\": ", StatusCode::BAD_REQUEST),
@@ -103,7 +103,7 @@ async fn syntax_errors_are_400_and_wrong_shapes_are_422(b: Backend) {
 }
 
 async fn content_type_and_size_limits(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await;
     let body = json!([{"loc": loc("a")}]).to_string();
     for ct in [None, Some("text/plain"), Some("application/xml")] {
         let headers: Vec<(&str, &str)> = ct.iter().map(|c| ("content-type", *c)).collect();
@@ -122,7 +122,7 @@ async fn content_type_and_size_limits(b: Backend) {
 }
 
 async fn tokens_are_required_on_every_api_route_when_configured(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", "s3cret,other")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", "s3cret,other")]).await;
     let body = || Body::from(json!([{"loc": loc("a")}]).to_string());
     let ct = ("content-type", "application/json");
     for auth in [None, Some("Bearer wrong"), Some("Basic czNjcmV0"), Some("Bearer"), Some("s3cret")] {
@@ -152,7 +152,7 @@ async fn tokens_are_required_on_every_api_route_when_configured(b: Backend) {
 }
 
 async fn ndjson_streams_in_batches_and_reports_counts(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_NDJSON_BATCH", "3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_NDJSON_BATCH", "3")]).await;
     let mut body: String = (0..10).map(|i| format!("{}\n", json!({"loc": loc(&format!("n{i}"))}))).collect();
     body.push_str("\r\n   \n");
     body.push_str(&json!({"loc": loc("n0"), "priority": 0.5}).to_string()); // no final newline
@@ -169,7 +169,7 @@ async fn ndjson_streams_in_batches_and_reports_counts(b: Backend) {
 /// batch larger than one JSON body may be.
 async fn an_ndjson_batch_closes_at_max_json_bytes_of_lines(b: Backend) {
     let env = [("SITEMAPD_NDJSON_BATCH", "100000"), ("SITEMAPD_MAX_JSON_BYTES", "1024")];
-    let Some(app) = TestApp::spawn(b, &env).await else { return };
+    let app = TestApp::spawn(b, &env).await;
     let first = json!({"loc": loc("n0"), "priority": 0.5}).to_string();
     let filler: Vec<String> =
         (1..=16).map(|i| json!({"loc": loc(&format!("filler-{i:02}-{}", "x".repeat(40)))}).to_string()).collect();
@@ -184,7 +184,7 @@ async fn an_ndjson_batch_closes_at_max_json_bytes_of_lines(b: Backend) {
 }
 
 async fn ndjson_stops_at_the_first_bad_line_keeping_what_came_before(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_NDJSON_BATCH", "2")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_NDJSON_BATCH", "2")]).await;
     let lines = [
         json!({"loc": loc("a")}).to_string(),
         json!({"loc": loc("b")}).to_string(),
@@ -216,7 +216,7 @@ async fn ndjson_stops_at_the_first_bad_line_keeping_what_came_before(b: Backend)
 /// the one reported, however far the lines after it were read, and every line before it is committed.
 async fn a_long_ndjson_body_stops_at_its_first_bad_line_across_parse_chunks(b: Backend) {
     let env = [("SITEMAPD_NDJSON_BATCH", "700"), ("SITEMAPD_MAX_LINE_BYTES", "4096")];
-    let Some(app) = TestApp::spawn(b, &env).await else { return };
+    let app = TestApp::spawn(b, &env).await;
     let good = |i: usize| json!({"loc": loc(&format!("long-{i:05}"))}).to_string();
     // A bad entry on line 2,345, bad JSON on line 2,900 and an overlong line on 4,000: line 2,345 is reported.
     let mut lines: Vec<String> = (1..=4500).map(good).collect();
@@ -249,7 +249,7 @@ async fn a_long_ndjson_body_stops_at_its_first_bad_line_across_parse_chunks(b: B
 /// in place.
 async fn bodies_are_parsed_on_the_background_threads(b: Backend) {
     use sitemapd::ingest::background::jobs_run;
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let body: String = (0..2500).map(|i| format!("{}\n", json!({"loc": loc(&format!("bg-{i:04}"))}))).collect();
     let before = jobs_run();
     let r = app.put_ndjson(&body).await;
@@ -264,7 +264,7 @@ async fn bodies_are_parsed_on_the_background_threads(b: Backend) {
 }
 
 async fn an_overlong_ndjson_line_is_refused_by_number(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await;
     let long = json!({"loc": loc(&"x".repeat(5000))}).to_string();
     let r = app.put_ndjson(&format!("{}\n{long}\n", json!({"loc": loc("a")}))).await;
     assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -273,7 +273,7 @@ async fn an_overlong_ndjson_line_is_refused_by_number(b: Backend) {
 
 /// The limit counts a line's bytes without its terminator: `\n` and `\r\n` lines of the same text are alike.
 async fn the_line_limit_excludes_the_line_terminator(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_MAX_LINE_BYTES", "4096")]).await;
     let line = |path: &str, len: usize| {
         let text = json!({"loc": loc(path)}).to_string();
         let padded = format!("{}{}}}", &text[..text.len() - 1], " ".repeat(len - text.len()));
@@ -294,7 +294,7 @@ async fn the_line_limit_excludes_the_line_terminator(b: Backend) {
 }
 
 async fn deletes_single_and_batch(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a", "b", "c"]).await;
     assert_eq!(app.delete_loc(&loc("a")).await.status, StatusCode::NO_CONTENT);
     assert_eq!(app.delete_loc(&loc("a")).await.status, StatusCode::NOT_FOUND);
@@ -316,7 +316,7 @@ async fn deletes_single_and_batch(b: Backend) {
 }
 
 async fn listing_pages_by_cursor_returns_each_entry_once(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await;
     let paths: Vec<String> = (0..11).map(|i| format!("l{i}")).collect();
     app.put_paths(&paths.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let mut seen = Vec::new();
@@ -361,7 +361,7 @@ async fn listing_pages_by_cursor_returns_each_entry_once(b: Backend) {
 
 async fn locs_must_lie_under_the_public_url_prefix(b: Backend) {
     let vars = [("SITEMAPD_PUBLIC_URL", "https://www.example.com/shop")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let r = app
         .put_json(&json!([{"loc": "https://www.example.com/shopping"}, {"loc": "https://www.example.com/shop"}]))
         .await;
@@ -374,7 +374,7 @@ async fn locs_must_lie_under_the_public_url_prefix(b: Backend) {
 }
 
 async fn health_and_readiness(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     assert_eq!(app.get("/healthz", &[]).await.status, StatusCode::OK);
     assert_eq!(app.get("/readyz", &[]).await.status, StatusCode::OK);
     let r = app.get("/nope", &[]).await;
@@ -439,9 +439,7 @@ fn fake_app(store: Arc<dyn Store>, config: &sitemapd::config::Config) -> TestApp
 
 #[tokio::test]
 async fn a_closed_sqlite_store_answers_503() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")]).await else {
-        return;
-    };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")]).await;
     let store = Arc::new(SqliteStore::connect(&options(&app.config)).await.unwrap());
     store.close().await;
     assert_unavailable(store, &app.config).await;
@@ -450,9 +448,7 @@ async fn a_closed_sqlite_store_answers_503() {
 /// Needs no Postgres server (nothing listens on the port it connects to), so it runs without `TEST_DATABASE_URL`.
 #[tokio::test]
 async fn an_unreachable_postgres_answers_503_within_the_acquire_timeout() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")]).await else {
-        return;
-    };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")]).await;
     // Nothing listens on port 9: every connection attempt fails.
     let connect = "postgres://postgres@127.0.0.1:9/none".parse().unwrap();
     let pool = sqlx::postgres::PgPoolOptions::new().acquire_timeout(Duration::from_secs(1)).connect_lazy_with(connect);
@@ -465,7 +461,7 @@ async fn an_unreachable_postgres_answers_503_within_the_acquire_timeout() {
 #[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 async fn readyz_is_503_for_any_store_error_not_500() {
     let admin = postgres_url();
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     // The server answers, but the database does not exist: not a transient error, still not ready.
     let mut url = url::Url::parse(&admin).unwrap();
     url.set_path("sitemapd_no_such_database");
@@ -480,7 +476,7 @@ async fn readyz_is_503_for_any_store_error_not_500() {
 
 #[tokio::test]
 async fn refuses_to_open_with_limits_below_what_pages_hold() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_PAGE_MAX_URLS", "5")]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_PAGE_MAX_URLS", "5")]).await;
     app.put_paths(&["a", "b", "c", "d"]).await;
     let mut options = options(&app.config);
     options.limits.max_urls = 3;

@@ -34,10 +34,10 @@ fn entries(paths: impl IntoIterator<Item = String>) -> Vec<Entry> {
 /// (seen: `the_crawler_purge_keeps_the_newest_read` found 0 left to purge, not 3).
 const NO_RECORDER: &[(&str, &str)] = &[("SITEMAPD_CRAWLER_TELEMETRY", "false")];
 
-async fn store(backend: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, Arc<dyn Store>)> {
-    let app = TestApp::spawn(backend, vars).await?;
+async fn store(backend: Backend, vars: &[(&str, &str)]) -> (TestApp, Arc<dyn Store>) {
+    let app = TestApp::spawn(backend, vars).await;
     let store = app.store.clone();
-    Some((app, store))
+    (app, store)
 }
 
 async fn all_urls(store: &dyn Store) -> Vec<StoredUrl> {
@@ -99,7 +99,7 @@ pub(crate) async fn assert_consistent_in(store: &dyn Store, max_urls: &dyn Fn(i6
 }
 
 async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     let e = Entry {
         loc: Loc::parse("HTTPS://WWW.EXAMPLE.COM/caf\u{e9}", &public()).unwrap(),
         lastmod: Some(LastMod::parse("2024-05-01T08:20+02:00").unwrap()),
@@ -120,7 +120,7 @@ async fn upsert_then_find_returns_the_normalized_entry(b: Backend) {
 }
 
 async fn counts_by_effect_and_later_duplicates_win(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
     let mut changed = entry("b");
     changed.priority = Some(Priority::new(0.3).unwrap());
@@ -134,7 +134,7 @@ async fn counts_by_effect_and_later_duplicates_win(b: Backend) {
 }
 
 async fn an_upsert_replaces_the_whole_entry(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     let mut full = entry("a");
     full.lastmod = Some(LastMod::parse("2024-01-01").unwrap());
     full.priority = Some(Priority::new(0.5).unwrap());
@@ -146,7 +146,7 @@ async fn an_upsert_replaces_the_whole_entry(b: Backend) {
 }
 
 async fn delete_counts_deleted_and_missing(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
     let counts = store.delete(&[loc("a"), loc("a"), loc("zzz")]).await.unwrap().counts;
     assert_eq!(counts, DeleteCounts { deleted: 1, missing: 1 });
@@ -158,7 +158,7 @@ async fn delete_counts_deleted_and_missing(b: Backend) {
 /// and the locs it created, updated or deleted; an identical re-send and a delete of what is not stored change
 /// nothing and say so.
 async fn every_write_returns_what_it_changed(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     let locs = |written: &[&str]| written.iter().map(|p| loc(p).as_str().to_owned()).collect::<Vec<_>>();
     let page_ids = |c: &sitemapd::placement::Changes| c.pages.iter().map(|p| p.id).collect::<Vec<_>>();
 
@@ -183,7 +183,7 @@ async fn every_write_returns_what_it_changed(b: Backend) {
 }
 
 async fn list_after_returns_each_entry_once_across_changes(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     store.upsert(&entries((0..10).map(|i| format!("u{i}")))).await.unwrap();
     let first = store.list_after(None, 0, 4).await.unwrap();
     assert_eq!(first.len(), 4);
@@ -212,7 +212,7 @@ fn paths(urls: &[StoredUrl]) -> Vec<&str> {
 /// `page_urls` lists one page's records in id order after a given id, at most `limit`: the records of other pages
 /// in between (ids interleave once a freed slot is refilled) are not among them.
 async fn page_urls_lists_one_page_by_keyset(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     store.upsert(&entries((0..10).map(|i| format!("u{i}")))).await.unwrap();
     store.delete(&[loc("u1")]).await.unwrap();
     // Refills page 1's freed slot with an id above every other page's.
@@ -237,7 +237,7 @@ async fn page_urls_lists_one_page_by_keyset(b: Backend) {
 async fn page_urls_is_cut_by_size(b: Backend) {
     use sitemapd::domain::Extensions;
     use sitemapd::domain::ext::Image;
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     let long = "x".repeat(1000);
     let batch: Vec<Entry> = (0..10)
         .map(|i| {
@@ -294,7 +294,7 @@ async fn plan_of(b: Backend, url: &str, sql: &str, binds: &[i64], pg_settings: O
 async fn page_urls_is_a_range_of_the_page_index(b: Backend) {
     use sitemapd::store::PAGE_URLS_SQL;
     use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
-    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
+    let (app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await;
     store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
     let text = plan_of(b, &app.db.direct_url, PAGE_URLS_SQL, &[1, 3, 120, 201], Some(PAGE_PLANNER_SETTINGS)).await;
     assert!(text.contains("urls_site_page_id"), "{text}");
@@ -304,7 +304,7 @@ async fn page_urls_is_a_range_of_the_page_index(b: Backend) {
 }
 
 async fn pages_fill_in_order_and_a_freed_slot_is_reused(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     store.upsert(&entries((0..7).map(|i| format!("u{i}")))).await.unwrap();
     let pages: Vec<i64> = store.pages(1).await.unwrap().iter().map(|p| p.url_count).collect();
     assert_eq!(pages, [3, 3, 1]);
@@ -317,7 +317,7 @@ async fn pages_fill_in_order_and_a_freed_slot_is_reused(b: Backend) {
 }
 
 async fn a_change_touches_only_its_page(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     store.upsert(&entries((0..9).map(|i| format!("u{i}")))).await.unwrap();
     let before = store.pages(1).await.unwrap();
     let mut changed = entry("u4");
@@ -335,7 +335,7 @@ async fn a_change_touches_only_its_page(b: Backend) {
 /// page's gzip bytes or ETag. A page's snapshot carries its way too.
 async fn a_page_keeps_its_gzip_way_until_it_changes(b: Backend) {
     use sitemapd::page::Gzip;
-    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let (app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     store.upsert(&entries((0..9).map(|i| format!("u{i}")))).await.unwrap();
     assert!(store.pages(1).await.unwrap().iter().all(|p| p.gzip == Gzip::CURRENT));
     app.exec_sql("UPDATE pages SET gzip = 0").await;
@@ -353,7 +353,7 @@ async fn a_page_keeps_its_gzip_way_until_it_changes(b: Backend) {
 }
 
 async fn deleting_advances_the_page_version_and_time(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
     let before = store.page(1, 1).await.unwrap().unwrap();
     store.delete(&[loc("a")]).await.unwrap();
@@ -368,7 +368,7 @@ async fn deleting_advances_the_page_version_and_time(b: Backend) {
 }
 
 async fn identical_resend_changes_nothing(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await;
     let batch = entries((0..10).map(|i| format!("u{i}")));
     store.upsert(&batch).await.unwrap();
     let before = store.pages(1).await.unwrap();
@@ -381,7 +381,7 @@ async fn identical_resend_changes_nothing(b: Backend) {
 /// separators, non-ASCII) and very long values are stored and read back byte for byte, in locs (as normalization
 /// leaves them) and in the extensions' JSON; and new records get ids in the order of the request, not of their locs.
 async fn awkward_and_long_values_are_stored_exactly_in_request_order(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     let text = "tab\there|newline\nthere\r\nback\\slash \\N \\. \"quoted\" 'single', comma; \u{e9}t\u{e9} \u{6771}\u{4eac} \u{1f389}";
     let long_text = text.chars().cycle().take(2048).collect::<String>();
     let images: Vec<serde_json::Value> =
@@ -422,7 +422,7 @@ async fn awkward_and_long_values_are_stored_exactly_in_request_order(b: Backend)
 /// nothing of the failed guess stays.
 async fn a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_is_stored(b: Backend) {
     use crate::observability::sum;
-    let Some((app, store)) = store(b, &[]).await else { return };
+    let (app, store) = store(b, &[]).await;
     let guesses = |samples: &[crate::observability::Sample], outcome| {
         sum(samples, "sitemapd_write_guesses_total", &[("outcome", outcome)])
     };
@@ -454,7 +454,7 @@ async fn a_bulk_load_plans_new_records_without_a_lookup_and_falls_back_when_one_
 /// record in either half: changed, unchanged and new records are counted and written as one lookup gives them.
 async fn a_large_batch_is_looked_up_whole_in_either_half(b: Backend) {
     use crate::observability::sum;
-    let Some((app, store)) = store(b, &[]).await else { return };
+    let (app, store) = store(b, &[]).await;
     let shared = |samples: &[crate::observability::Sample]| {
         sum(samples, "sitemapd_write_lookups_shared_total", &[("outcome", "shared")])
     };
@@ -501,7 +501,7 @@ async fn a_large_batch_is_looked_up_whole_in_either_half(b: Backend) {
 /// A batch mixing new records with stored ones (changed and unchanged): the stored keep their ids and pages, the new
 /// get ids after every stored one, in the order of the request, and the page streams them in that order.
 async fn a_batch_mixing_new_and_stored_records_keeps_request_order(b: Backend) {
-    let Some((_app, store)) = store(b, &[]).await else { return };
+    let (_app, store) = store(b, &[]).await;
     store.upsert(&entries(["s1".into(), "s2".into(), "s3".into()])).await.unwrap();
     let mut stored = Vec::new();
     for path in ["s1", "s2", "s3"] {
@@ -531,7 +531,7 @@ async fn a_batch_mixing_new_and_stored_records_keeps_request_order(b: Backend) {
 }
 
 async fn byte_limits_hold_for_urls_of_any_length(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "16000")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "16000")]).await;
     // Lengths from 1 to ~1,900 characters, some with characters that grow when escaped.
     let paths: Vec<String> = (0..120).map(|i| format!("{i}/{}", "a&'".repeat((i * 97) % 640))).collect();
     for chunk in paths.chunks(25) {
@@ -542,7 +542,7 @@ async fn byte_limits_hold_for_urls_of_any_length(b: Backend) {
 }
 
 async fn an_entry_that_outgrows_its_page_moves_and_the_limits_hold(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "14000")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_BYTES", "14000")]).await;
     let long = |i: usize| format!("{i}/{}", "x".repeat(1900));
     store.upsert(&entries((0..6).map(long))).await.unwrap();
     assert_eq!(store.pages(1).await.unwrap().len(), 1);
@@ -563,7 +563,7 @@ async fn an_entry_that_outgrows_its_page_moves_and_the_limits_hold(b: Backend) {
 }
 
 async fn concurrent_writers_keep_every_invariant(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "7")]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "7")]).await;
     let tasks: Vec<_> = (0..6)
         .map(|w| {
             let store = store.clone();
@@ -594,10 +594,7 @@ async fn concurrent_writers_keep_every_invariant(b: Backend) {
 /// same few pages, under small URL and byte limits: no page breaks a limit, each page's bookkeeping matches its
 /// URLs, and the created/deleted counts the writers were told add up to exactly what is stored.
 async fn sixteen_writers_on_shared_locs_keep_counts_exact(b: Backend) {
-    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "8"), ("SITEMAPD_PAGE_MAX_BYTES", "14000")]).await
-    else {
-        return;
-    };
+    let (app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "8"), ("SITEMAPD_PAGE_MAX_BYTES", "14000")]).await;
     // SQLite serializes writers with an in-process lock: a second process would only add SQLITE_BUSY retries.
     let other = match b {
         Backend::Postgres | Backend::Pooler => app.another_process().await.store.clone(),
@@ -652,7 +649,7 @@ async fn sixteen_writers_on_shared_locs_keep_counts_exact(b: Backend) {
 }
 
 async fn migrations_are_idempotent(b: Backend) {
-    let Some((app, store)) = store(b, &[]).await else { return };
+    let (app, store) = store(b, &[]).await;
     store.upsert(&entries(["a".into()])).await.unwrap();
     store.migrate().await.unwrap();
     let again = app.another_process().await;
@@ -661,7 +658,7 @@ async fn migrations_are_idempotent(b: Backend) {
 }
 
 async fn page_state_is_shared_by_every_process(b: Backend) {
-    let Some((app, store)) = store(b, &[]).await else { return };
+    let (app, store) = store(b, &[]).await;
     store.upsert(&entries(["a".into(), "b".into()])).await.unwrap();
     let other = app.another_process().await;
     let pages: Vec<PageState> = other.store.pages(1).await.unwrap();
@@ -674,7 +671,7 @@ async fn page_state_is_shared_by_every_process(b: Backend) {
 /// whatever the planner's statistics say.
 async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
     use sitemapd::store::postgres::PAGE_PLANNER_SETTINGS;
-    let Some((app, store)) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await else { return };
+    let (app, store) = store(b, &[("SITEMAPD_PAGE_MAX_URLS", "50")]).await;
     store.upsert(&entries((0..400).map(|i| format!("e{i}")))).await.unwrap();
     let text = match b {
         Backend::Postgres | Backend::Pooler => {
@@ -697,7 +694,7 @@ async fn a_page_is_read_by_an_ordered_index_scan(b: Backend) {
 async fn the_news_window_is_read_through_its_index(b: Backend) {
     use sitemapd::domain::ext::{News, Publication};
     use sitemapd::store::{NEWS_BEFORE_SQL, NEWS_SQL};
-    let Some((app, store)) = store(b, &[]).await else { return };
+    let (app, store) = store(b, &[]).await;
     let mut batch: Vec<Entry> = entries((0..600).map(|i| format!("n{i}")));
     for (i, e) in batch.iter_mut().enumerate().filter(|(i, _)| i % 50 == 0) {
         let news = News {
@@ -726,7 +723,7 @@ async fn the_news_window_is_read_through_its_index(b: Backend) {
 /// `(site_id, removed_us, loc)` index: never a scan of the table.
 async fn the_removed_window_is_read_through_its_index(b: Backend) {
     use sitemapd::store::REMOVED_SQL;
-    let Some((app, store)) = store(b, &[("SITEMAPD_REMOVED_RETENTION", "30d")]).await else { return };
+    let (app, store) = store(b, &[("SITEMAPD_REMOVED_RETENTION", "30d")]).await;
     let batch = entries((0..600).map(|i| format!("r{i}")));
     store.upsert(&batch).await.unwrap();
     for chunk in batch.chunks(100) {
@@ -791,7 +788,7 @@ fn page_read(page_id: i64, crawler: &str, version_us: i64, first_us: i64) -> Pag
 /// the later flush's; a flush of older fetches that arrives late changes the counts and the first fetch, not the
 /// last answer; on a tie the flush that arrives wins. Other keys (trust, crawler, resource) stay apart.
 async fn crawler_fetch_records_merge_by_key(b: Backend) {
-    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
+    let (_app, store) = store(b, NO_RECORDER).await;
     let first = FetchRecord {
         fetches: 3,
         not_modified: 1,
@@ -842,7 +839,7 @@ async fn crawler_fetch_records_merge_by_key(b: Backend) {
 /// page version read is reported new by exactly one flush. (SQLite: one process's flushes at once, serialized by
 /// its writer.)
 async fn crawler_flushes_of_two_processes_combine(b: Backend) {
-    let Some((app, store)) = store(b, NO_RECORDER).await else { return };
+    let (app, store) = store(b, NO_RECORDER).await;
     let other = match b {
         Backend::Postgres | Backend::Pooler => app.another_process().await.store.clone(),
         Backend::Sqlite => store.clone(),
@@ -900,7 +897,7 @@ async fn crawler_flushes_of_two_processes_combine(b: Backend) {
 /// A page version is reported new by the flush that first records it, and never again: not by a flush of the same
 /// version, nor by one that read it earlier (which moves its first read back), nor by two reads of it in one flush.
 async fn a_page_read_is_new_once(b: Backend) {
-    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
+    let (_app, store) = store(b, NO_RECORDER).await;
     let read = page_read(1, "googlebot", T, T + 100);
     assert_eq!(store.record_crawls(&[], std::slice::from_ref(&read)).await.unwrap(), std::slice::from_ref(&read));
     assert_eq!(store.record_crawls(&[], std::slice::from_ref(&read)).await.unwrap(), []);
@@ -927,7 +924,7 @@ const TWO_SITES: &str = "default=https://www.example.com/, shop=https://shop.exa
 /// `crawler_seen` gives, per page and crawler, the newest version read, whatever order the reads were flushed in;
 /// of one page or of all, of one site only.
 async fn crawler_seen_is_the_newest_version_of_each_page(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES), NO_RECORDER[0]]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_SITES", TWO_SITES), NO_RECORDER[0]]).await;
     let shop = store.sites().by_name("shop").unwrap().id;
     store
         .record_crawls(&[], &[page_read(1, "googlebot", T + 3, T + 30), page_read(1, "bingbot", T + 1, T + 10)])
@@ -956,7 +953,7 @@ async fn crawler_seen_is_the_newest_version_of_each_page(b: Backend) {
 /// site; through the `(site_id, first_us, …)` index, never a scan of the table.
 async fn crawler_lags_are_a_window_newest_first(b: Backend) {
     use sitemapd::store::LAGS_SQL;
-    let Some((app, store)) = store(b, &[("SITEMAPD_SITES", TWO_SITES), NO_RECORDER[0]]).await else { return };
+    let (app, store) = store(b, &[("SITEMAPD_SITES", TWO_SITES), NO_RECORDER[0]]).await;
     let shop = store.sites().by_name("shop").unwrap().id;
     // Page p changed at T + p and was read p seconds later (googlebot) or 2p (bingbot).
     let reads: Vec<PageRead> = (1..=10)
@@ -1009,7 +1006,7 @@ async fn crawler_lags_are_a_window_newest_first(b: Backend) {
 /// The purge deletes the reads made before its time that a newer version of the same page read by the same crawler
 /// supersedes: the newest read of each page and crawler stays, however old; fetch records stay.
 async fn the_crawler_purge_keeps_the_newest_read(b: Backend) {
-    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
+    let (_app, store) = store(b, NO_RECORDER).await;
     let kept = [
         page_read(1, "bingbot", T + 1, T + 1),     // old, but bingbot's newest of page 1
         page_read(1, "googlebot", T + 3, T + 3),   // old, but the newest
@@ -1042,7 +1039,7 @@ async fn the_crawler_purge_keeps_the_newest_read(b: Backend) {
 /// Telemetry is not a change: flushes and purges leave a site's change counter, its page table, its news stamp
 /// and its removed-URLs stamp as they were (the serving path re-reads the page table when the counter moves).
 async fn crawler_telemetry_moves_no_change_counter(b: Backend) {
-    let Some((_app, store)) = store(b, &[("SITEMAPD_REMOVED_RETENTION", "30d"), NO_RECORDER[0]]).await else { return };
+    let (_app, store) = store(b, &[("SITEMAPD_REMOVED_RETENTION", "30d"), NO_RECORDER[0]]).await;
     store.upsert(&entries((0..5).map(|i| format!("p{i}")))).await.unwrap();
     store.delete(&[loc("p0")]).await.unwrap();
     let state = async || {
@@ -1065,7 +1062,7 @@ async fn crawler_telemetry_moves_no_change_counter(b: Backend) {
 /// row named: nothing of it is written.
 async fn a_crawler_flush_with_a_bad_row_is_refused_whole(b: Backend) {
     use sitemapd::store::StoreError;
-    let Some((_app, store)) = store(b, NO_RECORDER).await else { return };
+    let (_app, store) = store(b, NO_RECORDER).await;
     let good = fetched("sitemap.xml", "googlebot", T, T);
     let elsewhere = FetchRecord { site: 999, ..good.clone() };
     let e = store.record_crawls(&[good.clone(), elsewhere], &[]).await.unwrap_err();
@@ -1090,7 +1087,7 @@ async fn a_crawler_flush_with_a_bad_row_is_refused_whole(b: Backend) {
 async fn postgres_a_write_probes_the_loc_index_before_any_analyze() {
     use sitemapd::store::postgres::{LOOKUP_SQL, WRITE_SETTINGS_AND_NOW};
     use sqlx::{AssertSqlSafe, Connection};
-    let Some((app, store)) = store(Backend::Postgres, &[]).await else { return };
+    let (app, store) = store(Backend::Postgres, &[]).await;
     store.upsert(&entries((0..3000).map(|i| format!("bulk/{i}")))).await.unwrap();
     let mut conn = sqlx::PgConnection::connect(&app.db.url).await.unwrap();
     let locs: Vec<String> = (0..2000).map(|i| loc(&format!("bulk/{}", i * 3)).as_str().to_owned()).collect();

@@ -38,7 +38,7 @@ async fn spawn(b: Backend, more: &[(&str, &str)]) -> TestApp {
         ("SITEMAPD_PAGE_MAX_URLS", "2"),
     ];
     vars.extend_from_slice(more);
-    let app = TestApp::spawn(b, &vars).await.expect("a database");
+    let app = TestApp::spawn(b, &vars).await;
     // The configured files are read by the refresh task as it starts: wait until Googlebot's are in.
     wait_for_ranges(&app).await;
     app
@@ -184,6 +184,7 @@ async fn the_lag_is_closed_by_the_first_read_of_the_new_version_only(b: Backend)
     assert_eq!(seen(&app, 1).await.iter().map(|r| r.version_us).collect::<Vec<_>>(), vec![v0]);
 
     // The page changes: the read before the change does not close it, nor does a claimed read after it.
+    // Not a gate: 20 ms between the versions, a distance the lags below are measured against.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     put(&app, &["b"]).await;
     let v1 = app.store.page(1, 1).await.unwrap().unwrap().modified_us;
@@ -194,6 +195,7 @@ async fn the_lag_is_closed_by_the_first_read_of_the_new_version_only(b: Backend)
     assert_eq!(newest(seen(&app, 1).await), vec![("googlebot".to_owned(), v0)], "not yet read since the change");
 
     // Googlebot's conditional request with the old ETag gets the new version: that read closes the lag.
+    // Not a gate: the lag from the change is at least these 20 ms (asserted below).
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let after = get_as(&app, GOOGLE_ADDR, GOOGLEBOT, "/sitemap-1.xml", &[("if-none-match", &old_etag)]).await;
     assert_eq!(after.status, StatusCode::OK);
@@ -238,6 +240,7 @@ async fn two_processes_on_one_database_combine_their_records(b: Backend) {
     for _ in 0..3 {
         get_as(&a, GOOGLE_ADDR, GOOGLEBOT, "/sitemap-1.xml", &[]).await;
     }
+    // Not a gate: the other process's fetch is dated later than these, so that it is the last.
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let last = get_as(&other, GOOGLE_ADDR, GOOGLEBOT, "/sitemap-1.xml.gz", &[]).await;
     tokio::join!(flush(&a), flush(&other));
@@ -277,9 +280,7 @@ async fn a_flood_of_agents_and_addresses_is_recorded_within_bounds(b: Backend) {
 
 async fn telemetry_off_records_nothing(b: Backend) {
     let ranges = ranges();
-    let app = TestApp::spawn(b, &[("SITEMAPD_CRAWLER_TELEMETRY", "false"), ("SITEMAPD_CRAWLER_RANGES", &ranges)])
-        .await
-        .unwrap();
+    let app = TestApp::spawn(b, &[("SITEMAPD_CRAWLER_TELEMETRY", "false"), ("SITEMAPD_CRAWLER_RANGES", &ranges)]).await;
     assert!(app.state.as_ref().unwrap().crawl_recorder().is_none());
     put(&app, &["a"]).await;
     assert_eq!(get_as(&app, GOOGLE_ADDR, GOOGLEBOT, "/sitemap-1.xml", &[]).await.status, StatusCode::OK);

@@ -144,14 +144,14 @@ impl TestApp {
     }
 }
 
-async fn spawn(b: Backend, more: &[(&str, &str)]) -> Option<TestApp> {
+async fn spawn(b: Backend, more: &[(&str, &str)]) -> TestApp {
     let mut vars = vec![("SITEMAPD_SITES", SITES), ("SITEMAPD_API_TOKENS", TOKENS), ("SITEMAPD_PAGE_MAX_URLS", "4")];
     vars.extend_from_slice(more);
     TestApp::spawn(b, &vars).await
 }
 
 async fn the_report_says_what_each_crawler_read(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let s = seed(&app).await;
     let r = get_as(&app, "global-token", "/api/v1/crawlers?site=default").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -211,7 +211,7 @@ async fn the_report_says_what_each_crawler_read(b: Backend) {
 }
 
 async fn a_token_reads_the_crawlers_of_its_sites_only(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let s = seed(&app).await;
     let r = get_as(&app, "shop-token", "/api/v1/crawlers").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -229,7 +229,7 @@ async fn a_token_reads_the_crawlers_of_its_sites_only(b: Backend) {
 }
 
 async fn a_record_says_when_each_major_crawler_read_its_page(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let s = seed(&app).await;
     let lookup = |loc: &str| {
         let uri = format!("/api/v1/urls?loc={}", urlencode(loc));
@@ -283,7 +283,7 @@ async fn a_record_says_when_each_major_crawler_read_its_page(b: Backend) {
 }
 
 async fn the_view_shows_the_panel_and_a_column_per_major_crawler(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let s = seed(&app).await;
     let r = app.get("/view/default/", &[]).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -321,7 +321,7 @@ async fn the_view_shows_the_panel_and_a_column_per_major_crawler(b: Backend) {
 /// A record's lookup screen in the view says, per major crawler, what the API's lookup says: p1 (page 1, read at
 /// its current version) read, p5 (page 2, read before its change) not since; with telemetry off, that it is off.
 async fn a_records_screen_says_whether_each_major_crawler_read_it_since_its_change(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     seed(&app).await;
     let screen = |path: &'static str| {
         let app = &app;
@@ -353,7 +353,7 @@ fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
 }
 
 async fn the_metrics_give_the_last_verified_fetch_and_unseen_pages(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let s = seed(&app).await;
     let r = app.get("/metrics", &[]).await;
     assert_eq!(r.status, StatusCode::OK);
@@ -380,7 +380,7 @@ async fn the_metrics_give_the_last_verified_fetch_and_unseen_pages(b: Backend) {
 }
 
 async fn with_telemetry_off_nothing_is_read_and_the_api_says_so(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     seed(&app).await;
     let off = app.another_process_with(&[("SITEMAPD_CRAWLER_TELEMETRY", "false")]).await;
     let r = get_as(&off, "global-token", "/api/v1/crawlers").await;
@@ -398,7 +398,7 @@ async fn with_telemetry_off_nothing_is_read_and_the_api_says_so(b: Backend) {
 /// a page and the first read of a new version of it (one lag sample), no answer has more lag samples than verified
 /// fetches. Read apart, a flush between the reads paired its samples with the fetch count before it.
 async fn the_report_is_one_snapshot_while_flushes_go_on(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let r = app.request_json_as("global-token", &json!([{"loc": "https://www.example.com/p1"}])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let www = app.store.sites().by_name("default").unwrap().id;

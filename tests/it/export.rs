@@ -34,7 +34,7 @@ async fn export(app: &TestApp, site: Option<i64>) -> String {
 }
 
 async fn an_export_sent_back_changes_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_SITES", SITES)]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_SITES", SITES)]).await;
     let entries = data_set();
     let r = app.put_json(&Value::Array(entries.clone())).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -63,7 +63,7 @@ async fn an_export_sent_back_changes_nothing(b: Backend) {
 }
 
 async fn the_binary_writes_ndjson_alone_or_to_a_new_file(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let dir = tempfile::tempdir().unwrap();
     let bin = env!("CARGO_BIN_EXE_sitemapd");

@@ -63,7 +63,7 @@ pub(crate) fn full_entry(path: &str) -> Value {
 
 async fn each_extension_round_trips_through_the_api(b: Backend) {
     let (clock, _) = clock_at(PUBLISHED_US + HOUR_US);
-    let Some(app) = TestApp::spawn_with_clock(b, &[], clock).await else { return };
+    let app = TestApp::spawn_with_clock(b, &[], clock).await;
     let r = app.put_json(&json!([full_entry("p/42")])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let loc = format!("{PUBLIC_URL}/p/42");
@@ -108,7 +108,7 @@ async fn each_extension_round_trips_through_the_api(b: Backend) {
 /// use, exactly as long as its stored size says, gzip equal to identity.
 async fn a_mixed_data_set_renders_valid_pages_of_exact_size(b: Backend) {
     let (clock, _) = clock_at(PUBLISHED_US + HOUR_US);
-    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_PAGE_MAX_URLS", "7")], clock).await else { return };
+    let app = TestApp::spawn_with_clock(b, &[("SITEMAPD_PAGE_MAX_URLS", "7")], clock).await;
     let mut entries = Vec::new();
     for i in 0..40 {
         let mut e = full_entry(&format!("mix/{i}"));
@@ -168,7 +168,7 @@ async fn a_mixed_data_set_renders_valid_pages_of_exact_size(b: Backend) {
 }
 
 async fn an_entry_too_large_for_any_page_is_refused_with_its_size(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_BYTES", "16384")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_BYTES", "16384")]).await;
     let images: Vec<Value> =
         (0..300).map(|i| json!({"loc": format!("https://cdn.example.net/{i}/{}.jpg", "x".repeat(40))})).collect();
     let entry = json!({"loc": format!("{PUBLIC_URL}/big"), "images": images});
@@ -191,7 +191,7 @@ async fn an_entry_too_large_for_any_page_is_refused_with_its_size(b: Backend) {
 
 async fn changing_only_the_news_leaves_the_page_as_it_was(b: Backend) {
     let (clock, _) = clock_at(PUBLISHED_US + HOUR_US);
-    let Some(app) = TestApp::spawn_with_clock(b, &[], clock).await else { return };
+    let app = TestApp::spawn_with_clock(b, &[], clock).await;
     let mut e = full_entry("story");
     assert_eq!(app.put_json(&json!([e])).await.status, StatusCode::OK);
     let page = app.get("/sitemap-1.xml", &[]).await;
@@ -213,7 +213,7 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
     let (clock, now) = clock_at(t);
     let vars = [("SITEMAPD_STATE_TTL", "0s"), ("SITEMAPD_NEWS_WINDOW", "48h")];
-    let Some(app) = TestApp::spawn_with_clock(b, &vars, clock.clone()).await else { return };
+    let app = TestApp::spawn_with_clock(b, &vars, clock.clone()).await;
     let article = |path: &str, published_us: i64| {
         let date = sitemapd::domain::LastMod::from_unix_micros(published_us.div_euclid(1_000_000) * 1_000_000);
         json!({"loc": format!("{PUBLIC_URL}/{path}"),
@@ -278,7 +278,7 @@ async fn the_news_window_follows_the_clock_and_replicas_agree(b: Backend) {
 async fn news_alone_never_touches_a_page_and_the_index_date_never_goes_back(b: Backend) {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
     let (clock, now) = clock_at(t);
-    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL", "0s")], clock).await else { return };
+    let app = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL", "0s")], clock).await;
     let loc = format!("{PUBLIC_URL}/story");
     assert_eq!(app.put_json(&json!([{"loc": loc}])).await.status, StatusCode::OK);
     let page = app.get("/sitemap-1.xml", &[]).await;
@@ -310,7 +310,7 @@ async fn news_alone_never_touches_a_page_and_the_index_date_never_goes_back(b: B
 /// A listing of records with many extensions stops after about 8 MiB of them, with a cursor to the rest: memory
 /// stays bounded whatever `limit` asks for, and every record is listed once.
 async fn a_listing_of_large_records_is_cut_by_size(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let long = "x".repeat(1000);
     let entries: Vec<Value> = (0..10)
         .map(|i| {
@@ -341,7 +341,7 @@ async fn a_listing_of_large_records_is_cut_by_size(b: Backend) {
 /// Deleting an article changes the news sitemap's Last-Modified even though no article left by age.
 async fn deleting_an_article_moves_the_news_validators(b: Backend) {
     let (clock, _) = clock_at(PUBLISHED_US + HOUR_US);
-    let Some(app) = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL", "0s")], clock).await else { return };
+    let app = TestApp::spawn_with_clock(b, &[("SITEMAPD_STATE_TTL", "0s")], clock).await;
     let a = full_entry("a");
     let mut c = full_entry("c");
     c["news"]["title"] = json!("Another");

@@ -37,7 +37,7 @@ async fn app(backend: Backend, site: &TestSite, policy: &str) -> TestApp {
         ("SITEMAPD_HEALTH_TIMEOUT", "2s"),
         ("SITEMAPD_HEALTH_RATE", "1000"),
     ];
-    TestApp::spawn(backend, &vars).await.unwrap()
+    TestApp::spawn(backend, &vars).await
 }
 
 /// A new checker (and so a new robots.txt cache).

@@ -130,7 +130,7 @@ async fn app(backend: Backend, site: &Site) -> TestApp {
         ("SITEMAPD_HEALTH_RATE", "1000"),
         ("SITEMAPD_HEALTH_HEAD_BYTES", "16384"),
     ];
-    TestApp::spawn(backend, &vars).await.unwrap()
+    TestApp::spawn(backend, &vars).await
 }
 
 /// Stores `paths`, checks them all, and returns each one's record.

@@ -261,6 +261,7 @@ async fn serve(State(site): State<Arc<Shared>>, request: Request) -> Response {
         }
         path::PRIVATE => page(html("")),
         path::SLOW => {
+            // Not a gate: a page that answers slowly is what the checker's timeout is tested against.
             tokio::time::sleep(Duration::from_secs(3)).await;
             page(html(""))
         }
@@ -286,6 +287,7 @@ async fn serve(State(site): State<Arc<Shared>>, request: Request) -> Response {
         }
         p if p.starts_with(path::PAGE) => page(html("")),
         p if p.starts_with(path::SLOWISH) => {
+            // Not a gate: a page that takes a while, so that a check can be caught in flight.
             tokio::time::sleep(Duration::from_millis(150)).await;
             page(html(""))
         }

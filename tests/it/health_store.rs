@@ -86,23 +86,23 @@ async fn check(store: &dyn Store, path: &str, finding: Finding) -> Written<Check
     settled
 }
 
-async fn exclude_app(b: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, Arc<dyn Store>)> {
+async fn exclude_app(b: Backend, vars: &[(&str, &str)]) -> (TestApp, Arc<dyn Store>) {
     let mut all = vec![("SITEMAPD_HEALTH_CHECK", "exclude")];
     all.extend_from_slice(vars);
-    let app = TestApp::spawn(b, &all).await?;
+    let app = TestApp::spawn(b, &all).await;
     let store = app.store.clone();
-    Some((app, store))
+    (app, store)
 }
 
 const FRESH: [(&str, &str); 1] = [("cache-control", "no-cache")];
 
 async fn write_queues_for_check_sites_only(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.store.upsert(&entries(&["a"])).await.unwrap();
     assert_eq!(app.store.health_of(SITE, &loc("a")).await.unwrap(), None, "a site not checked queues nothing");
     assert!(app.store.health_claim(SITE, 10, HOUR).await.unwrap().is_empty());
 
-    let Some((_app, store)) = exclude_app(b, &[("SITEMAPD_HEALTH_CHECK", "report")]).await else { return };
+    let (_app, store) = exclude_app(b, &[("SITEMAPD_HEALTH_CHECK", "report")]).await;
     store.upsert(&entries(&["a", "b"])).await.unwrap();
     let queued = store.health_of(SITE, &loc("a")).await.unwrap().expect("queued by the write");
     assert_eq!((queued.due_us, queued.checked_us, queued.problems), (0, None, Problems::NONE));
@@ -125,7 +125,7 @@ async fn write_queues_for_check_sites_only(b: Backend) {
 }
 
 async fn written_while_claimed_is_due_again_after_the_settle(b: Backend) {
-    let Some((_app, store)) = exclude_app(b, &[]).await else { return };
+    let (_app, store) = exclude_app(b, &[]).await;
     store.upsert(&entries(&["a"])).await.unwrap();
     let claim = claim_one(&*store, "a").await;
     store.upsert(&[dated("a", "2024-05-01")]).await.unwrap();
@@ -141,7 +141,7 @@ async fn written_while_claimed_is_due_again_after_the_settle(b: Backend) {
 }
 
 async fn two_stores_never_claim_one_row_twice(b: Backend) {
-    let Some((app, store)) = exclude_app(b, &[]).await else { return };
+    let (app, store) = exclude_app(b, &[]).await;
     let paths: Vec<String> = (0..120).map(|i| format!("p{i:03}")).collect();
     store.upsert(&paths.iter().map(|p| entry(p)).collect::<Vec<_>>()).await.unwrap();
     let other = app.another_process().await.store;
@@ -167,7 +167,7 @@ async fn two_stores_never_claim_one_row_twice(b: Backend) {
 }
 
 async fn a_lapsed_claim_records_nothing(b: Backend) {
-    let Some((app, store)) = exclude_app(b, &[]).await else { return };
+    let (app, store) = exclude_app(b, &[]).await;
     store.upsert(&entries(&["a"])).await.unwrap();
     let lapsed = store.health_claim(SITE, 10, Duration::ZERO).await.unwrap();
     assert_eq!(locs(&lapsed), ["/a"]);
@@ -196,7 +196,7 @@ async fn sqlx_delete(app: &TestApp, path: &str) {
 }
 
 async fn the_seed_walks_every_record_once(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let store = app.store.clone();
     let paths: Vec<String> = (0..25).map(|i| format!("s{i:02}")).collect();
     store.upsert(&paths.iter().map(|p| entry(p)).collect::<Vec<_>>()).await.unwrap();
@@ -238,7 +238,7 @@ async fn listed_lastmod(app: &TestApp, path: &str) -> Option<String> {
 }
 
 async fn exclusion_changes_only_its_page(b: Backend) {
-    let Some((app, store)) = exclude_app(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let (app, store) = exclude_app(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     store.upsert(&entries(&["a", "b", "c", "d"])).await.unwrap();
     let before = store.pages(SITE).await.unwrap();
     let page1 = app.get("/sitemap-1.xml", &FRESH).await;
@@ -283,7 +283,7 @@ async fn exclusion_changes_only_its_page(b: Backend) {
 }
 
 async fn report_never_excludes(b: Backend) {
-    let Some((_app, store)) = exclude_app(b, &[]).await else { return };
+    let (_app, store) = exclude_app(b, &[]).await;
     store.upsert(&entries(&["a"])).await.unwrap();
     let claim = claim_one(&*store, "a").await;
     let settled = store.health_settle(SITE, &result(&claim, problem(410, &[Kind::Gone]), DAY), false).await.unwrap();
@@ -293,7 +293,7 @@ async fn report_never_excludes(b: Backend) {
 }
 
 async fn an_all_excluded_page_leaves_the_index_and_404s(b: Backend) {
-    let Some((app, store)) = exclude_app(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let (app, store) = exclude_app(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     store.upsert(&entries(&["a", "b", "c", "d"])).await.unwrap();
     assert_eq!(app.get("/sitemap-2.xml", &FRESH).await.status, StatusCode::OK);
     check(&*store, "c", problem(301, &[Kind::Redirect])).await;
@@ -309,7 +309,7 @@ async fn an_all_excluded_page_leaves_the_index_and_404s(b: Backend) {
 }
 
 async fn later_writes_keep_the_excluded_count(b: Backend) {
-    let Some((_app, store)) = exclude_app(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let (_app, store) = exclude_app(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     store.upsert(&entries(&["a", "b", "c"])).await.unwrap();
     check(&*store, "b", problem(404, &[Kind::NotFound])).await;
     let excluded = |store: Arc<dyn Store>, id: i64| async move {
@@ -335,7 +335,7 @@ async fn later_writes_keep_the_excluded_count(b: Backend) {
 }
 
 async fn the_news_sitemap_omits_an_excluded_entry(b: Backend) {
-    let Some((_app, store)) = exclude_app(b, &[]).await else { return };
+    let (_app, store) = exclude_app(b, &[]).await;
     let news = |path: &str, title: &str| {
         let news = serde_json::json!({"publication": {"name": "The Times", "language": "en"},
                                       "publication_date": "2024-05-01", "title": title});
@@ -351,7 +351,7 @@ async fn the_news_sitemap_omits_an_excluded_entry(b: Backend) {
 }
 
 async fn summary_and_listing_count_findings(b: Backend) {
-    let Some((_app, store)) = exclude_app(b, &[]).await else { return };
+    let (_app, store) = exclude_app(b, &[]).await;
     store.upsert(&entries(&["a", "b", "c", "d", "e"])).await.unwrap();
     let claims = store.health_claim(SITE, 10, HOUR).await.unwrap();
     let by = |path: &str| claims.iter().find(|c| c.loc == loc(path)).unwrap();
@@ -406,7 +406,7 @@ async fn summary_and_listing_count_findings(b: Backend) {
 }
 
 async fn host_slots_are_spaced_and_held(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let store = app.store.clone();
     let h = "https://www.example.com:443";
     assert_eq!(store.health_host_slot(h, HOUR, Duration::ZERO).await.unwrap(), Duration::ZERO, "first: now");

@@ -48,7 +48,7 @@ async fn get_as(app: &TestApp, token: &str, uri: &str) -> crate::support::TestRe
     app.get(uri, &[("authorization", &bearer(token))]).await
 }
 
-async fn spawn(b: Backend, checks: &str) -> Option<TestApp> {
+async fn spawn(b: Backend, checks: &str) -> TestApp {
     let vars = [
         ("SITEMAPD_SITES", SITES),
         ("SITEMAPD_API_TOKENS", TOKENS),
@@ -135,7 +135,7 @@ async fn lookup(app: &TestApp, token: &str, loc: &str) -> Value {
 }
 
 async fn a_lookup_has_the_records_health_or_null_when_its_site_is_not_checked(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let health = |status: Value, problems: Value, excluded: bool| {
         json!({
@@ -194,7 +194,7 @@ async fn list_as(app: &TestApp, token: &str, query: &str) -> Value {
 }
 
 async fn the_problem_listing_filters_pages_by_keyset_and_refuses_unknown_names(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let g = "global-token";
     let problems = [www("p1"), www("p2"), www("p3"), HOSTILE_STORED.to_owned()];
@@ -251,7 +251,7 @@ async fn the_problem_listing_filters_pages_by_keyset_and_refuses_unknown_names(b
 }
 
 async fn the_health_report_counts_each_kind_for_the_sites_a_token_reaches(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let r = get_as(&app, "global-token", "/api/v1/health").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -312,7 +312,7 @@ async fn the_health_report_counts_each_kind_for_the_sites_a_token_reaches(b: Bac
 }
 
 async fn the_metrics_give_problem_excluded_and_backlog_urls_of_checked_sites(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let text = app.get("/metrics", &[]).await.text();
     let ours = ["sitemapd_health_problem_urls{", "sitemapd_health_excluded_urls{", "sitemapd_health_backlog_urls{"];
@@ -346,7 +346,7 @@ async fn the_metrics_give_problem_excluded_and_backlog_urls_of_checked_sites(b: 
 }
 
 async fn the_site_screen_lists_problem_urls_with_their_reason_escaped(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let r = app.get("/view/default/", &[]).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -385,7 +385,7 @@ async fn the_site_screen_lists_problem_urls_with_their_reason_escaped(b: Backend
 /// The lookup screen each problem URL links to is titled by the URL and shows its health (why, since when, left
 /// out or not, its last and next check) and its crawler reads; a URL of a site that is not checked says so.
 async fn a_problem_urls_screen_is_titled_by_its_url_and_shows_its_health(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let site = app.get("/view/default/", &[]).await.text();
     let href = between(&site, "<th scope=\"row\" data-label=\"URL\" class=\"loc\"><a href=\"./", "\"");
@@ -416,7 +416,7 @@ async fn a_problem_urls_screen_is_titled_by_its_url_and_shows_its_health(b: Back
 /// URLs the write path queued (no walk of the stored records has run) and all checked: the panel does not say
 /// that stored URLs are still being queued, and the report says `seeded`.
 async fn urls_the_writes_queued_are_not_said_to_be_still_queued(b: Backend) {
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let html = app.get("/view/default/", &[]).await.text();
     let panel = between(&html, "<h2 id=\"health\">URL health</h2>", "</p>");
@@ -441,7 +441,7 @@ fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
 async fn the_panel_renders_in_a_real_browser_at_both_widths(b: Backend) {
     use crate::view::{chromium, dom, screenshot, serve};
     let chromium = chromium();
-    let Some(app) = spawn(b, CHECKS).await else { return };
+    let app = spawn(b, CHECKS).await;
     seed(&app).await;
     let (port, _stop) = serve(&app).await;
     let url = format!("http://127.0.0.1:{port}/view/default/");

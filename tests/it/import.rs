@@ -190,7 +190,7 @@ async fn legacy_site() -> Peer {
 }
 
 async fn a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let peer = legacy_site().await;
     let summary = import(&app, options(&app, vec![peer.url("/robots.txt")])).await;
     assert!(summary.success(), "{summary}");
@@ -248,7 +248,7 @@ async fn a_site_moves_in_from_its_robots_txt_and_a_second_import_changes_nothing
 /// is missing, not a sitemap, or keeps failing is reported with why; what could be read is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loops_deep_chains_and_failing_sources_are_reported() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let peer = Peer::start(|base| {
         let a = index(&[format!("{base}/loop-b.xml")]);
         let b = index(&[format!("{base}/loop-a.xml"), format!("{base}/leaf.xml")]);
@@ -320,7 +320,7 @@ async fn loops_deep_chains_and_failing_sources_are_reported() {
 /// reported as cut; so is a sitemap of more than 50,000 URLs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_past_the_protocols_limits_are_read_up_to_them() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let comment = format!("<!--{}-->\n", "x".repeat(1000));
     let bomb =
         gzip(urlset(&format!("{}{}{}", url("bomb/first"), comment.repeat(60_000), url("bomb/never"))).as_bytes());
@@ -370,7 +370,7 @@ async fn files_past_the_protocols_limits_are_read_up_to_them() {
 /// by line; the valid ones around them are stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_entries_go_to_the_rejects_file_and_the_rest_is_stored() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let xml = dir.path().join("bad.xml");
     std::fs::write(
@@ -437,7 +437,7 @@ async fn invalid_entries_go_to_the_rejects_file_and_the_rest_is_stored() {
 /// onto the public URL before validation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_writes_nothing_and_rewrites_move_hosts() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("staging.xml");
     std::fs::write(&file, urlset("<url><loc>https://staging.example.org/a</loc></url>\n<url><loc>https://staging.example.org/b</loc></url>\n")).unwrap();
@@ -462,7 +462,7 @@ async fn a_dry_run_writes_nothing_and_rewrites_move_hosts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_missing_removes_what_no_source_lists_any_more() {
     let sites = "default=https://www.example.com/, shop=https://shop.example.com/";
-    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", sites)]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", sites)]).await;
     app.put_paths(&["a", "b", "c", "gone/1", "gone/2"]).await;
     let r = app.put_json(&json!([{"loc": "https://shop.example.com/x"}])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -520,7 +520,7 @@ async fn delete_missing_removes_what_no_source_lists_any_more() {
 /// counted as stored is stored, and the sources not yet read are not read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_fails_stops_the_import_and_the_counts_stay_true() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let peer = Peer::start(|base| {
         let listed = index(&[format!("{base}/slow.txt"), format!("{base}/later.txt")]);
         Router::new()
@@ -529,6 +529,7 @@ async fn a_store_that_fails_stops_the_import_and_the_counts_stay_true() {
                 "/slow.txt",
                 get(|| async {
                     let lines = (0..20).map(|i| async move {
+                        // Not a gate: the source trickles in, so that the file goes while the import runs.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         Ok::<_, std::io::Error>(format!("{PUBLIC_URL}/slow/{i}\n"))
                     });
@@ -568,7 +569,7 @@ async fn a_store_that_fails_stops_the_import_and_the_counts_stay_true() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_entry_goes_to_its_site() {
     let sites = "default=https://www.example.com/, shop=https://shop.example.com/";
-    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", sites)]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", sites)]).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("both.xml");
     std::fs::write(&file, urlset(&format!("{}<url><loc>https://shop.example.com/x</loc></url>\n", url("a")))).unwrap();
@@ -583,7 +584,7 @@ async fn each_entry_goes_to_its_site() {
 
 /// What `export` writes, `import` takes back: every entry unchanged.
 async fn an_export_imported_back_changes_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let entries: Vec<Value> = (0..3).map(|i| crate::extensions::full_entry(&format!("full/{i}"))).collect();
     let r = app.put_json(&Value::Array(entries)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -603,7 +604,7 @@ async fn an_export_imported_back_changes_nothing(b: Backend) {
 /// lastmod and image: imported in either order they make one record with all of it, and a second import changes
 /// nothing.
 async fn a_news_sitemap_and_a_page_sitemap_make_one_record(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     // Published a little while ago: the news window ends at the current whole second.
     let now = (time::OffsetDateTime::now_utc() - time::Duration::minutes(5))
@@ -708,7 +709,7 @@ fn by_section(summary: &Summary) -> Vec<(Option<&str>, u64)> {
 /// to their own sitemap's (or, when that names none, the index's): the site keeps the structure Yoast gave it, and
 /// the summary counts each section. A second import changes nothing.
 async fn a_yoast_site_keeps_its_sections(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let peer = yoast_site().await;
     let mut from_names = options(&app, vec![peer.url("/sitemap_index.xml")]);
     from_names.sections = Sections::FromNames;
@@ -758,7 +759,7 @@ async fn a_yoast_site_keeps_its_sections(b: Backend) {
 
 /// `--section shop` puts every entry read in `shop`, whatever the sitemaps' names.
 async fn everything_goes_into_the_section_given(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let peer = yoast_site().await;
     let mut shop = options(&app, vec![peer.url("/sitemap_index.xml")]);
     shop.sections = Sections::All(sitemapd::domain::Section::parse("shop").unwrap());
@@ -775,7 +776,7 @@ async fn everything_goes_into_the_section_given(b: Backend) {
 /// The command line: a `--section` that is no valid section, or given with `--sections-from-names`, is a usage
 /// error (exit 2) before anything is read, opened or written; `--sections-from-names` prints a line per section.
 async fn a_bad_section_fails_cleanly_and_writes_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let peer = yoast_site().await;
     let dir = tempfile::tempdir().unwrap();
     let source = format!("{}/sitemap_index.xml", peer.base);
@@ -818,11 +819,11 @@ async fn a_bad_section_fails_cleanly_and_writes_nothing(b: Backend) {
 /// A running sitemapd's text sitemaps, plain and gzip, imported into another database: the same locs, read as
 /// text sitemaps.
 async fn a_running_sitemapds_text_pages_import_into_another_database(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     app.put_paths(&["a", "b?x=1&y=2", "caf\u{e9}", "d", "e"]).await;
     let router = app.router.clone();
     let server = Peer::start(move |_| router).await;
-    let Some(copy) = TestApp::spawn(b, &[]).await else { return };
+    let copy = TestApp::spawn(b, &[]).await;
     let sources = vec![server.url("/sitemap-1.txt"), server.url("/sitemap-2.txt.gz")];
     let summary = import(&copy, options(&copy, sources)).await;
     assert!(summary.success(), "{summary}");
@@ -866,7 +867,7 @@ async fn real_world_sitemaps_are_read() {
         ("sitemaps", "https://www.sitemaps.org/"),
     ];
     let sites: Vec<String> = hosts.iter().map(|(n, u)| format!("{n}={u}")).collect();
-    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", &sites.join(","))]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_SITES", &sites.join(","))]).await;
     let files = [
         "hebdenbridgetimes-articles-sitemap.xml",
         "shinpaideshou-news-sitemap.xml",
@@ -954,7 +955,7 @@ fn run(dir: &Path, db: &str, args: &[&str]) -> std::process::Output {
 /// a terminal, and the exit status: 0 every source read whole, 1 one was not, 2 a bad command line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     // A source slow enough for several progress lines: a text sitemap that trickles in.
     let peer = Peer::start(|_| {
@@ -964,6 +965,7 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
                 let lines = (0..6).map(|i| {
                     let line = format!("{PUBLIC_URL}/slow/{i}\n");
                     async move {
+                        // Not a gate: the source trickles in, slow enough for several progress lines.
                         tokio::time::sleep(Duration::from_millis(150)).await;
                         Ok::<_, std::io::Error>(line)
                     }
@@ -1021,7 +1023,7 @@ async fn the_binary_reports_progress_a_summary_and_an_exit_status() {
 /// reason and the rejects file. One valid entry among them is an import that worked (exit 0), as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_that_rejects_every_entry_exits_1_saying_why() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let bad: String = (1..=5).map(|i| format!("https://elsewhere.example/{i}\n")).collect();
     std::fs::write(dir.path().join("bad.txt"), &bad).unwrap();
@@ -1058,7 +1060,7 @@ async fn an_import_that_rejects_every_entry_exits_1_saying_why() {
 /// documented `--no-indexnow`; `--indexnow` queues what it changes, like the API's writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_queues_for_indexnow_only_when_asked() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), format!("{PUBLIC_URL}/a\n{PUBLIC_URL}/b\n")).unwrap();
     std::fs::write(dir.path().join("c.txt"), format!("{PUBLIC_URL}/c\n")).unwrap();
@@ -1096,7 +1098,7 @@ async fn an_import_queues_for_indexnow_only_when_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(sitemapd_no_script, ignore = "needs script (util-linux)")]
 async fn on_a_terminal_progress_is_a_bar() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("urls.txt");
     std::fs::write(&file, (0..3000).map(|i| format!("{PUBLIC_URL}/tty/{i}\n")).collect::<String>()).unwrap();
@@ -1187,7 +1189,7 @@ fn no_output_names_the_database_or_its_files() {
 /// lines copied into the rejects file, and a FIFO named as a source is refused, not waited on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_index_lists_only_regular_files_beside_it() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let legacy = dir.path().join("legacy");
     std::fs::create_dir_all(legacy.join("sub")).unwrap();
@@ -1275,7 +1277,7 @@ async fn a_local_index_lists_only_regular_files_beside_it() {
 /// it is (exit 1), not thousands of rejected lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undecodable_files_fail_saying_what_they_are() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let xml = urlset(&(0..100).map(|i| url(&format!("u/{i}"))).collect::<String>()).replace("UTF-8", "UTF-16");
     let mut utf16 = vec![0xff, 0xfe];
@@ -1297,7 +1299,7 @@ async fn undecodable_files_fail_saying_what_they_are() {
 /// the page table as last read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_from_a_running_sitemapd_sees_another_processs_writes() {
-    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_STATE_TTL", "60s")]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_STATE_TTL", "60s")]).await;
     app.put_paths(&["one"]).await;
     assert_eq!(app.get("/sitemap-1.xml", &[]).await.status, StatusCode::OK);
     let cli = app.another_process().await;

@@ -170,7 +170,7 @@ fn vars(endpoint: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-async fn app_for(b: Backend, fake: &FakeIndexNow, more: &[(&'static str, &str)]) -> Option<TestApp> {
+async fn app_for(b: Backend, fake: &FakeIndexNow, more: &[(&'static str, &str)]) -> TestApp {
     let mut all = vars(&fake.url);
     all.extend(more.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -217,7 +217,7 @@ async fn metric(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> f64 {
 /// The key file is served, and the changed locs are sent once, with the site's host, key and key location.
 async fn changes_are_sent_with_the_host_the_key_and_its_file(b: Backend) {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     let r = app.get(&format!("/{KEY}.txt"), &[]).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
@@ -254,7 +254,7 @@ async fn changes_are_sent_with_the_host_the_key_and_its_file(b: Backend) {
 /// An identical re-send changes nothing, so it queues nothing; an unconfigured service queues nothing at all.
 async fn an_identical_resend_queues_nothing(b: Backend) {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     let entries = json!([{"loc": loc("a"), "lastmod": "2024-05-01"}, {"loc": loc("b")}]);
     assert_eq!(app.put_json(&entries).await.status, StatusCode::OK);
     assert_eq!(queued(&app).await, 2);
@@ -279,7 +279,7 @@ async fn an_identical_resend_queues_nothing(b: Backend) {
 /// A loc changed five times (and a NDJSON body that names it twice) before a send is one row, sent once.
 async fn five_changes_before_a_send_are_sent_once(b: Backend) {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     for day in 1..=5 {
         let r = app.put_json(&json!([{"loc": loc("hot"), "lastmod": format!("2024-05-0{day}")}])).await;
         assert_eq!(r.json()["unchanged"], 0, "day {day}");
@@ -301,7 +301,7 @@ async fn five_changes_before_a_send_are_sent_once(b: Backend) {
 /// Deletes are notified (engines learn of the 404), by either delete route.
 async fn deletes_are_notified(b: Backend) {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     app.put_paths(&["a", "b", "c"]).await;
     let sender = start(&app);
     assert_eq!(drained(&app, &fake).await.len(), 1);
@@ -329,7 +329,7 @@ async fn deletes_are_notified(b: Backend) {
 /// 10,001 changed locs go as two requests: 10,000 and 1, each loc once.
 async fn a_request_holds_at_most_10000_urls(b: Backend) {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     let ndjson: String = (0..10_001).map(|i| format!("{{\"loc\": \"{}\"}}\n", loc(&format!("bulk/{i}")))).collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
     assert_eq!(queued(&app).await, 10_001);
@@ -347,7 +347,7 @@ async fn a_request_holds_at_most_10000_urls(b: Backend) {
 /// 429 (with `Retry-After: 0`, which must not become a hot loop) and a 503: sent again later, accepted once.
 async fn rate_limited_then_sent_once(b: Backend) {
     let fake = FakeIndexNow::start(&[Answer(429, Some("0")), Answer(503, None)]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     let retries = metric(&app, "sitemapd_indexnow_retries_total", &[("reason", "rate_limited")]).await;
     app.put_paths(&["a", "b"]).await;
     let sender = start(&app);
@@ -362,7 +362,7 @@ async fn rate_limited_then_sent_once(b: Backend) {
 /// 403 (the key is not valid for the host): dropped, not retried, counted under its reason.
 async fn a_refused_key_is_dropped(b: Backend) {
     let fake = FakeIndexNow::start(&[Answer(403, None)]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     let dropped = metric(&app, "sitemapd_indexnow_dropped_total", &[("reason", "key_not_valid")]).await;
     app.put_paths(&["a", "b"]).await;
     let sender = start(&app);
@@ -378,7 +378,7 @@ async fn a_refused_key_is_dropped(b: Backend) {
 /// A send that fails `indexnow_max_attempts` times is given up: dropped, counted, the outbox empty.
 async fn failures_are_given_up_after_the_last_attempt(b: Backend) {
     let fake = FakeIndexNow::start(&[Answer(500, None), Answer(502, None), Answer(500, None)]);
-    let Some(app) = app_for(b, &fake, &[("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "2")]).await else { return };
+    let app = app_for(b, &fake, &[("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "2")]).await;
     let gave_up = metric(&app, "sitemapd_indexnow_dropped_total", &[("reason", "gave_up")]).await;
     app.put_paths(&["a"]).await;
     let sender = start(&app);
@@ -392,7 +392,7 @@ async fn failures_are_given_up_after_the_last_attempt(b: Backend) {
 /// and a loc that was not changed is not.
 async fn a_change_during_a_send_is_sent_again(b: Backend) {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(b, &fake, &[]).await else { return };
+    let app = app_for(b, &fake, &[]).await;
     app.put_paths(&["a", "b"]).await;
     fake.hold_next();
     let sender = start(&app);
@@ -416,7 +416,7 @@ async fn each_site_sends_its_own_batches(b: Backend) {
     let sites = "default=https://www.example.com/, shop=https://shop.example.com/, de=https://example.de/";
     let keys = format!("default={KEY}, shop={SHOP_KEY}");
     let more = [("SITEMAPD_SITES", sites), ("SITEMAPD_INDEXNOW_KEYS", keys.as_str())];
-    let Some(app) = app_for(b, &fake, &more).await else { return };
+    let app = app_for(b, &fake, &more).await;
     for (key, host, status) in [
         (KEY, "www.example.com", StatusCode::OK),
         (KEY, "shop.example.com", StatusCode::NOT_FOUND),
@@ -530,7 +530,7 @@ async fn redirects_are_not_followed(b: Backend) {
     let mut all = vars(&endpoint_url);
     all.push(("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "10".to_owned()));
     let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let Some(app) = TestApp::spawn(b, &all).await else { return };
+    let app = TestApp::spawn(b, &all).await;
     let redirected = metric(&app, "sitemapd_indexnow_retries_total", &[("reason", "redirected")]).await;
     app.put_paths(&["a", "b"]).await;
     let sender = start(&app);
@@ -575,7 +575,7 @@ through_pooler!(
 #[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 async fn two_senders_on_one_postgres_send_each_url_once() {
     let fake = FakeIndexNow::start(&[]);
-    let Some(app) = app_for(Backend::Postgres, &fake, &[]).await else { return };
+    let app = app_for(Backend::Postgres, &fake, &[]).await;
     let n = 3_000;
     let ndjson: String = (0..n).map(|i| format!("{{\"loc\": \"{}\"}}\n", loc(&format!("p/{i}")))).collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);

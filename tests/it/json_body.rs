@@ -42,7 +42,7 @@ fn nested(depth: usize) -> String {
 /// The three inputs that answered 500 (a panic behind `expect("a RawValue is valid JSON")`), in each body that
 /// takes JSON: a lone surrogate in a string, a number out of range, an element nested deeper than 128.
 async fn lone_surrogates_huge_numbers_and_deep_nesting_never_answer_500(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["kept"]).await;
     let ok = format!(r#"{{"loc": "{}"}}"#, loc("ok"));
     let surrogate = format!(r#"{{"loc": "{}\ud800"}}"#, loc("s"));
@@ -99,7 +99,7 @@ async fn lone_surrogates_huge_numbers_and_deep_nesting_never_answer_500(b: Backe
 /// A field given twice is refused, never "the last one wins": a proxy or validator in front may have checked the
 /// first.
 async fn a_field_given_twice_is_refused_in_arrays_and_ndjson(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let twice = format!(r#"{{"loc": "https://evil.example/", "loc": "{}"}}"#, loc("d"));
     let r = put_json_text(&app, format!(r#"[{{"loc": "{}"}}, {twice}]"#, loc("ok"))).await;
     let e = assert_error(&r, StatusCode::UNPROCESSABLE_ENTITY, "1 of 2 entries are invalid");
@@ -127,7 +127,7 @@ async fn a_field_given_twice_is_refused_in_arrays_and_ndjson(b: Backend) {
 
 /// Bodies are read as UTF-8, so any other declared charset is 415 on every body-taking route and media type.
 async fn a_charset_other_than_utf8_is_415(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let entries = json!([{"loc": loc("a")}]).to_string();
     let line = json!({"loc": loc("a")}).to_string();
     let locs = json!([loc("a")]).to_string();
@@ -163,7 +163,7 @@ async fn a_charset_other_than_utf8_is_415(b: Backend) {
 /// The entry cap applies while the array is parsed: the element past `max_json_entries` stops it, before the
 /// rest of the body is even looked at (here: bytes that are not JSON).
 async fn the_entry_cap_stops_the_parse(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_MAX_JSON_ENTRIES", "3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_MAX_JSON_ENTRIES", "3")]).await;
     let entries: Vec<String> = (0..4).map(|i| json!({"loc": loc(&format!("e{i}"))}).to_string()).collect();
     let r = put_json_text(&app, format!("[{}, this is not JSON", entries.join(", "))).await;
     assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "more than max_json_entries (3)");
@@ -179,7 +179,7 @@ async fn the_entry_cap_stops_the_parse(b: Backend) {
 
 /// A 422 lists at most `MAX_DETAILS` problems however many elements are invalid, and counts them all.
 async fn details_are_bounded(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let n = sitemapd::api::MAX_DETAILS + 500;
     let mut body: Vec<Value> = vec![json!({"loc": loc("ok")})];
     body.extend((0..n).map(|_| json!({"loc": 0, "colour": 1})));

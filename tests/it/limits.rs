@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sitemapd::AppState;
 
-use crate::support::{Backend, PUBLIC_URL, TestApp};
+use crate::support::{Backend, PUBLIC_URL, TestApp, eventually_blocking};
 
 fn loc(path: &str) -> String {
     format!("{PUBLIC_URL}/{path}")
@@ -26,7 +26,7 @@ fn stalled_body(first: String) -> Body {
 
 #[tokio::test]
 async fn an_api_request_past_its_time_limit_answers_503_and_stores_nothing_uncommitted() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TIMEOUT", "1s")]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TIMEOUT", "1s")]).await;
     let line = format!("{}\n", json!({"loc": loc("stalled")}));
     let started = Instant::now();
     let headers = [("content-type", "application/x-ndjson")];
@@ -44,7 +44,7 @@ async fn an_api_request_past_its_time_limit_answers_503_and_stores_nothing_uncom
 
 #[tokio::test]
 async fn a_json_array_over_max_json_entries_is_413_and_stores_nothing() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_ENTRIES", "3")]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_ENTRIES", "3")]).await;
     let four: Vec<Value> = (0..4).map(|i| json!({"loc": loc(&format!("e{i}"))})).collect();
     let r = app.put_json(&Value::Array(four.clone())).await;
     assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
@@ -64,7 +64,7 @@ async fn a_json_array_over_max_json_entries_is_413_and_stores_nothing() {
 
 #[tokio::test]
 async fn a_json_body_over_max_json_bytes_without_a_length_is_413() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await;
     let big: Vec<Value> = (0..40).map(|i| json!({"loc": loc(&format!("p{i}"))})).collect();
     let text = Value::Array(big).to_string();
     assert!(text.len() > 1024);
@@ -80,9 +80,7 @@ async fn a_json_body_over_max_json_bytes_without_a_length_is_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_HEADER_READ_TIMEOUT", "1s")]).await else {
-        return;
-    };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_HEADER_READ_TIMEOUT", "1s")]).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let state = AppState::new(app.store.clone(), &app.config);
@@ -114,7 +112,7 @@ async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
 /// fails is 400; neither stores anything.
 #[tokio::test]
 async fn a_streamed_json_body_is_limited_as_it_arrives() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_MAX_JSON_BYTES", "1024")]).await;
     let headers = [("content-type", "application/json")];
     let element = json!({"loc": loc("streamed")}).to_string();
     let mut chunks = vec![Ok::<_, std::io::Error>(Bytes::from(format!("[{element}")))];
@@ -146,9 +144,7 @@ fn array_of(prefix: &str, n: usize) -> String {
 /// holder ends, the budget is whole again: a body charged all one token may hold goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_past_the_memory_budget_are_503_and_the_budget_comes_back() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await else {
-        return;
-    };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await;
     let budget = &app.state.as_ref().unwrap().body_budget;
     // The holder: 200 kB, sent but its last bytes (charged 448 KiB of the 1 MiB: all one token may hold), then held
     // until the test says.
@@ -216,12 +212,11 @@ async fn bodies_past_the_memory_budget_are_503_and_the_budget_comes_back() {
 /// sends its whole body before it reads (most do) gets the answer rather than a connection closed under it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_answer_reaches_a_client_that_sends_its_whole_body_first() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await else {
-        return;
-    };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_BODY_MEMORY_BYTES", "1048576")]).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let state = AppState::new(app.store.clone(), &app.config);
+    let charged = state.body_budget.clone();
     let server = tokio::spawn(sitemapd::serve(state, listener, std::future::pending(), Duration::from_secs(5)));
     let answers = tokio::task::spawn_blocking(move || {
         let head = |length: usize| {
@@ -233,7 +228,7 @@ async fn a_busy_answer_reaches_a_client_that_sends_its_whole_body_first() {
         // The holder: declares 200 kB, sends 160 kB of it, and waits (it holds all one token may: 448 KiB).
         let mut holder = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         holder.write_all(format!("{}[{}", head(200_000), " ".repeat(160_000)).as_bytes()).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        eventually_blocking("the holder's bytes are charged", || charged.available_kib() <= 1024 - 448);
         // 8 MB sent whole, then the answer read.
         let body = array_of("big", 120_000);
         assert!(body.len() > 8_000_000, "{}", body.len());

@@ -26,6 +26,7 @@ mod health_crawler_view;
 mod health_site;
 mod health_store;
 mod health_view;
+mod hygiene;
 mod import;
 mod indexnow;
 mod json_body;

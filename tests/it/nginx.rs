@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::readme::{BIN, KillOnDrop, fenced_blocks, read_doc, wait_until_healthy};
-use crate::support::xml_texts;
+use crate::readme::{BIN, fenced_blocks, read_doc, wait_until_healthy};
+use crate::support::{SpawnGuarded, xml_texts};
 
 const PUBLIC_URL: &str = "http://www.example.com";
 /// The address the recipe's upstream names, replaced by the test's sitemapd.
@@ -131,10 +131,8 @@ async fn the_nginx_recipe_routes_every_published_file() {
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = KillOnDrop(&mut server);
-    wait_until_healthy(port, server.0);
+        .spawn_guarded();
+    wait_until_healthy(port, &mut server);
 
     let nginx_dir = dir.path().join("nginx");
     std::fs::create_dir(&nginx_dir).unwrap();
@@ -145,10 +143,8 @@ async fn the_nginx_recipe_routes_every_published_file() {
         .arg(nginx_dir.join("error.log"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let nginx = KillOnDrop(&mut nginx);
-    wait_for_nginx(proxy, nginx.0, &nginx_dir);
+        .spawn_guarded();
+    wait_for_nginx(proxy, &mut nginx, &nginx_dir);
 
     // Two pages of the default section, two of `products`, an article for the news sitemap, one URL removed.
     let hour_ago = time::OffsetDateTime::now_utc() - time::Duration::hours(1);

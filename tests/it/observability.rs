@@ -75,7 +75,7 @@ impl TestApp {
 }
 
 async fn metrics_count_requests_writes_pages_and_state(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await;
     // Counters are process-wide and other tests run beside this one, so they are compared as deltas, at least.
     let before = app.scrape().await;
     let json = "application/json";
@@ -154,7 +154,7 @@ const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "options", "
 
 #[tokio::test]
 async fn openapi_document_describes_every_write_route() {
-    let Some(app) = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
+    let app = TestApp::spawn(Backend::Sqlite, &[("SITEMAPD_API_TOKENS", TOKEN)]).await;
     let r = app.get("/api/v1/openapi.json", &[]).await;
     assert_eq!(r.status, StatusCode::OK, "no token needed: {}", r.text());
     assert_eq!(r.header("content-type"), Some("application/json"));

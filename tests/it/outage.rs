@@ -266,7 +266,7 @@ const NO_STATE_CACHE: [(&str, &str); 2] = [("SITEMAPD_STATE_TTL", "0s"), ("SITEM
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 async fn a_database_dropped_under_the_service_answers_503_and_recovers_when_recreated() {
-    let Some(app) = TestApp::spawn(Backend::Postgres, &NO_STATE_CACHE).await else { return };
+    let app = TestApp::spawn(Backend::Postgres, &NO_STATE_CACHE).await;
     app.put_paths(&["a", "b"]).await;
     let name = url::Url::parse(&app.db.url).unwrap().path().trim_start_matches('/').to_owned();
 
@@ -342,7 +342,7 @@ async fn a_role_whose_login_is_revoked_answers_503_and_recovers_when_restored() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sqlite_file_deleted_or_replaced_under_the_service_refuses_writes_with_503() {
     for replace in [false, true] {
-        let app = TestApp::spawn(Backend::Sqlite, &NO_STATE_CACHE).await.unwrap();
+        let app = TestApp::spawn(Backend::Sqlite, &NO_STATE_CACHE).await;
         app.put_paths(&["a"]).await;
         let path = PathBuf::from(app.db.url.strip_prefix("sqlite://").unwrap());
         if replace {

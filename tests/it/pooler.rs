@@ -20,7 +20,7 @@ fn loc(path: &str) -> String {
 }
 
 async fn through_pooler() -> TestApp {
-    TestApp::spawn(Backend::Pooler, &[]).await.expect("always Some")
+    TestApp::spawn(Backend::Pooler, &[]).await
 }
 
 /// The locs every page of the index lists, in order.

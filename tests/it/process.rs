@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Backend, TestDb};
+use crate::support::{Backend, KillOnDrop, SpawnGuarded, TestDb, eventually_blocking, listening, server_read_all};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
 
@@ -103,8 +103,7 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     let mut child = sitemapd(dir.path(), &[("SITEMAPD_BIND", &bind), ("SITEMAPD_PUBLIC_URL", &public)])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_guarded();
     wait_until_healthy(port, &mut child);
     assert!(dir.path().join("sitemapd.db").exists(), "the default store is ./sitemapd.db");
     let body = format!("[{{\"loc\": \"{public}/hello\"}}]");
@@ -139,7 +138,8 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
     let n = slow.read(&mut first).unwrap();
     assert!(n > 0);
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The shutdown has begun (the listener is closed) while the page is still being sent.
+    eventually_blocking("sitemapd closes its listener after SIGTERM", || !listening(port));
     let mut rest = Vec::new();
     slow.read_to_end(&mut rest).unwrap();
     let whole = [&first[..n], &rest].concat();
@@ -165,7 +165,7 @@ fn serves_on_the_default_sqlite_file_and_stops_cleanly_on_sigterm() {
 }
 
 /// Waits at most `limit` for the child to exit; returns its status and everything it wrote.
-fn wait_for_exit(mut child: Child, limit: Duration) -> (std::process::ExitStatus, String, String) {
+fn wait_for_exit(mut child: KillOnDrop, limit: Duration) -> (std::process::ExitStatus, String, String) {
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -275,7 +275,7 @@ fn old_setting_names_start_with_a_warning_each() {
     let bind = format!("127.0.0.1:{port}");
     let vars =
         [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_SHUTDOWN_GRACE_SECS", "3"), ("SITEMAPD_HEALTH_POLL_MS", "20")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let stdout = stop(child);
     let lines = |what: &str| stdout.lines().filter(|l| l.contains(what)).collect::<Vec<_>>();
@@ -301,7 +301,7 @@ fn start_up_names_the_sites_and_warns_of_an_unused_public_url() {
         ("SITEMAPD_INDEXNOW_KEYS", "shop=0123456789abcdef"),
         ("SITEMAPD_INDEXNOW_ENDPOINT", endpoint.as_str()),
     ];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let stdout = stop(child);
     let line = |what: &str| stdout.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {stdout}"));
@@ -321,7 +321,7 @@ fn healthcheck_answers_for_the_configured_address() {
     // A wildcard bind, as in the container: the health check reaches it on 127.0.0.1.
     let bind = format!("0.0.0.0:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_API_TOKENS", "t")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let out = run(dir.path(), &vars, &["healthcheck"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -345,7 +345,7 @@ fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_cle
     let bind = format!("127.0.0.1:{port}");
     let public = format!("http://localhost:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_PUBLIC_URL", &public), ("SITEMAPD_SHUTDOWN_GRACE", "1s")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     // An NDJSON upload that announces far more than it ever sends: the request stays in flight.
     let mut upload = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -358,7 +358,9 @@ fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_cle
             .as_bytes(),
         )
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The request is in flight once sitemapd has read all that was sent.
+    let client_port = upload.local_addr().unwrap().port();
+    eventually_blocking("sitemapd reads the upload's head", || server_read_all(port, client_port));
     let signalled = Instant::now();
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let (status, stdout, stderr) = wait_for_exit(child, Duration::from_secs(10));
@@ -376,7 +378,7 @@ fn a_request_that_outlives_the_grace_period_is_cut_off_and_the_exit_is_still_cle
 }
 
 /// Waits for the child to exit, at most 15 s, and returns its stdout.
-fn stop(mut child: Child) -> String {
+fn stop(mut child: KillOnDrop) -> String {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(15);
     while child.try_wait().unwrap().is_none() {
@@ -402,7 +404,7 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
     let pg = if cfg!(sitemapd_no_postgres) {
         None
     } else {
-        tokio::runtime::Runtime::new().unwrap().block_on(TestDb::new(Backend::Postgres))
+        Some(tokio::runtime::Runtime::new().unwrap().block_on(TestDb::new(Backend::Postgres)))
     };
     let database_url = match &pg {
         Some(db) => {
@@ -420,7 +422,7 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         ("DATABASE_URL", &database_url),
         ("RUST_LOG", "trace"),
     ];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     let body = format!("[{{\"loc\": \"{public}/logged\"}}]");
     let put = format!(
@@ -487,7 +489,7 @@ fn the_access_log_keeps_writes_and_errors_and_all_when_asked() {
             ("SITEMAPD_ACCESS_LOG", access_log),
             ("SITEMAPD_PUBLIC_URL", "https://www.example.com"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         assert_eq!(get(port, "/sitemap.xml").unwrap().0, 404, "no URLs yet");
         let body = r#"[{"loc": "https://www.example.com/a"}]"#;
@@ -533,7 +535,7 @@ fn a_text_log_line_names_status_and_latency_once() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("RUST_LOG", "trace")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     // The database file removed under the service: `/readyz` answers 503.
     std::fs::remove_file(dir.path().join("sitemapd.db")).unwrap();
@@ -692,7 +694,7 @@ fn crash_request_locs(k: usize) -> impl Iterator<Item = String> {
 /// SIGKILL in the middle of a streamed bulk load, then a restart on the same database: every entry of every acknowledged
 /// request is there, and the page bookkeeping matches the stored URLs exactly.
 async fn acknowledged_writes_survive_kill_9(b: Backend) {
-    let Some(db) = TestDb::new(b).await else { return };
+    let db = TestDb::new(b).await;
     let dir = tempfile::tempdir().unwrap();
     let start = |port: u16| {
         let bind = format!("127.0.0.1:{port}");
@@ -703,7 +705,7 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
             ("SITEMAPD_NDJSON_BATCH", "100"),
             ("SITEMAPD_PAGE_MAX_URLS", "50"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         child
     };
@@ -791,7 +793,7 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
 
 /// `sitemapd` serving `DATABASE_URL=sqlite://{db}` on a free port, public URL [`CRASH_PUBLIC_URL`] (so that ETags do
 /// not depend on the port); returns the child and its port once healthy.
-fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
+fn serve_sqlite(dir: &Path, db: &Path) -> (KillOnDrop, u16) {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let url = format!("sqlite://{}", db.display());
@@ -801,7 +803,7 @@ fn serve_sqlite(dir: &Path, db: &Path) -> (Child, u16) {
         ("DATABASE_URL", &url),
         ("SITEMAPD_PAGE_MAX_URLS", "1000"),
     ];
-    let mut child = sitemapd(dir, &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sitemapd(dir, &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     (child, port)
 }
@@ -871,9 +873,8 @@ fn a_kill_9_right_after_the_log_is_deleted_loses_no_acknowledged_write() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL), ("DATABASE_URL", &url)];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let server = crate::readme::KillOnDrop(&mut child);
-    wait_until_healthy(port, server.0);
+    let mut server = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
+    wait_until_healthy(port, &mut server);
     let put = |i: usize| {
         let body = format!("{{\"loc\": \"{CRASH_PUBLIC_URL}/w/{i}\"}}\n");
         http(
@@ -895,8 +896,8 @@ fn a_kill_9_right_after_the_log_is_deleted_loses_no_acknowledged_write() {
     std::fs::remove_file(&wal).unwrap();
     let (status, response) = put(WRITES);
     assert_eq!(status, 503, "a write after the deletion is refused: {response}");
-    server.0.kill().unwrap(); // SIGKILL, at once: no shutdown checkpoint.
-    server.0.wait().unwrap();
+    server.kill().unwrap(); // SIGKILL, at once: no shutdown checkpoint.
+    server.wait().unwrap();
 
     let out = run(dir.path(), &[("DATABASE_URL", &url), ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL)], &["export"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -966,7 +967,7 @@ fn a_closed_log_output_does_not_stop_the_service() {
         let port = free_port();
         let bind = format!("127.0.0.1:{port}");
         let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_LOG_FORMAT", format), ("RUST_LOG", "trace")];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         drop(child.stdout.take());
         drop(child.stderr.take());
@@ -984,7 +985,7 @@ fn a_closed_log_output_does_not_stop_the_service() {
     }
 }
 
-fn wait_for_exit_status(mut child: Child, limit: Duration) -> std::process::ExitStatus {
+fn wait_for_exit_status(mut child: KillOnDrop, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -1009,7 +1010,7 @@ fn scraped(port: u16, name: &str, labels: &[(&str, &str)]) -> f64 {
 /// the changes, and the dead process's claim runs out with its lease (2 × the request timeout + 10 s).
 async fn pending_notifications_survive_kill_9(b: Backend) {
     use crate::indexnow::{FakeIndexNow, KEY};
-    let Some(db) = TestDb::new(b).await else { return };
+    let db = TestDb::new(b).await;
     let dir = tempfile::tempdir().unwrap();
     let start = |port: u16, endpoint: &str| {
         let bind = format!("127.0.0.1:{port}");
@@ -1024,7 +1025,7 @@ async fn pending_notifications_survive_kill_9(b: Backend) {
             ("SITEMAPD_INDEXNOW_TIMEOUT", "1s"),
             ("SITEMAPD_INDEXNOW_MAX_ATTEMPTS", "1000"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         child
     };
@@ -1115,7 +1116,7 @@ fn a_crawler_at_its_own_address_is_verified_and_telemetry_is_flushed_on_sigterm(
         // Nothing is flushed while it runs: what the database holds after the exit was written by the shutdown.
         ("SITEMAPD_TEST_TUNING", "crawler_flush=5m"),
     ];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
     put_ndjson(port, &some_entries("c", 3));
     const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
@@ -1189,7 +1190,7 @@ async fn recorded_checks(url: &str) -> std::collections::BTreeMap<String, (i64, 
 /// lease runs out), without any URL fetched twice at once. 40 URLs at 2 requests a second, each answered in 150 ms.
 async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
     use crate::health_site::{TestSite, path};
-    let Some(db) = TestDb::new(b).await else { return };
+    let db = TestDb::new(b).await;
     let site = TestSite::start();
     let dir = tempfile::tempdir().unwrap();
     let public = format!("{}/", site.base);
@@ -1204,7 +1205,7 @@ async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
             ("SITEMAPD_HEALTH_TIMEOUT", "1s"),
             ("SITEMAPD_TEST_TUNING", "health_poll=20ms"),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
         child
     };
@@ -1250,24 +1251,15 @@ async fn url_health_findings_survive_kill_9_and_the_cycle_resumes(b: Backend) {
     assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
 }
 
-/// A child killed when dropped: a test that fails leaves no server behind.
-struct Running(Option<Child>);
+/// A server the test stops with SIGTERM, expecting a clean exit; killed when dropped first (a failed assertion).
+struct Running(KillOnDrop);
 
 impl Running {
     /// SIGTERM, then a clean exit within 15 s.
-    fn stop(mut self) {
-        let child = self.0.take().unwrap();
+    fn stop(self) {
+        let child = self.0;
         assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
         assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -1280,9 +1272,9 @@ fn every_documented_counter_is_exported_at_zero_from_the_start() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_HEALTH_CHECK", "report")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
     wait_until_healthy(port, &mut child);
-    let child = Running(Some(child));
+    let child = Running(child);
     let (status, response) = get(port, "/metrics").expect("an answer to /metrics");
     assert_eq!(status, 200, "{response}");
     let text = response.split_once("\r\n\r\n").unwrap().1;
@@ -1356,9 +1348,9 @@ fn an_indexnow_drop_at_start_up_is_counted() {
             // The sender's pace: a hidden variable, as a process test has no other way to give it.
             ("SITEMAPD_TEST_TUNING", tuning),
         ];
-        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
         wait_until_healthy(port, &mut child);
-        (Running(Some(child)), port)
+        (Running(child), port)
     };
     // The sender's first round (at start, nothing queued) is its last for an hour: the change stays queued.
     let (child, port) = start("https://old.example.com", "indexnow_interval=1h");
@@ -1384,10 +1376,10 @@ fn background_workers_are_up_in_metrics_and_stop_in_reverse_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
-    let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_HEALTH_CHECK", "report"), ("SITEMAPD_REMOVED_RETENTION", "7d")];
-    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let vars =
+        [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_HEALTH_CHECK", "report"), ("SITEMAPD_REMOVED_RETENTION", "7d")];
+    let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
     wait_until_healthy(port, &mut child);
-    let mut guard = Running(Some(child));
     let expected = [
         "metrics-upkeep",
         "sqlite-watch",
@@ -1401,7 +1393,6 @@ fn background_workers_are_up_in_metrics_and_stop_in_reverse_on_sigterm() {
         assert_eq!(scraped(port, "sitemapd_worker_up", &[("worker", worker)]), 1.0, "{worker} is up");
         assert_eq!(scraped(port, "sitemapd_worker_restarts_total", &[("worker", worker)]), 0.0, "{worker}");
     }
-    let child = guard.0.take().unwrap();
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let (status, stdout, _) = wait_for_exit(child, Duration::from_secs(15));
     assert!(status.success(), "{status}: {stdout}");

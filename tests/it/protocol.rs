@@ -44,7 +44,7 @@ async fn exchange(port: u16, head: &str, body: &str) -> u16 {
 }
 
 async fn host_is_required_once_over_a_socket(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a"]).await;
     let (port, _stop) = serve(&app).await;
     for (head, expected) in [
@@ -66,7 +66,7 @@ async fn host_is_required_once_over_a_socket(b: Backend) {
 }
 
 async fn two_authorization_lines_are_refused_over_a_socket(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await;
     let (port, _stop) = serve(&app).await;
     let body = format!("[{{\"loc\": \"{PUBLIC_URL}/auth\"}}]");
     let put = |auth: &str| format!("PUT /api/v1/urls HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}");
@@ -83,7 +83,7 @@ async fn two_authorization_lines_are_refused_over_a_socket(b: Backend) {
 }
 
 async fn two_content_type_lines_are_refused_over_a_socket(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await;
     let (port, _stop) = serve(&app).await;
     let loc = format!("{PUBLIC_URL}/typed");
     let body = format!("[{{\"loc\": \"{loc}\"}}]");
@@ -102,7 +102,7 @@ async fn two_content_type_lines_are_refused_over_a_socket(b: Backend) {
 
 /// The same rules through the router alone: what hyper hands over is what the router checks.
 async fn host_and_authorization_through_the_router(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_API_TOKENS", TOKEN)]).await;
     let request = |version: Version, hosts: &[&str]| {
         let mut builder = Request::builder().uri("/healthz").version(version);
         for host in hosts {
@@ -146,7 +146,7 @@ async fn statuses(port: u16, bytes: &[u8]) -> Vec<u16> {
 /// does not take a bare LF as a line end would read other requests in those bytes. Body bytes are not heads: an
 /// NDJSON body's LFs pass.
 async fn a_head_line_ending_in_a_bare_lf_is_refused(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let (port, _stop) = serve(&app).await;
     let ok = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
     let close = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";

@@ -12,7 +12,6 @@
 //! Needs `bash`, `curl` and `gunzip` (`.ci/run` installs them); without curl or gunzip the test shows as ignored
 //! (build.rs), and under CI it fails.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 
 use crate::both_backends;
-use crate::support::{Backend, TestApp};
+use crate::support::{Backend, SpawnGuarded, TestApp};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_sitemapd");
 /// The address the README's commands use; replaced by the test's own port.
@@ -248,10 +247,8 @@ fn every_sh_block_of_the_docs_runs_as_shown() {
         .env("SITEMAPD_PUBLIC_URL", format!("http://{address}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _kill = KillOnDrop(&mut server);
-    wait_until_healthy(port, _kill.0);
+        .spawn_guarded();
+    wait_until_healthy(port, &mut server);
 
     for (at, step) in &steps {
         let command = step.command.replace(README_ADDRESS, &address);
@@ -375,19 +372,6 @@ fn anchors_are_github_s() {
     assert_eq!(link_targets("[x](a.md#b) `[y](not)` [z](c/)\n```\n[w](no)\n```\n"), ["a.md#b", "c/"]);
 }
 
-pub(crate) struct KillOnDrop<'a>(pub(crate) &'a mut Child);
-
-impl Drop for KillOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let mut _ignored = String::new();
-        let _ = self.0.wait();
-        if let Some(mut err) = self.0.stderr.take() {
-            let _ = err.read_to_string(&mut _ignored);
-        }
-    }
-}
-
 #[test]
 fn the_block_parses_into_commands_and_shown_outputs() {
     let block = "# intro\ncurl a \\\n  b\n# → one\n#   more\n# →\n# → two\ncurl c\n# → three\n\nprintf x > f\ncurl d\n";
@@ -416,7 +400,7 @@ fn a_wrong_output_does_not_match() {
 
 /// What the table of docs/api.md says of an empty NDJSON body: accepted as `[]` is, 200 with zero counts.
 async fn an_empty_ndjson_body_is_accepted_like_an_empty_array(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     for body in ["", "\n", "\n\n  \n"] {
         let r = app.put_ndjson(body).await;
         assert_eq!(r.status, StatusCode::OK, "{body:?}: {}", r.text());

@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::readme::{BIN, KillOnDrop, fenced_blocks, have, read_doc, wait_until_healthy};
+use crate::readme::{BIN, fenced_blocks, have, read_doc, wait_until_healthy};
+use crate::support::{KillOnDrop, SpawnGuarded};
 
 const TOKEN: &str = "recipe-token";
 
@@ -26,7 +27,8 @@ fn recipe(lang: &str, first: &str) -> String {
 
 /// A running sitemapd on a fresh SQLite database in its own directory, with one token.
 struct Server {
-    child: std::process::Child,
+    /// Killed when the server is dropped.
+    _child: KillOnDrop,
     base: String,
     _dir: tempfile::TempDir,
 }
@@ -45,10 +47,9 @@ impl Server {
             .env("SITEMAPD_API_TOKENS", TOKEN)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .spawn_guarded();
         wait_until_healthy(port, &mut child);
-        Server { child, base, _dir: dir }
+        Server { _child: child, base, _dir: dir }
     }
 
     /// `GET /api/v1/urls?loc=…` with the token: (status, body).
@@ -62,12 +63,6 @@ impl Server {
         let text = String::from_utf8(out.stdout).unwrap();
         let (body, status) = text.rsplit_once('\n').unwrap();
         (status.to_owned(), body.to_owned())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(KillOnDrop(&mut self.child));
     }
 }
 

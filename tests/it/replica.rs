@@ -84,7 +84,7 @@ async fn page(app: &TestApp, path: &str) -> (String, String) {
 async fn reads_come_from_the_replica_and_lag_never_breaks_an_etag() {
     let replica_server = replica_url();
     let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL", "100ms")];
-    let Some(primary_only) = TestApp::spawn(Backend::Postgres, &vars).await else { return };
+    let primary_only = TestApp::spawn(Backend::Postgres, &vars).await;
     let loc = |p: &str| format!("{PUBLIC_URL}/{p}");
     let put = json!([{"loc": loc("a"), "priority": 0.1}, {"loc": loc("b")}, {"loc": loc("c")}]);
     assert_eq!(primary_only.put_json(&put).await.status, 200);
@@ -150,7 +150,7 @@ fn gauge(metrics: &str, name: &str) -> Option<f64> {
 #[cfg_attr(sitemapd_no_postgres, ignore = "needs Postgres: TEST_DATABASE_URL")]
 async fn a_replica_that_is_down_leaves_reads_to_the_primary() {
     let vars = [("SITEMAPD_DB_ACQUIRE_TIMEOUT", "1s")];
-    let Some(primary_only) = TestApp::spawn(Backend::Postgres, &vars).await else { return };
+    let primary_only = TestApp::spawn(Backend::Postgres, &vars).await;
     assert_eq!(primary_only.put_json(&json!([{"loc": format!("{PUBLIC_URL}/a")}])).await.status, 200);
     let nowhere = "postgres://postgres@127.0.0.1:1/nowhere";
     let app = primary_only.another_process_with(&[("DATABASE_READ_URL", nowhere)]).await;

@@ -99,7 +99,7 @@ fn extensions() -> impl Strategy<Value = Ext> {
 fn stored_size_is_rendered_size(backend: Backend) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let vars = [("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_PAGE_MAX_BYTES", "16384"), ("SITEMAPD_CACHE_BYTES", "0")];
-    let Some(app) = rt.block_on(TestApp::spawn(backend, &vars)) else { return };
+    let app = rt.block_on(TestApp::spawn(backend, &vars));
     let mut runner =
         TestRunner::new(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() });
     let strategy = prop::collection::vec(entry_json(), 1..12);

@@ -28,7 +28,7 @@ async fn page_ids(store: &dyn Store) -> Vec<i64> {
 
 async fn each_section_has_its_own_pages_limits_and_no_churn(b: Backend) {
     let vars = [("SITEMAPD_PAGE_MAX_URLS", "3"), ("SITEMAPD_SECTION_MAX_URLS", "tiny=2")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let mut all = batch("d", 5, None);
     all.extend(batch("p", 5, Some("products")));
     all.extend(batch("t", 5, Some("tiny")));
@@ -56,7 +56,7 @@ async fn each_section_has_its_own_pages_limits_and_no_churn(b: Backend) {
 }
 
 async fn moving_an_entry_to_another_section_changes_two_pages(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     let mut all = batch("d", 6, None);
     all.extend(batch("p", 4, Some("products")));
     app.put_json(&Value::Array(all)).await;
@@ -92,7 +92,7 @@ async fn moving_an_entry_to_another_section_changes_two_pages(b: Backend) {
 }
 
 async fn bad_sections_are_refused_and_change_nothing(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_json(&json!([entry("a", Some("blog"))])).await;
     let before = app.store.pages(1).await.unwrap();
     for bad in [
@@ -125,7 +125,7 @@ async fn bad_sections_are_refused_and_change_nothing(b: Backend) {
 }
 
 async fn the_listing_filters_by_section(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let mut all = batch("d", 3, None);
     all.extend(batch("p", 4, Some("products")));
     all.extend(batch("b", 2, Some("blog")));
@@ -159,7 +159,7 @@ async fn the_listing_filters_by_section(b: Backend) {
 }
 
 async fn a_section_page_size_below_what_is_stored_is_refused_at_start(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_SECTION_MAX_URLS", "products=3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_SECTION_MAX_URLS", "products=3")]).await;
     app.put_json(&Value::Array(batch("p", 3, Some("products")))).await;
     let lower = app.config_with(&[("SITEMAPD_SECTION_MAX_URLS", "products=2")]);
     let e = sitemapd::store::open(&options(&lower)).await.err().expect("refused");
@@ -175,7 +175,7 @@ async fn a_section_page_size_below_what_is_stored_is_refused_at_start(b: Backend
 /// The index room is the site's: one section's pages can take it, and a write that needs a page beyond it is
 /// refused whole (507, as ever), whatever its section.
 async fn sections_share_the_index_room(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "1")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "1")]).await;
     // 49,998 full pages of the default section: their rows alone (the room is counted in pages). Postgres's
     // change-counter trigger would update one row 49,998 times in one transaction (quadratic): off meanwhile.
     let insert = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 49998) \
@@ -202,7 +202,7 @@ async fn sections_share_the_index_room(b: Backend) {
 /// Sections give their room back: a section whose URLs are all deleted holds no room, so the room is free again
 /// for new sections, and the index keeps answering the pages that hold URLs (issue 37, item 4).
 async fn a_section_emptied_gives_its_room_back(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "1")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "1")]).await;
     // 49,990 full pages of a section with no name (rows alone, never listed): they take room as any full page does,
     // so that the room ends nine pages in. Postgres's change-counter trigger is off meanwhile, as above.
     let filler = page_id(999, 1) - 1;
@@ -260,15 +260,15 @@ async fn a_section_emptied_gives_its_room_back(b: Backend) {
 }
 
 /// A TestApp whose public URL is where it is served on loopback, so that its index lists URLs a reader can fetch.
-async fn served(b: Backend, vars: &[(&str, &str)]) -> Option<(TestApp, String)> {
+async fn served(b: Backend, vars: &[(&str, &str)]) -> (TestApp, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let mut all = vec![("SITEMAPD_PUBLIC_URL", base.as_str())];
     all.extend_from_slice(vars);
-    let app = TestApp::spawn(b, &all).await?;
+    let app = TestApp::spawn(b, &all).await;
     let router = app.router.clone().into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    Some((app, base))
+    (app, base)
 }
 
 /// Three sections and the default one, served: the index lists the default section's pages, then each section's by
@@ -280,7 +280,7 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
         ("SITEMAPD_SECTION_MAX_URLS", "blog=2"),
         ("SITEMAPD_REMOVED_RETENTION", "30d"),
     ];
-    let Some((app, base)) = served(b, &vars).await else { return };
+    let (app, base) = served(b, &vars).await;
     let at = |path: &str, section: Option<&str>| match section {
         Some(s) => json!({"loc": format!("{base}/{path}"), "section": s, "lastmod": "2026-11-01"}),
         None => json!({"loc": format!("{base}/{path}")}),
@@ -352,7 +352,7 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
     let index = app.get("/sitemap.xml", &[]).await.text();
     assert!(index.contains(&format!("{base}/sitemap-removed.xml")), "{index}");
     // Read back: sitemapd import of the index, each page's section from its name, into another database.
-    let Some(copy) = TestApp::spawn(b, &[("SITEMAPD_PUBLIC_URL", base.as_str())]).await else { return };
+    let copy = TestApp::spawn(b, &[("SITEMAPD_PUBLIC_URL", base.as_str())]).await;
     let source = sitemapd::import::Source::parse(&format!("{base}/sitemap.xml")).unwrap();
     let mut options = crate::import::options(&copy, vec![source]);
     options.sections = sitemapd::import::Sections::FromNames;
@@ -376,7 +376,7 @@ async fn sections_are_served_validated_and_read_back_by_import(b: Backend) {
 
 /// The view sums up each section and labels each page with its section and file.
 async fn the_view_groups_pages_by_section(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     let before = app.get("/view/default/", &[]).await.text();
     let mut all = batch("d", 3, None);
     all.extend(batch("p", 3, Some("products")));

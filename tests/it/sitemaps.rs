@@ -44,7 +44,7 @@ fn changed(
 
 async fn the_index_lists_each_non_empty_page_at_the_public_root(b: Backend) {
     let vars = [("SITEMAPD_PUBLIC_URL", "https://www.example.com/shop/"), ("SITEMAPD_PAGE_MAX_URLS", "2")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     assert_eq!(app.get("/sitemap.xml", &[]).await.status, StatusCode::NOT_FOUND, "nothing stored yet");
     let entries: Vec<Value> = (0..5).map(|i| json!({"loc": format!("https://www.example.com/shop/p{i}")})).collect();
     assert_eq!(app.put_json(&Value::Array(entries)).await.status, StatusCode::OK);
@@ -71,7 +71,7 @@ async fn the_index_lists_each_non_empty_page_at_the_public_root(b: Backend) {
 }
 
 async fn pages_render_escaped_valid_xml(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let r = app
         .put_json(&json!([
             {"loc": loc("it's?q=a&b=c"), "lastmod": "2024-05-01T08:20+02:00", "changefreq": "Daily", "priority": 0.8},
@@ -98,7 +98,7 @@ async fn pages_render_escaped_valid_xml(b: Backend) {
 }
 
 async fn gzip_is_negotiated_deterministic_and_has_its_own_etag(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     // Large enough for many render chunks, so that the gzip encoder sees the database cursor pause.
     let ndjson: String = (0..3000)
         .map(|i| {
@@ -147,7 +147,7 @@ async fn gzip_is_negotiated_deterministic_and_has_its_own_etag(b: Backend) {
 }
 
 async fn conditional_get_and_head(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a", "b"]).await;
     for path in ["/sitemap.xml", "/sitemap-1.xml", "/sitemap-1.xml.gz"] {
         let full = app.get(path, &[GZIP]).await;
@@ -216,7 +216,7 @@ async fn conditional_get_and_head(b: Backend) {
 }
 
 async fn missing_and_malformed_pages_are_404(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a"]).await;
     for path in
         ["/sitemap-0.xml", "/sitemap-01.xml", "/sitemap-2.xml", "/sitemap-2.xml.gz", "/sitemap-x.xml", "/sitemap-1.xm"]
@@ -231,7 +231,7 @@ async fn missing_and_malformed_pages_are_404(b: Backend) {
 /// One URL per resource: the page route matches the raw path, so a percent-encoded spelling of a page's name is
 /// another resource, and 404.
 async fn percent_encoded_page_names_are_404(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a"]).await;
     assert_eq!(app.get("/sitemap-1.xml", &[]).await.status, StatusCode::OK);
     for path in ["/sitemap-1%2exml", "/sitemap%2d1.xml", "/sitemap-%31.xml", "/sitemap-1.xml%2egz", "/sitemap%2exml"] {
@@ -245,7 +245,7 @@ async fn percent_encoded_page_names_are_404(b: Backend) {
 /// HEAD answers with the headers GET would, `Content-Length` included, for every representation, whether the page
 /// was rendered before or not, with the page cache on and off.
 async fn head_and_get_agree_cached_or_not(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a", "b", "c"]).await;
     let no_cache = app.another_process_with(&[("SITEMAPD_CACHE_BYTES", "0")]).await;
     let cases: [(&str, &[(&str, &str)]); 3] =
@@ -280,7 +280,7 @@ async fn head_and_get_agree_cached_or_not(b: Backend) {
 /// `Accept-Encoding` that excludes identity and every coding offered is 406 (RFC 9110 §12.5.3: the server may
 /// honor it or ignore it; sitemapd honors it); a more specific `identity` entry, or an acceptable gzip, is served.
 async fn excluding_every_coding_is_406(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a"]).await;
     for path in ["/sitemap.xml", "/sitemap-1.xml"] {
         for value in ["identity;q=0", "*;q=0", "br, identity;q=0", "*;q=0, gzip;q=0"] {
@@ -300,7 +300,7 @@ async fn excluding_every_coding_is_406(b: Backend) {
 
 /// Property 1: a change, a delete, or an addition changes only the page that holds the URL (and the index).
 async fn a_change_reaches_only_its_page_and_the_index(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     let paths: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
     app.put_paths(&paths.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let v0 = validators(&app).await;
@@ -328,7 +328,7 @@ async fn a_change_reaches_only_its_page_and_the_index(b: Backend) {
 /// page that the index lists.
 async fn pages_keep_their_limits_and_list_every_url_once(b: Backend) {
     let vars = [("SITEMAPD_PAGE_MAX_URLS", "40"), ("SITEMAPD_PAGE_MAX_BYTES", "16000")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let paths: Vec<String> = (0..200).map(|i| format!("{i}/{}", "&x".repeat((i * 37) % 700))).collect();
     let ndjson: String =
         paths.iter().map(|p| format!("{}\n", json!({"loc": loc(p), "lastmod": "2024-01-01"}))).collect();
@@ -354,7 +354,7 @@ async fn pages_keep_their_limits_and_list_every_url_once(b: Backend) {
 
 /// Property 3: re-sending identical data changes nothing a crawler can see.
 async fn resending_identical_data_keeps_every_etag(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     let batch = json!([
         {"loc": loc("a"), "lastmod": "2024-05-01", "priority": 0.5},
         {"loc": loc("b"), "changefreq": "daily"},
@@ -375,7 +375,7 @@ async fn resending_identical_data_keeps_every_etag(b: Backend) {
 /// process sees its own writes at once and another's within `state_ttl_ms`.
 async fn every_process_answers_the_same_validators(b: Backend) {
     let vars = [("SITEMAPD_PAGE_MAX_URLS", "2"), ("SITEMAPD_STATE_TTL", "300ms")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     app.put_paths(&["a", "b", "c"]).await;
     let first = validators(&app).await;
     let replica = app.another_process().await;
@@ -395,12 +395,13 @@ async fn every_process_answers_the_same_validators(b: Backend) {
 
 /// Property 5: deleting a URL advances its page's lastmod and the index's.
 async fn deleting_advances_page_and_index_lastmod(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     app.put_paths(&["a", "b", "c"]).await;
     let index = app.get("/sitemap.xml", &[]).await;
     let lastmods_before = xml_texts(&index.text(), "lastmod");
     let page_before = app.get("/sitemap-1.xml", &[]).await;
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // Last-Modified counts whole seconds: the delete is made in a later second than every write before it.
+    crate::support::until_the_next_second().await;
     app.delete_loc(&loc("a")).await;
     let index_after = app.get("/sitemap.xml", &[]).await;
     let lastmods_after = xml_texts(&index_after.text(), "lastmod");
@@ -420,7 +421,7 @@ async fn deleting_advances_page_and_index_lastmod(b: Backend) {
 /// block, each under its own ETag; the identity representation, and its ETag, are the same either way.
 async fn each_page_is_compressed_the_way_it_is_stored_with(b: Backend) {
     use sitemapd::sitemap::stream::{gzip_blocks, gzip_collect, urlset};
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     // More than one block of 1 MiB.
     let ndjson: String = (0..14_000)
         .map(|i| format!("{}\n", json!({"loc": loc(&format!("way/{i}/{}", "w".repeat(i % 150)))})))
@@ -456,7 +457,7 @@ async fn each_page_is_compressed_the_way_it_is_stored_with(b: Backend) {
 }
 
 async fn a_large_page_streams_in_chunks(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     let ndjson: String =
         (0..2000).map(|i| format!("{}\n", json!({"loc": loc(&format!("stream/{i:05}/{}", "q".repeat(60)))}))).collect();
     assert_eq!(app.put_ndjson(&ndjson).await.status, StatusCode::OK);
@@ -470,7 +471,7 @@ async fn a_large_page_streams_in_chunks(b: Backend) {
 /// every answer is 200 with the bytes and ETag the same page has when fetched alone, gzip and identity.
 async fn more_cold_pages_at_once_than_render_slots_all_arrive_whole(b: Backend) {
     let vars = [("SITEMAPD_RENDER_CONCURRENCY", "1"), ("SITEMAPD_CACHE_BYTES", "0"), ("SITEMAPD_PAGE_MAX_URLS", "300")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let ndjson: String = (0..2_400)
         .map(|i| format!("{}\n", json!({"loc": loc(&format!("turn/{i:05}/{}", "t".repeat(i % 90)))})))
         .collect();

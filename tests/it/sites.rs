@@ -14,7 +14,7 @@ use crate::support::{Backend, TestApp, TestResponse, gunzip, validate_xsd, xml_t
 
 const SITES: &str = "default=https://www.example.com/, shop=https://shop.example.com/, de=http://example.de:8080/";
 
-async fn spawn(b: Backend, more: &[(&str, &str)]) -> Option<TestApp> {
+async fn spawn(b: Backend, more: &[(&str, &str)]) -> TestApp {
     let mut vars = vec![("SITEMAPD_SITES", SITES)];
     vars.extend_from_slice(more);
     TestApp::spawn(b, &vars).await
@@ -45,7 +45,7 @@ async fn locs_at(app: &TestApp, host: &str, path: &str) -> Vec<String> {
 }
 
 async fn each_site_has_its_own_index_and_pages(b: Backend) {
-    let Some(app) = spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let app = spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     // One request spanning two sites, interleaved.
     let r = app
         .put_json(&entries(&[
@@ -108,7 +108,7 @@ async fn each_site_has_its_own_index_and_pages(b: Backend) {
 }
 
 async fn a_loc_under_no_site_is_refused_naming_the_sites(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let r = app.put_json(&entries(&["https://www.example.com/ok", "https://other.example.com/x"])).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
     let message = r.json()["details"][0]["message"].as_str().unwrap().to_owned();
@@ -124,7 +124,7 @@ async fn a_loc_under_no_site_is_refused_naming_the_sites(b: Backend) {
 }
 
 async fn forwarding_headers_are_believed_from_trusted_proxies_only(b: Backend) {
-    let Some(app) = spawn(b, &[("SITEMAPD_TRUSTED_PROXIES", "10.0.0.0/8, ::1")]).await else { return };
+    let app = spawn(b, &[("SITEMAPD_TRUSTED_PROXIES", "10.0.0.0/8, ::1")]).await;
     app.put_json(&entries(&["https://www.example.com/a", "https://shop.example.com/secret"])).await;
     let forged: &[(&str, &str)] = &[
         ("host", "www.example.com"),
@@ -198,7 +198,7 @@ fn json_body(locs: &[&str]) -> Option<(&'static str, String)> {
 
 async fn tokens_scoped_to_a_site_reach_that_site_only(b: Backend) {
     let tokens = "global-token, shop:shop-token, de:two-sites, shop:two-sites";
-    let Some(app) = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await else { return };
+    let app = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await;
     let www = "https://www.example.com/a";
     let shop = "https://shop.example.com/x";
     assert_eq!(call(&app, "global-token", Method::PUT, "/api/v1/urls", json_body(&[www])).await.status, StatusCode::OK);
@@ -274,7 +274,7 @@ async fn tokens_scoped_to_a_site_reach_that_site_only(b: Backend) {
 /// order a listing of every site gives, each record once; `site=` still lists one.
 async fn a_token_of_two_sites_lists_the_sites_it_reaches(b: Backend) {
     let tokens = "ops-token, shop:multi, de:multi";
-    let Some(app) = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await else { return };
+    let app = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await;
     let mut locs = Vec::new();
     for i in 0..7 {
         for base in ["https://www.example.com/", "https://shop.example.com/", "http://example.de:8080/"] {
@@ -325,7 +325,7 @@ async fn a_token_of_two_sites_lists_the_sites_it_reaches(b: Backend) {
 /// unknown `site=` (400). A 403 on a read does not say that nothing was changed; one on a write does.
 async fn errors_to_a_scoped_token_name_only_its_sites(b: Backend) {
     let tokens = "ops-token, shop:shop-token, shop:multi, de:multi";
-    let Some(app) = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await else { return };
+    let app = spawn(b, &[("SITEMAPD_API_TOKENS", tokens)]).await;
     let outside = "https://elsewhere.example.net/x";
     let hidden = ["www.example.com", "default", "example.de"];
     let shows_only = |r: &TestResponse, shown: &[&str], hidden: &[&str]| {
@@ -377,7 +377,7 @@ async fn errors_to_a_scoped_token_name_only_its_sites(b: Backend) {
 }
 
 async fn metrics_carry_a_site_label(b: Backend) {
-    let Some(app) = spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let app = spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     app.put_json(&entries(&["https://www.example.com/a", "https://shop.example.com/x", "https://shop.example.com/y"]))
         .await;
     let text = app.get("/metrics", &[]).await.text();
@@ -396,7 +396,7 @@ async fn metrics_carry_a_site_label(b: Backend) {
 
 async fn a_record_moves_when_its_site_changes(b: Backend) {
     // First one site on www; then www becomes a site of its own and `default` moves to another host.
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let sites = "default=https://new.example.com/, www=https://www.example.com/";
     let after = app.another_process_with(&[("SITEMAPD_SITES", sites)]).await;
@@ -417,7 +417,7 @@ async fn a_record_moves_when_its_site_changes(b: Backend) {
 }
 
 async fn sitemap_answers_say_noindex_unless_turned_off(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     app.put_json(&json!([{"loc": "https://www.example.com/a", "news": {
         "publication": {"name": "N", "language": "en"}, "publication_date": "2999-01-01", "title": "T"}}]))
         .await;
@@ -445,7 +445,7 @@ async fn sitemap_answers_say_noindex_unless_turned_off(b: Backend) {
 }
 
 async fn robots_txt_is_answered_per_site_when_turned_on(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     let r = get_from(&app, None, "/robots.txt", &[("host", "www.example.com")]).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "off by default");
     let body = "User-agent: *\nDisallow: /admin/\n\n";
@@ -464,7 +464,7 @@ async fn robots_txt_is_answered_per_site_when_turned_on(b: Backend) {
 }
 
 async fn the_view_shows_each_site_apart(b: Backend) {
-    let Some(app) = spawn(b, &[]).await else { return };
+    let app = spawn(b, &[]).await;
     app.put_json(&entries(&["https://www.example.com/a", "https://shop.example.com/x"])).await;
     let sites = app.get("/view/", &[]).await;
     assert_eq!(sites.status, StatusCode::OK);

@@ -40,6 +40,22 @@ async fn try_locs_in_file_alone(path: &Path) -> Result<Vec<String>, sqlx::Error>
     Ok(locs)
 }
 
+/// Whether the SQLite file at `path`, opened alone, is whole (its integrity check passes) and holds `n` URLs: not
+/// while it is still being written.
+async fn whole_with(path: &Path, n: i64) -> bool {
+    let read = async {
+        let dir = tempfile::tempdir()?;
+        let copy = dir.path().join("alone.db");
+        std::fs::copy(path, &copy)?;
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", copy.display())).await?;
+        let check: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&mut conn).await?;
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM urls").fetch_one(&mut conn).await?;
+        conn.close().await.ok();
+        Ok::<_, Box<dyn std::error::Error>>(check == "ok" && count == n)
+    };
+    read.await.unwrap_or(false)
+}
+
 /// The service on the SQLite database `url` names, configured like production.
 async fn app_on(url: &str) -> TestApp {
     let config = Config::load_from(None, |k| match k {
@@ -86,7 +102,7 @@ async fn file_appears(dir: &Path, prefix: &str) -> PathBuf {
 /// opens whole with the backup's content.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_copied_over_the_file_is_refused_and_never_written_to() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a"]).await;
     let path = db_path(&app);
     let dir = path.parent().unwrap().to_owned();
@@ -122,7 +138,7 @@ async fn a_backup_copied_over_the_file_is_refused_and_never_written_to() {
 /// alone holds every acknowledged write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_log_is_copied_into_the_file_and_writes_are_refused() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let path = db_path(&app);
     let mut wal = path.as_os_str().to_owned();
@@ -160,7 +176,7 @@ async fn a_deleted_log_is_found_through_a_symbolic_link() {
 /// copy is still written, before the connections close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_deleted_just_before_shutdown_is_still_copied() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let path = db_path(&app);
     std::fs::remove_file(&path).unwrap();
@@ -173,22 +189,18 @@ async fn a_file_deleted_just_before_shutdown_is_still_copied() {
 /// copy beside the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_file_is_copied_whole_beside_its_path() {
-    let app = TestApp::spawn(Backend::Sqlite, &[]).await.unwrap();
+    let app = TestApp::spawn(Backend::Sqlite, &[]).await;
     app.put_paths(&["a", "b"]).await;
     let path = db_path(&app);
     std::fs::remove_file(&path).unwrap();
     assert_refused(&app, "the file was deleted").await;
     let copy = file_appears(path.parent().unwrap(), "test.db.rescued-").await;
+    // The copy is synced once written: read it when whole.
     let started = Instant::now();
-    loop {
-        // The copy is synced once written: read it when whole.
-        if std::fs::metadata(&copy).unwrap().len() > 0 {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10));
+    while !whole_with(&copy, 2).await {
+        assert!(started.elapsed() < Duration::from_secs(10), "the rescued copy was not written whole");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(locs_in_file_alone(&copy).await, [loc("a"), loc("b")]);
 }
 

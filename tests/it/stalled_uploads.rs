@@ -134,7 +134,7 @@ async fn stalled_and_slow_uploads_stop_no_other_write(b: Backend) {
         ("SITEMAPD_BODY_IDLE", "300s"),
         ("SITEMAPD_MIN_RECEIVE_RATE", "0"),
     ];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let (port, state, server) = serve(&app).await;
     let (status, text, _) = put(port, "token-shop", &one_entry("shop", 1000)).await;
     assert_eq!(status, 200, "{text}");
@@ -225,7 +225,7 @@ async fn a_stalled_body_is_cut_with_408_and_its_share_freed(b: Backend) {
         ("SITEMAPD_BODY_IDLE", "1s"),
         ("SITEMAPD_API_TIMEOUT", "30s"),
     ];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let (port, state, server) = serve(&app).await;
     let total = state.body_budget.available_kib();
 

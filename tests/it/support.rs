@@ -1,5 +1,15 @@
 //! Test harness: a fresh database per test (an SQLite file, or a Postgres database that is dropped afterwards),
-//! the real router driven by `oneshot`, and helpers that read like the behaviour under test.
+//! the real router driven by `oneshot`, and helpers that read like the behaviour under test. A test never skips
+//! itself at run time (a missing prerequisite is an `ignore` decided by `build.rs`), spawns every process under a
+//! guard that kills it on drop ([`child`]), and waits for conditions, not for fixed times ([`wait`]).
+
+mod child;
+mod wait;
+
+pub(crate) use child::{KillOnDrop, SpawnGuarded};
+pub(crate) use wait::{
+    eventually, eventually_blocking, listening, server_closed, server_read_all, until_the_next_second,
+};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -116,13 +126,14 @@ pub(crate) struct TestDb {
 }
 
 impl TestDb {
-    /// Always `Some`: a missing Postgres fails the test (the `Option` is kept for the callers' `let … else`).
-    pub(crate) async fn new(backend: Backend) -> Option<Self> {
+    /// A missing Postgres fails the test here: a test that needs it is ignored at build time instead (`build.rs`),
+    /// never skipped at run time.
+    pub(crate) async fn new(backend: Backend) -> Self {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let url = format!("sqlite://{}", dir.path().join("test.db").display());
-                Some(Self { direct_url: url.clone(), url, _dir: Some(dir), drop_pg: None })
+                Self { direct_url: url.clone(), url, _dir: Some(dir), drop_pg: None }
             }
             Backend::Postgres | Backend::Pooler => {
                 let admin = postgres_url();
@@ -145,7 +156,7 @@ impl TestDb {
                 };
                 let direct_url = on(&admin);
                 let url = if backend == Backend::Pooler { on(&pooler_url()) } else { direct_url.clone() };
-                Some(Self { url, direct_url, _dir: None, drop_pg: Some((admin, name)) })
+                Self { url, direct_url, _dir: None, drop_pg: Some((admin, name)) }
             }
         }
     }
@@ -226,9 +237,10 @@ impl TestApp {
         }
     }
 
-    /// Always `Some`, as [`TestDb::new`].
-    pub(crate) async fn spawn(backend: Backend, vars: &[(&str, &str)]) -> Option<Self> {
-        let db = Arc::new(TestDb::new(backend).await?);
+    /// The service over a fresh database of `backend`, configured like production but for `vars`. Fails (never
+    /// skips) when the backend is missing, as [`TestDb::new`].
+    pub(crate) async fn spawn(backend: Backend, vars: &[(&str, &str)]) -> Self {
+        let db = Arc::new(TestDb::new(backend).await);
         let mut all: HashMap<String, String> = [("SITEMAPD_PUBLIC_URL", PUBLIC_URL), ("SITEMAPD_API_TOKENS", "")]
             .map(|(k, v)| (k.into(), v.into()))
             .into();
@@ -237,7 +249,7 @@ impl TestApp {
         if backend == Backend::Pooler {
             all.insert("SITEMAPD_DATABASE_POOLER".into(), "transaction".into());
         }
-        Some(Self::open(db, all).await)
+        Self::open(db, all).await
     }
 
     async fn open(db: Arc<TestDb>, vars: HashMap<String, String>) -> Self {
@@ -253,9 +265,9 @@ impl TestApp {
     }
 
     /// Like [`TestApp::spawn`], with `clock` as the time of day (the news window is measured from it).
-    pub(crate) async fn spawn_with_clock(backend: Backend, vars: &[(&str, &str)], clock: Clock) -> Option<Self> {
-        let app = Self::spawn(backend, vars).await?;
-        Some(Self::open_with_clock(app.db.clone(), app.vars.clone(), clock).await)
+    pub(crate) async fn spawn_with_clock(backend: Backend, vars: &[(&str, &str)], clock: Clock) -> Self {
+        let app = Self::spawn(backend, vars).await;
+        Self::open_with_clock(app.db.clone(), app.vars.clone(), clock).await
     }
 
     /// Another process on the same database with its own `clock` (a replica whose clock differs).

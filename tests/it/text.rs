@@ -34,7 +34,7 @@ fn header_list(r: &TestResponse) -> Vec<(String, String)> {
 }
 
 async fn a_text_page_lists_its_xml_pages_locs_in_order(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "3")]).await;
     let r = app
         .put_json(&json!([
             {"loc": loc("it's?q=a&b=c"), "lastmod": "2024-05-01", "priority": 0.8},
@@ -82,7 +82,7 @@ async fn a_text_page_lists_its_xml_pages_locs_in_order(b: Backend) {
 }
 
 async fn a_text_pages_gzip_is_negotiated_and_its_gz_file_is_always_gzip(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     // Large enough for several render chunks.
     let ndjson: String =
         (0..3000).map(|i| format!("{}\n", json!({"loc": loc(&format!("g/{i}/{}", "z".repeat(i % 90)))}))).collect();
@@ -115,7 +115,7 @@ async fn a_text_pages_gzip_is_negotiated_and_its_gz_file_is_always_gzip(b: Backe
 }
 
 async fn a_text_pages_validators_are_its_own_and_conditional_requests_work(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     app.put_paths(&["a", "b"]).await;
     for (path, headers) in [("/sitemap-1.txt", vec![]), ("/sitemap-1.txt", vec![GZIP]), ("/sitemap-1.txt.gz", vec![])] {
         let full = app.get(path, &headers).await;
@@ -173,7 +173,7 @@ async fn text_tags(app: &TestApp) -> Vec<String> {
 }
 
 async fn a_write_changes_its_own_pages_text_etag_only(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "2")]).await;
     app.put_paths(&["a", "b", "c", "d"]).await;
     let before = text_tags(&app).await;
     assert_eq!(before, text_tags(&app).await, "stable");
@@ -197,7 +197,7 @@ async fn a_write_changes_its_own_pages_text_etag_only(b: Backend) {
 async fn a_full_page_as_text_fits_the_page_limit(b: Backend) {
     const MAX: usize = 14_000;
     let max = MAX.to_string();
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_BYTES", &max)]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_BYTES", &max)]).await;
     // Locs with `&`, which the XML escapes as 5 bytes: the text is shorter still.
     let entries: Vec<Value> =
         (0..300).map(|i| json!({"loc": loc(&format!("full/{i}?a=1&b=2&c={}", "x".repeat(i % 60)))})).collect();

@@ -113,17 +113,17 @@ struct Fixture {
     _dir: Option<tempfile::TempDir>,
 }
 
-async fn fixture_db(set: &str, backend: Backend) -> Option<Fixture> {
+async fn fixture_db(set: &str, backend: Backend) -> Fixture {
     match backend {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let path: &Path = &dir.path().join("sitemapd.db");
             std::fs::copy(fixture_dir(set).join("sqlite.db"), path).expect("copy sqlite.db");
             let url = format!("sqlite://{}", path.display());
-            Some(Fixture { url, _db: None, _dir: Some(dir) })
+            Fixture { url, _db: None, _dir: Some(dir) }
         }
         Backend::Postgres | Backend::Pooler => {
-            let db = TestDb::new(Backend::Postgres).await?;
+            let db = TestDb::new(Backend::Postgres).await;
             // Its own connection: the dump clears search_path for the session it runs in.
             let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
             let dump = std::fs::read_to_string(fixture_dir(set).join("postgres.sql")).expect("postgres.sql");
@@ -133,7 +133,7 @@ async fn fixture_db(set: &str, backend: Backend) -> Option<Fixture> {
                 .expect("postgres.sql loads into an empty database");
             conn.close().await.ok();
             let url = db.url.clone();
-            Some(Fixture { url, _db: Some(db), _dir: None })
+            Fixture { url, _db: Some(db), _dir: None }
         }
     }
 }
@@ -162,7 +162,7 @@ async fn open_with(url: &str, more: &[(&str, &str)]) -> TestApp {
 }
 
 async fn upgrade_serves_unchanged_pages_identically(backend: Backend) {
-    let Some(fixture) = fixture_db("upgrade", backend).await else { return };
+    let fixture = fixture_db("upgrade", backend).await;
     let url = fixture.url.clone();
     let recorded = Recorded::load("upgrade", backend);
     let before = page_rows(&url).await;
@@ -263,7 +263,7 @@ async fn pinned_answers_stay_byte_for_byte(backend: Backend) {
 /// SQLite's rebuilt `urls` keeps its AUTOINCREMENT counter (a deleted id is never reused).
 async fn the_release_before_sites_is_served_byte_for_byte(backend: Backend) {
     // The fixture is what that release wrote: migrations 1 to 3 applied, no more.
-    let Some(fixture) = fixture_db("v0003", backend).await else { return };
+    let fixture = fixture_db("v0003", backend).await;
     let applied = latest_migration(&fixture.url).await;
     assert_eq!(applied, 3, "tests/fixtures/v0003 must be written by the release before migration 0004");
     if backend == Backend::Sqlite {
@@ -293,7 +293,7 @@ async fn the_release_before_sites_is_served_byte_for_byte(backend: Backend) {
 /// representations: status, ETag, Last-Modified, Content-Length, bytes), and opening it changes no page's row. A
 /// write after the upgrade moves the new counter, and is served.
 async fn the_release_before_the_change_counter_is_served_byte_for_byte(backend: Backend) {
-    let Some(fixture) = fixture_db("v0005", backend).await else { return };
+    let fixture = fixture_db("v0005", backend).await;
     let applied = latest_migration(&fixture.url).await;
     assert_eq!(applied, 5, "tests/fixtures/v0005 must be written by the release before migration 0006");
     let (app, fixture) = compare_answers(fixture, "v0005", backend).await;
@@ -313,7 +313,7 @@ async fn the_release_before_the_change_counter_is_served_byte_for_byte(backend: 
 /// bytes; every other page keeps the bytes and ETags the previous release served.
 async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backend: Backend) {
     use sitemapd::page::Gzip;
-    let Some(fixture) = fixture_db("v0007", backend).await else { return };
+    let fixture = fixture_db("v0007", backend).await;
     let applied = latest_migration(&fixture.url).await;
     let previous = if backend.is_postgres() { 7 } else { 6 };
     assert_eq!(applied, previous, "tests/fixtures/v0007 must be written by the release before migration 0008");
@@ -355,7 +355,7 @@ async fn only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip(backe
 /// sections create their own pages: no page of the default section changes, the default section's pages keep
 /// their names and answers, and the index lists the sections' pages after them (by section name).
 async fn the_release_before_sections_is_served_byte_for_byte(backend: Backend) {
-    let Some(fixture) = fixture_db("v0009", backend).await else { return };
+    let fixture = fixture_db("v0009", backend).await;
     let applied = latest_migration(&fixture.url).await;
     let previous = if backend.is_postgres() { 9 } else { 8 };
     assert_eq!(applied, previous, "tests/fixtures/v0009 must be written by the release before migration 0010");
@@ -396,7 +396,11 @@ const GOOGLE_ADDR: &str = "127.0.0.2:50000";
 /// network), and no timed flush (the test flushes).
 fn crawler_settings() -> [(&'static str, &'static str); 3] {
     let ranges = concat!("googlebot=", env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crawlers/googlebot-loopback.json");
-    [("SITEMAPD_CRAWLER_RANGES", ranges), ("SITEMAPD_CRAWLER_RDNS", "false"), ("SITEMAPD_TEST_TUNING", "crawler_flush=5m")]
+    [
+        ("SITEMAPD_CRAWLER_RANGES", ranges),
+        ("SITEMAPD_CRAWLER_RDNS", "false"),
+        ("SITEMAPD_TEST_TUNING", "crawler_flush=5m"),
+    ]
 }
 
 /// A GET of `path` with `headers` from Googlebot at [`GOOGLE_ADDR`] (verified by its range).
@@ -417,7 +421,7 @@ async fn get_as_googlebot(app: &TestApp, path: &str, headers: &[(&str, &str)]) -
 /// the recorded answer. Its fetches are written to the new tables, and that write moves no page row and not the
 /// site's change counter, so every answer, in this process and in a new one, is still the recorded one.
 async fn the_release_before_crawler_telemetry_is_served_byte_for_byte(backend: Backend) {
-    let Some(fixture) = fixture_db("v0011", backend).await else { return };
+    let fixture = fixture_db("v0011", backend).await;
     let applied = latest_migration(&fixture.url).await;
     assert_eq!(applied, 11, "tests/fixtures/v0011 must be written by the release before migration 0012");
     let settings = crawler_settings();
@@ -472,12 +476,11 @@ async fn the_release_before_crawler_telemetry_is_served_byte_for_byte(backend: B
     assert_eq!(page_rows(&fixture.url).await, rows, "{backend:?}: a page's row moved");
 }
 
-/// Opens the database of fixture `set` with this version and compares every answer with the recorded ones; `None`
-/// for Postgres without `TEST_DATABASE_URL` (said once, by `support`).
+/// Opens the database of fixture `set` with this version and compares every answer with the recorded ones.
 /// The fixture comes back with the app: the database lives as long as it does.
-async fn answers_stay_byte_for_byte(set: &str, backend: Backend) -> Option<(TestApp, Fixture)> {
-    let fixture = fixture_db(set, backend).await?;
-    Some(compare_answers(fixture, set, backend).await)
+async fn answers_stay_byte_for_byte(set: &str, backend: Backend) -> (TestApp, Fixture) {
+    let fixture = fixture_db(set, backend).await;
+    compare_answers(fixture, set, backend).await
 }
 
 /// The number of the last migration this version ships for `backend` (`migrations/<backend>/NNNN_*.sql`).

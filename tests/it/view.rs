@@ -69,7 +69,7 @@ fn rows(html: &str) -> usize {
 }
 
 async fn the_screens_answer_html_with_their_headers(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4")]).await;
     put_paths(&app, 0..6).await;
 
     let r = app.get("/view/", &[]).await;
@@ -96,7 +96,7 @@ async fn the_screens_answer_html_with_their_headers(b: Backend) {
     assert!(!html.contains("<script"), "no script: {html}");
 
     // One of each is said in the singular.
-    let one = TestApp::spawn(b, &[]).await.unwrap();
+    let one = TestApp::spawn(b, &[]).await;
     put_paths(&one, 0..1).await;
     let html = one.get("/view/default/", &[]).await.text();
     assert!(
@@ -120,10 +120,7 @@ async fn the_screens_answer_html_with_their_headers(b: Backend) {
 /// The site screen's headings read as one would say them, for one page and one URL as for many: never "Page 1 to
 /// Page 1 (1 pages in all)" nor "1 of 1 tracked URLs".
 async fn headings_read_naturally_for_one_page_and_for_many(b: Backend) {
-    let Some(one) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_HEALTH_CHECK", "report")]).await
-    else {
-        return;
-    };
+    let one = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "4"), ("SITEMAPD_HEALTH_CHECK", "report")]).await;
     put_paths(&one, 0..1).await;
     let html = one.get("/view/default/", &[]).await.text();
     assert!(
@@ -141,7 +138,7 @@ async fn headings_read_naturally_for_one_page_and_for_many(b: Backend) {
 /// Every stored value is text in the page: markup in a loc, a video's title or the news is shown escaped, never as
 /// elements, and so is a hostile lookup echoed in the search box.
 async fn every_value_is_escaped(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     put(&app, json!([hostile_entry()])).await;
     let page = app.get("/view/default/pages/1", &[]).await.text();
     let stored_in_html = HOSTILE_STORED.replace('&', "&#38;").replace('\'', "&#39;");
@@ -174,7 +171,7 @@ async fn every_value_is_escaped(b: Backend) {
 /// A page's entries, 200 a screen by keyset: exactly 200 is one screen with no next link; a 201st brings the link,
 /// whose screen holds it alone and links back to the first.
 async fn entries_are_keyset_paged_two_hundred_a_screen(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     put_paths(&app, 0..200).await;
     let first = app.get("/view/default/pages/1", &[]).await.text();
     assert_eq!(rows(&first), 200);
@@ -209,7 +206,7 @@ fn loc(path: &str) -> sitemapd::domain::Loc {
 /// A lookup shows the record, normalized as writes are (404 "not stored" otherwise); bad input of any screen is
 /// a 400 or 404 page saying what was wrong.
 async fn lookups_and_bad_input(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     put(&app, json!([{"loc": format!("{PUBLIC_URL}/about"), "lastmod": "2024-05-01T08:20+02:00", "priority": 0.8}]))
         .await;
     let found = app.get("/view/default/lookup?loc=HTTPS://WWW.EXAMPLE.COM/about", &[]).await;
@@ -256,7 +253,7 @@ async fn lookups_and_bad_input(b: Backend) {
 
 /// `SITEMAPD_VIEW=false`: no screen of the view exists; the sitemaps are served as ever.
 async fn the_view_can_be_turned_off(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_VIEW", "false")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_VIEW", "false")]).await;
     put_paths(&app, 0..2).await;
     for path in ["/view", "/view/", "/view/default/", "/view/default/pages/1", "/view/default/lookup?loc=x"] {
         let r = app.get(path, &[]).await;
@@ -269,7 +266,7 @@ async fn the_view_can_be_turned_off(b: Backend) {
 
 /// A store that cannot be reached: 503 with `Retry-After`, as an HTML page, never a panic or a 500.
 async fn a_database_that_is_down_is_503(b: Backend) {
-    let Some(app) = TestApp::spawn(b, &[]).await else { return };
+    let app = TestApp::spawn(b, &[]).await;
     put_paths(&app, 0..3).await;
     app.store.close().await;
     for path in ["/view/default/", "/view/default/pages/1", "/view/default/lookup?loc=https://www.example.com/e/0001"] {
@@ -348,7 +345,7 @@ const DESKTOP: (u32, u32) = (1280, 900);
 /// (390×844) and a desktop's (1280×900) are kept in `target/artifacts/view/` to be looked at.
 async fn the_view_renders_in_a_real_browser(b: Backend) {
     let chromium = chromium();
-    let Some(app) = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "201")]).await else { return };
+    let app = TestApp::spawn(b, &[("SITEMAPD_PAGE_MAX_URLS", "201")]).await;
     put(&app, json!([hostile_entry()])).await;
     put_paths(&app, 0..230).await;
     let (port, _stop) = serve(&app).await;
@@ -437,7 +434,7 @@ pub(crate) async fn measure(chromium: &Path, app: &TestApp, path: &str, width: u
 async fn no_screen_is_wider_than_a_desktop_or_a_phone(b: Backend) {
     let chromium = chromium();
     let vars = [("SITEMAPD_PAGE_MAX_URLS", "3"), ("SITEMAPD_HEALTH_CHECK", "report")];
-    let Some(app) = TestApp::spawn(b, &vars).await else { return };
+    let app = TestApp::spawn(b, &vars).await;
     let section = "products-and-accessories";
     let entries: Vec<Value> = (0..9)
         .map(|i| json!({"loc": format!("{PUBLIC_URL}/{section}/item-{i:03}"), "section": section}))
