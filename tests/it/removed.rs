@@ -169,12 +169,14 @@ async fn a_delete_wave_is_listed_newest_first_until_stored_again(b: Backend) {
 /// A tombstone older than the retention is not listed (the index's date moves on, never back), and the purge
 /// deletes it and nothing younger.
 async fn the_retention_hides_old_entries_and_the_purge_deletes_them(b: Backend) {
-    let t = now_us();
-    let (clock, now) = clock_at(t);
+    let (clock, now) = clock_at(now_us());
     let vars = [("SITEMAPD_REMOVED_RETENTION", "1d"), ("SITEMAPD_STATE_TTL", "0s")];
     let app = TestApp::spawn_with_clock(b, &vars, clock).await;
     app.put_paths(&["kept", "old", "young"]).await;
     delete(&app, &["old"]).await;
+    // The test's clock from the moment of the delete (stamped by the real clock), however long the start took.
+    let t = now_us();
+    now.store(t, Ordering::SeqCst);
     let listed = app.get("/sitemap-removed.xml", &[]).await;
     assert_eq!(xml_texts(&listed.text(), "loc"), [url("old")]);
     let index_listing = app.get("/sitemap.xml", &[]).await;
