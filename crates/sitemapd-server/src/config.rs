@@ -16,7 +16,7 @@ use crate::crawlers::RangeSources;
 use crate::domain::site::check_site_name;
 use crate::domain::{DEFAULT_SITE, PublicUrl, Section, Site, SiteSpec};
 use crate::health::Policy;
-use crate::host::{ForwardedHeader, TrustedProxies};
+use crate::net::host::{ForwardedHeader, TrustedProxies};
 use crate::page::Limits;
 use crate::redact::redact_url;
 use crate::store::{Backend, Pooler, StoreOptions};
@@ -35,7 +35,7 @@ const MAX_STATE_TTL_MS: u64 = 60_000;
 /// An hour: the longest the IndexNow sender waits between two looks at the outbox, or before a first retry.
 const MAX_INDEXNOW_MS: u64 = 3_600_000;
 
-const DEFAULTS: &str = include_str!("../config/default.toml");
+const DEFAULTS: &str = include_str!("../../../config/default.toml");
 /// Variables with the settings' prefix that are not settings: the configuration file, and the tests' schema check.
 const OTHER_VARIABLES: &[&str] = &["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE"];
 const DEFAULT_FILE: &str = "config/default.toml";
@@ -144,18 +144,18 @@ settings! {
     max_line_bytes: usize = "SITEMAPD_MAX_LINE_BYTES", in 4096..;
     max_json_entries: usize = "SITEMAPD_MAX_JSON_ENTRIES", in 1..=1_000_000;
     /// The memory all write request bodies being read, parsed and written may take at once (see
-    /// [`crate::body_budget`]).
+    /// [`crate::net::body_budget`]).
     body_memory_bytes: u64 = "SITEMAPD_BODY_MEMORY_BYTES", in 1_048_576..=MAX_CACHE_BYTES;
     api_timeout_secs: u64 = "SITEMAPD_API_TIMEOUT_SECS", in 1..=86_400;
     header_read_timeout_secs: u64 = "SITEMAPD_HEADER_READ_TIMEOUT_SECS", in 1..=300;
     /// The longest a connection may accept no bytes of a response before it is closed.
     write_timeout_secs: u64 = "SITEMAPD_WRITE_TIMEOUT_SECS", in 1..=3600;
     /// Bytes per second a client must take while a response waits for it, measured over `write_timeout_secs` of
-    /// waiting (0: no floor). See [`crate::send_rate`].
+    /// waiting (0: no floor). See [`crate::net::send_rate`].
     min_send_rate: u64 = "SITEMAPD_MIN_SEND_RATE",
         in 0..=MAX_MIN_SEND_RATE => format!("from 0 to {MAX_MIN_SEND_RATE} bytes per second");
     /// The longest a write request's body may send nothing before it is cut (408), and the window the minimum
-    /// receive rate is measured over. See [`crate::receive_rate`].
+    /// receive rate is measured over. See [`crate::net::receive_rate`].
     body_idle_secs: u64 = "SITEMAPD_BODY_IDLE_SECS", in 1..=300;
     /// Bytes per second a write request's body must arrive at, measured over each `body_idle_secs` of waiting
     /// (0: no floor); a slower body is cut (408).
@@ -823,7 +823,9 @@ mod tests {
 
     fn load(vars: &[(&str, &str)]) -> anyhow::Result<Config> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-        Config::load_from(Some(Path::new("config/default.toml")), |k| vars.get(k).cloned())
+        Config::load_from(Some(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/default.toml"))), |k| {
+            vars.get(k).cloned()
+        })
     }
 
     #[test]
@@ -929,7 +931,7 @@ mod tests {
         env_keys.sort();
         assert_eq!(keys, env_keys, "config/default.toml and ENV list the same settings");
 
-        let table = include_str!("../docs/configuration.md");
+        let table = include_str!("../../../docs/configuration.md");
         let shown = format!("{:?}", load(&[]).unwrap());
         for (key, var) in ENV {
             assert!(DEFAULTS.contains(var), "config/default.toml does not name {var}");
@@ -1220,7 +1222,7 @@ mod tests {
 
     #[test]
     fn the_production_example_loads_with_secrets_from_the_environment() {
-        let path = Path::new("config/production.example.toml");
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/production.example.toml"));
         let e = Config::load_from(Some(path), |_| None).unwrap_err().to_string();
         assert!(e.contains("SITEMAPD_API_TOKENS"), "{e}");
         let c = Config::load_from(Some(path), |k| (k == "SITEMAPD_API_TOKENS").then(|| "t".to_owned())).unwrap();
@@ -1293,7 +1295,7 @@ mod tests {
             .collect();
         assert!(named.contains(&"docs/configuration.md"), "{e}");
         for file in named {
-            let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+            let text = std::fs::read_to_string(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(file))
                 .unwrap_or_else(|err| panic!("{file}, named by {e:?}: {err}"));
             assert!(text.contains("SITEMAPD_PUBLIC_URL"), "{file} does not list the variable suggested: {e}");
         }

@@ -1,35 +1,6 @@
-//! sitemapd: keeps a website's URL records in a database and serves its sitemaps.org sitemaps.
-//!
-//! Request flow: `app` routes `/sitemap*.xml[.gz]` to [`sitemap`], `/api/v1/*` to [`api`] and `/view/*` to
-//! [`view`]; they reach the database only through the [`store::Store`] trait, whose write path delegates page
-//! assignment to [`placement`], which works on the page model of [`page`]. See ARCHITECTURE.md.
-
-pub mod access;
-pub mod api;
-pub mod body_budget;
-pub mod checker;
-pub mod config;
-pub mod crawlers;
-pub mod db_files;
-// The bottom layer, a crate of its own (crates/sitemapd-core): `crate::domain` and the rest keep their paths.
-pub use sitemapd_core::{crawler, domain, health, page, placement};
-pub mod error;
-pub mod export;
-pub mod host;
-pub mod http_client;
-pub mod import;
-pub mod indexnow;
-pub use sitemapd_ingest as ingest;
-pub mod line_ends;
-pub mod receive_rate;
-pub mod redact;
-pub mod scrape;
-pub mod send_rate;
-pub mod sitemap;
-pub mod state;
-pub use sitemapd_store as store;
-pub mod telemetry;
-pub mod view;
+//! The router and the serving loops: `app()` (every route under one front layer), `serve()` on the calling
+//! runtime and `serve_threads()` (a runtime per thread), over hyper's HTTP/1 server with the connection's guards
+//! ([`crate::net`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -45,7 +16,9 @@ use tower_http::metrics::InFlightRequestsLayer;
 use tower_layer::Layer;
 
 use crate::error::ApiError;
-pub use crate::state::AppState;
+use crate::net::{line_ends, send_rate};
+use crate::state::AppState;
+use crate::{api, config, indexnow, sitemap, telemetry, view};
 
 /// The whole service as a router: sitemaps, the write API, the HTML view (when on), `/metrics`, and health checks.
 pub fn app(state: AppState) -> Router {
@@ -58,7 +31,7 @@ pub fn app(state: AppState) -> Router {
         .merge(api::router(state.clone()))
         .merge(view)
         .merge(indexnow::router(&indexnow::targets(&state.config, &state.sites)))
-        .route("/metrics", get(scrape::get_metrics))
+        .route("/metrics", get(telemetry::scrape::get_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(|| async { ApiError::not_found("no such resource") })

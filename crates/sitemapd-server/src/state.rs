@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::body_budget::BodyBudget;
 use crate::config::Config;
 use crate::crawlers::{self, Recorder, verify::SystemResolver};
 use crate::domain::{Entry, Loc, SectionNames, Sites};
 use crate::error::ApiError;
-use crate::host::Hosts;
+use crate::net::body_budget::BodyBudget;
+use crate::net::host::Hosts;
 use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
@@ -42,7 +42,7 @@ pub struct Inner {
     page_streams: Arc<Semaphore>,
     /// The pages rendered at once (`render_concurrency`).
     renders: RenderSlots,
-    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::body_budget`]).
+    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::net::body_budget`]).
     pub body_budget: BodyBudget,
     /// The sites whose changes the store queues for notification (IndexNow).
     notify_sites: BTreeSet<i64>,

@@ -25,7 +25,7 @@ pub use self::sender::{Running, Sender, SenderOptions, client, start};
 use crate::config::Config;
 use crate::domain::{PublicUrl, Sites};
 use crate::error::ApiError;
-use crate::host::{Hosts, RequestSite};
+use crate::net::host::{Hosts, RequestSite};
 
 /// The most URLs one request may carry (the protocol's limit).
 pub const MAX_URLS_PER_REQUEST: usize = 10_000;
