@@ -19,7 +19,7 @@ use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
-use crate::store::{self, DeleteCounts, Store, StoreReads};
+use crate::store::{self, CrawlLog, DeleteCounts, HealthQueue, Outbox, RemovedList, Store, StoreReads};
 
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
@@ -149,6 +149,22 @@ impl Inner {
         self.store.as_ref()
     }
 
+    /// Change notification's queue (IndexNow's outbox): its size, for `/metrics`.
+    pub fn outbox(&self) -> &dyn Outbox {
+        self.store.as_ref()
+    }
+
+    /// Crawler telemetry's log: its reads, for the API, the view and `/metrics`.
+    pub fn crawl_log(&self) -> &dyn CrawlLog {
+        self.store.as_ref()
+    }
+
+    /// URL health's queue: its reads, for the API, the view and `/metrics` (a settle that changes a page goes
+    /// through the checker, which hands its changes to [`AppState::written`]).
+    pub fn health_queue(&self) -> &dyn HealthQueue {
+        self.store.as_ref()
+    }
+
     /// URL health: an operator's order to a site's brake (no page changes: a resume or a confirmation excludes
     /// only at the next checks).
     pub async fn health_brake_order(
@@ -255,6 +271,10 @@ impl Serving for AppState {
 
     fn reads(&self) -> &dyn StoreReads {
         Inner::reads(self)
+    }
+
+    fn removed_list(&self) -> &dyn RemovedList {
+        self.store.as_ref()
     }
 
     fn sites(&self) -> &Sites {

@@ -38,7 +38,7 @@ use crate::error::ApiError;
 use crate::net::host::{Hosts, RequestSite};
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 use crate::page::{Gzip, PageState};
-use crate::store::StoreReads;
+use crate::store::{RemovedList, StoreReads};
 
 /// Names a gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag. A
 /// page's is the one it is stored with ([`Gzip`]); the index and the news sitemap, small and made once per
@@ -63,6 +63,8 @@ const CACHE_CONTROL: &str = "no-cache";
 pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn config(&self) -> &Config;
     fn reads(&self) -> &dyn StoreReads;
+    /// The removed-URLs sitemap's tombstones.
+    fn removed_list(&self) -> &dyn RemovedList;
     fn sites(&self) -> &Sites;
     /// `site`'s page table as last read (`site` is one of [`Serving::sites`]).
     fn directories(&self, site: i64) -> &Directories;

@@ -123,7 +123,7 @@ impl<'a> ViewData<'a> {
         let now_us =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
         let window_days = self.state.config.crawler_window_days;
-        let reads = self.state.reads();
+        let reads = self.state.crawl_log();
         Ok(Some(CrawlerTelemetry {
             fetches: reads.crawler_fetches(site.id).await?,
             seen: reads.crawler_seen(site.id, None).await?,
@@ -139,7 +139,7 @@ impl<'a> ViewData<'a> {
         let Some(policy) = self.state.config.health_check.policy(&site.name) else { return Ok(None) };
         let now_us =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
-        let reads = self.state.reads();
+        let reads = self.state.health_queue();
         let summary = reads.health_summary(site.id).await?;
         let problems = reads.health_problems(Some(site.id), ProblemFilter::Any, 0, HEALTH_URLS).await?;
         let mut more = problems.len() >= HEALTH_URLS as usize;
