@@ -1,44 +1,93 @@
-//! The root crate's modules form layers: each imports only the layers below it (ARCHITECTURE.md). Cargo enforces
-//! this between crates (and tests/crate_layers.rs what each crate may depend on); within `src/` this test does. It reads every `src/**/*.rs` but `main.rs` (the binary, on
-//! top), takes each `crate::<module>` it names outside `#[cfg(test)]` items (in code, `use` groups and comments
-//! alike, so a doc link counts), and checks it against [`LAYERS`]. A module that is in no layer fails the test:
-//! a new module is placed in the table.
+//! The modules of the two top crates form layers: each imports only the layers below it (ARCHITECTURE.md). Cargo
+//! enforces this between crates (and tests/crate_layers.rs what each crate may depend on); within a crate's `src/`
+//! this test does. It reads every `.rs` file of `crates/sitemapd-server/src/` and of the root's `src/` but the
+//! binary (`main.rs` and `cli/`, on top), takes each `crate::<path>` it names outside `#[cfg(test)]` items (in
+//! code, `use` groups and comments alike, so a doc link counts), and checks it against the crate's table. A module
+//! is a file or a folder; a table may list a folder's file apart (`telemetry::scrape`) when it sits higher than
+//! its folder. A module that is in no layer fails the test: a new module is placed in the table.
 
 use std::path::{Path, PathBuf};
 
-/// The layers, bottom first. A module may name the modules of the layers below its own, never its own layer's
-/// other modules (so that no two modules of a layer depend on each other) and never a layer above.
-const LAYERS: &[(&str, &[&str])] = &[
+/// A crate's layers, bottom first. A module may name the modules of the layers below its own, never its own
+/// layer's other modules (so that no two modules of a layer depend on each other) and never a layer above.
+type Layers = &'static [(&'static str, &'static [&'static str])];
+
+/// crates/sitemapd-server.
+const SERVER: Layers = &[
     ("core (crates/sitemapd-core)", &["backoff", "crawler", "domain", "health", "page", "placement"]),
-    (
-        "leaves (telemetry re-exports crates/sitemapd-metrics)",
-        &["access", "http_client", "line_ends", "redact", "telemetry"],
-    ),
-    ("metered leaves, the worker shape and the store (crates/sitemapd-store)", &["send_rate", "store", "worker"]),
+    ("leaves (telemetry re-exports crates/sitemapd-metrics)", &["access", "http_client", "redact", "telemetry"]),
+    ("the store (crates/sitemapd-store), the worker shape", &["store", "worker"]),
     ("admission and batching (crates/sitemapd-ingest)", &["ingest"]),
     ("HTTP errors", &["error"]),
-    ("request parts, crawler telemetry", &["body_budget", "crawlers", "host", "receive_rate"]),
+    ("the connection and its request, crawler telemetry", &["crawlers", "net"]),
     ("settings", &["config"]),
-    ("serving, the SQLite files", &["db_files", "sitemap"]),
-    ("change notification, URL health, export", &["checker", "export", "indexnow"]),
-    ("the shared state, import", &["import", "state"]),
+    ("serving sitemaps", &["sitemap"]),
+    ("change notification, URL health", &["checker", "indexnow"]),
+    ("the shared state", &["state"]),
     ("the background workers' list", &["workers"]),
-    ("HTTP routes", &["api", "scrape", "view"]),
-    ("the router (lib.rs)", &["lib"]),
+    ("HTTP routes", &["api", "telemetry::scrape", "view"]),
+    ("the router and the serving loops", &["server"]),
+    ("the crate's map (lib.rs)", &["lib"]),
+];
+
+/// The root package's library: the server crate's re-exports below its own modules.
+const ROOT: Layers = &[
+    (
+        "crates/sitemapd-server (re-exported whole)",
+        &[
+            "access",
+            "api",
+            "backoff",
+            "checker",
+            "config",
+            "crawler",
+            "crawlers",
+            "domain",
+            "error",
+            "health",
+            "http_client",
+            "indexnow",
+            "ingest",
+            "net",
+            "page",
+            "placement",
+            "redact",
+            "server",
+            "sitemap",
+            "state",
+            "store",
+            "telemetry",
+            "view",
+            "worker",
+            "workers",
+        ],
+    ),
+    ("the commands' files, export", &["db_files", "export"]),
+    ("import", &["import"]),
+    ("the crate's map (lib.rs)", &["lib"]),
 ];
 
 /// Items of the crate root that are another module's: `crate::AppState` is `state`'s.
-const ROOT_ITEMS: &[(&str, &str)] = &[("AppState", "state"), ("app", "lib"), ("serve", "lib")];
+const ROOT_ITEMS: &[(&str, &str)] =
+    &[("AppState", "state"), ("app", "server"), ("serve", "server"), ("serve_threads", "server"), ("Served", "server")];
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|(_, modules)| modules.contains(&module))
+/// The layer of a module path (`a::b::c`): that of its longest prefix the table lists.
+fn unit_of(layers: Layers, path: &str) -> Option<(&'static str, usize)> {
+    let segments: Vec<&str> = path.split("::").collect();
+    (1..=segments.len()).rev().find_map(|n| {
+        let prefix = segments[..n].join("::");
+        layers.iter().enumerate().find_map(|(i, (_, modules))| modules.iter().find(|m| **m == prefix).map(|m| (*m, i)))
+    })
 }
 
-/// The module a file belongs to: `src/x.rs` and `src/x/…` are `x`; `src/lib.rs` is `lib`.
+/// The module path of a file: `src/x.rs` and `src/x/mod.rs` are `x`, `src/x/y.rs` is `x::y`; `src/lib.rs` is `lib`.
 fn module_of(src: &Path, file: &Path) -> String {
-    let relative = file.strip_prefix(src).expect("under src/");
-    let first = relative.components().next().expect("a path").as_os_str().to_string_lossy().into_owned();
-    first.strip_suffix(".rs").map(str::to_owned).unwrap_or(first)
+    let relative = file.strip_prefix(src).expect("under src/").with_extension("");
+    let mut parts: Vec<String> = relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if parts.len() > 1 && parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -76,10 +125,13 @@ fn without_tests(text: &str) -> String {
     kept
 }
 
-/// Each (line, module, in a comment) that `text` names as `crate::<name>` or in a `crate::{…}` group.
+/// Each (line, path, in a comment) that `text` names as `crate::<path>` or in a `crate::{…}` group: the path up to
+/// its first character that is not part of one (`crate::store::{A, B}` names `store`).
 fn named(text: &str) -> Vec<(usize, String, bool)> {
-    let first_segment =
-        |s: &str| -> String { s.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let first_segment = |s: &str| -> String {
+        let path: String = s.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+        path.trim_end_matches(':').to_owned()
+    };
     let mut found = Vec::new();
     for (at, _) in text.match_indices("crate::") {
         let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -109,33 +161,33 @@ fn named(text: &str) -> Vec<(usize, String, bool)> {
     found
 }
 
-#[test]
-fn no_module_imports_a_layer_above_its_own() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// What `src` names against `layers`: each problem, one line each. `binary` lists the files and folders of the
+/// binary under `src/`, which are not read.
+fn check(src: &Path, layers: Layers, binary: &[&str]) -> Vec<String> {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(src, &mut files);
     files.sort();
     let mut wrong = Vec::new();
-    for file in files.iter().filter(|f| !f.ends_with("main.rs")) {
-        let module = module_of(&src, file);
-        let Some(own) = layer_of(&module) else {
-            wrong.push(format!("{}: the module {module} is in no layer of LAYERS", file.display()));
+    for file in files.iter().filter(|f| !binary.iter().any(|b| f.strip_prefix(src).is_ok_and(|r| r.starts_with(b)))) {
+        let Some((module, own)) = unit_of(layers, &module_of(src, file)) else {
+            wrong.push(format!("{}: the module {} is in no layer of the table", file.display(), module_of(src, file)));
             continue;
         };
         let text = std::fs::read_to_string(file).expect("a source file reads");
         for (line, name, comment) in named(&without_tests(&text)) {
-            let target = ROOT_ITEMS.iter().find(|(item, _)| *item == name).map_or(name.as_str(), |(_, m)| m);
-            if target == module {
-                continue;
-            }
-            let Some(theirs) = layer_of(target) else {
-                wrong.push(format!("{}:{line}: crate::{name} is in no layer of LAYERS", file.display()));
+            let first = name.split("::").next().unwrap_or_default();
+            let path = match ROOT_ITEMS.iter().find(|(item, _)| *item == first) {
+                Some((_, owner)) => (*owner).to_owned(),
+                None => name.clone(),
+            };
+            let Some((target, theirs)) = unit_of(layers, &path) else {
+                wrong.push(format!("{}:{line}: crate::{name} is in no layer of the table", file.display()));
                 continue;
             };
-            if theirs < own {
+            if target == module || theirs < own {
                 continue;
             }
-            let (their_layer, own_layer) = (LAYERS[theirs].0, LAYERS[own].0);
+            let (their_layer, own_layer) = (layers[theirs].0, layers[own].0);
             let how = if theirs == own { "its own layer" } else { "a layer above" };
             let names = if comment { "names in a comment" } else { "names" };
             wrong.push(format!(
@@ -144,27 +196,35 @@ fn no_module_imports_a_layer_above_its_own() {
             ));
         }
     }
+    wrong
+}
+
+#[test]
+fn no_module_imports_a_layer_above_its_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = check(&root.join("crates/sitemapd-server/src"), SERVER, &[]);
+    wrong.extend(check(&root.join("src"), ROOT, &["main.rs", "cli"]));
     assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
 }
 
 #[test]
 fn the_reader_finds_paths_groups_and_skips_tests() {
     let text = "use crate::config::Config;\nuse crate::{domain::{Loc, Sites}, error, store::Store};\n\
-                use crate::{\n    host::Hosts,\n    sitemap,\n};\n/// See [`crate::AppState`].\n#[cfg(test)]\nmod tests {\n    use crate::api;\n}\n\
+                use crate::{\n    net::host::Hosts,\n    sitemap,\n};\n/// See [`crate::AppState`].\n#[cfg(test)]\nmod tests {\n    use crate::api;\n}\n\
                 #[cfg(test)]\nuse crate::view;\nfn f() { crate::telemetry::x(); }\n";
     let names: Vec<(usize, String, bool)> = named(&without_tests(text));
     let names: Vec<(usize, &str, bool)> = names.iter().map(|(l, n, c)| (*l, n.as_str(), *c)).collect();
     assert_eq!(
         names,
         [
-            (1, "config", false),
+            (1, "config::Config", false),
             (2, "domain", false),
             (2, "error", false),
-            (2, "store", false),
-            (3, "host", false),
+            (2, "store::Store", false),
+            (3, "net::host::Hosts", false),
             (3, "sitemap", false),
             (7, "AppState", true),
-            (14, "telemetry", false)
+            (14, "telemetry::x", false)
         ]
     );
 }

@@ -138,7 +138,7 @@ async fn metrics_count_requests_writes_pages_and_state(b: Backend) {
 
 both_backends!(metrics_count_requests_writes_pages_and_state);
 
-/// Every operation of the write API, as `src/api/mod.rs` routes it, with the answers each must document.
+/// Every operation of the write API, as `crates/sitemapd-server/src/api/mod.rs` routes it, with the answers each must document.
 const WRITE_API: &[(&str, &str, &[&str])] = &[
     ("get", "/api/v1/urls", &["200", "400", "401", "403", "404", "422", "503"]),
     ("put", "/api/v1/urls", &["200", "400", "401", "403", "408", "413", "415", "422", "503", "507"]),

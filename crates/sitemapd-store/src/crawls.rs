@@ -55,7 +55,7 @@ pub struct PageRead {
     pub first_us: i64,
 }
 
-/// What a report of a site's crawlers is made of, read in one snapshot ([`super::StoreReads::crawler_state`]).
+/// What a report of a site's crawlers is made of, read in one snapshot ([`super::CrawlLog::crawler_state`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CrawlerState {
     /// The site's whole page table.
@@ -68,7 +68,7 @@ pub struct CrawlerState {
 }
 
 /// What a record's lookup says of its crawlers is made of, read in one snapshot
-/// ([`super::StoreReads::crawler_record`]).
+/// ([`super::CrawlLog::crawler_record`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecordCrawls {
     /// When the record last changed as its page shows it (the page version that first held it so); `None` for a
@@ -274,7 +274,7 @@ const PG_READS_SQL: &str = "INSERT INTO crawler_reads AS r (site_id, page_id, cr
      WHERE excluded.first_us < r.first_us \
      RETURNING r.site_id AS site, r.page_id, r.crawler, r.version_us, r.first_us, (r.xmax = 0) AS inserted";
 
-/// The purge ([`super::Store::purge_crawls`]): the superseded reads first made before `$1`, locked in key order
+/// The purge ([`super::CrawlLog::purge_crawls`]): the superseded reads first made before `$1`, locked in key order
 /// (the order a flush locks them in), then deleted.
 const PG_PURGE_SQL: &str = "DELETE FROM crawler_reads r USING (SELECT o.site_id, o.page_id, o.crawler, o.version_us \
      FROM crawler_reads o WHERE o.first_us < $1 AND EXISTS (SELECT 1 FROM crawler_reads n \
@@ -289,7 +289,7 @@ struct PgReadRow {
     inserted: bool,
 }
 
-/// [`super::Store::record_crawls`] on Postgres: one transaction on the primary, without the write lock. `fetches`
+/// [`super::CrawlLog::record_crawls`] on Postgres: one transaction on the primary, without the write lock. `fetches`
 /// and `reads` are merged and in key order.
 pub(super) async fn pg_record(pool: &PgPool, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
     let mut tx = pool.begin().await?;
@@ -394,7 +394,7 @@ fn bind_read<'q>(query: SqliteQuery<'q>, r: &'q PageRead) -> SqliteQuery<'q> {
     query.bind(r.site).bind(r.page_id).bind(r.crawler.as_str()).bind(r.version_us).bind(r.first_us)
 }
 
-/// [`super::Store::record_crawls`] on SQLite, in a write transaction (the store's writer lock held). `fetches` and
+/// [`super::CrawlLog::record_crawls`] on SQLite, in a write transaction (the store's writer lock held). `fetches` and
 /// `reads` are merged and in key order.
 pub(super) async fn sqlite_record(
     conn: &mut SqliteConnection,
@@ -442,7 +442,7 @@ pub(super) async fn sqlite_record(
     Ok(new)
 }
 
-/// [`super::Store::purge_crawls`] on SQLite, in a write transaction.
+/// [`super::CrawlLog::purge_crawls`] on SQLite, in a write transaction.
 pub(super) async fn sqlite_purge(conn: &mut SqliteConnection, before_us: i64) -> Result<u64> {
     Ok(sqlx::query(SQLITE_PURGE_SQL).bind(before_us).execute(conn).await?.rows_affected())
 }

@@ -3,7 +3,7 @@
 //!
 //! Queue: one `url_checks` row per (site, loc). A write to a site that is checked queues the locs it changed in
 //! its own transaction, due at once (the outbox's pattern, [`super::outbox`]); a walk of the site's records by id
-//! ([`super::Store::health_seed`]) queues the ones stored before checking was on. A settled check is due again a
+//! ([`super::HealthQueue::health_seed`]) queues the ones stored before checking was on. A settled check is due again a
 //! cycle later; a transient failure after its backoff.
 //!
 //! Claims: claiming sets a row's `due_us` to the end of a lease and names the claim; other replicas skip it
@@ -36,7 +36,7 @@ use sitemapd_core::placement::Changes;
 /// One URL claimed for a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckClaim {
-    /// Names the claim in the row (random), checked by [`super::Store::health_settle`].
+    /// Names the claim in the row (random), checked by [`super::HealthQueue::health_settle`].
     pub claim: i64,
     pub site: i64,
     pub loc: String,
@@ -145,7 +145,7 @@ impl BrakeMode {
     }
 }
 
-/// What an operator tells a site's brake ([`super::Store::health_brake_set`]).
+/// What an operator tells a site's brake ([`super::HealthQueue::health_brake_set`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BrakeOrder {
     /// Lift a pause: the site excludes again, and the events so far no longer count.
@@ -525,7 +525,7 @@ pub(crate) trait Checks: Writes {
         site: i64,
         loc: &str,
     ) -> impl Future<Output = Result<Option<(i64, i64, bool, bool)>>> + Send;
-    /// [`super::Store::health_settle`] in `conn`'s transaction; `may_flip`: it holds the write lock.
+    /// [`super::HealthQueue::health_settle`] in `conn`'s transaction; `may_flip`: it holds the write lock.
     fn settle(
         conn: &mut Self::Connection,
         site: i64,
@@ -533,7 +533,7 @@ pub(crate) trait Checks: Writes {
         exclude: bool,
         may_flip: bool,
     ) -> impl Future<Output = Result<Written<Settled>>> + Send;
-    /// [`super::Store::health_restore`] in `conn`'s transaction, which holds the write lock.
+    /// [`super::HealthQueue::health_restore`] in `conn`'s transaction, which holds the write lock.
     fn restore(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Written<u64>>> + Send;
     /// A site's brake as stored.
     fn brake_of(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Option<BrakeState>>> + Send;
@@ -560,7 +560,7 @@ pub(crate) trait Checks: Writes {
         since: i64,
         now: i64,
     ) -> impl Future<Output = Result<Written<u64>>> + Send;
-    /// [`super::Store::health_brake_order`] in `conn`'s transaction.
+    /// [`super::HealthQueue::health_brake_order`] in `conn`'s transaction.
     fn order_brake(
         conn: &mut Self::Connection,
         site: i64,

@@ -171,9 +171,10 @@ pub struct SiteUrl {
     pub url: StoredUrl,
 }
 
-/// What a store reads. Handlers reach the store through [`crate::AppState::reads`] (this) and
-/// [`crate::AppState::upsert`] / [`crate::AppState::delete`], which bring what derives from the store up to date
-/// after every write: a handler cannot write and forget to.
+/// What a store reads of the core: sites, records, pages, news. Handlers reach the store through
+/// [`crate::AppState::reads`] (this) and [`crate::AppState::upsert`] / [`crate::AppState::delete`], which bring what
+/// derives from the store up to date after every write: a handler cannot write and forget to. Each feature's reads
+/// and writes are its own trait ([`Outbox`], [`CrawlLog`], [`HealthQueue`], [`RemovedList`]).
 #[async_trait]
 pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
@@ -207,16 +208,30 @@ pub trait StoreReads: Send + Sync + 'static {
     /// newest first, through the publication-date index (never a scan of all URLs), and what its Last-Modified is
     /// made of.
     async fn news(&self, site: i64, since_us: i64, until_us: i64, limit: u32) -> Result<NewsRead>;
-    /// A site's removed-URLs sitemap rows: at most `limit` tombstones deleted at `since_us` or later, newest
-    /// first, through the `(site_id, removed_us, loc)` index (never a scan), and what its Last-Modified is made of.
-    async fn removed(&self, site: i64, since_us: i64, limit: u32) -> Result<RemovedRead>;
-    /// A site's removed-URLs stamp alone ([`RemovedRead::changed_us`]): one primary-key read. Unchanged, the
-    /// tombstones are the ones read with it.
-    async fn removed_stamp(&self, site: i64) -> Result<i64>;
     /// A non-empty page's state and its entries in page order, read from one consistent snapshot and streamed.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
+    /// The connection pool's use right now, for `/metrics`: no I/O.
+    fn pool_status(&self) -> PoolStatus;
+}
+
+/// Change notification's queue (the IndexNow outbox): a write queues its changed locs in it inside its own
+/// transaction; a sender claims due rows under a lease and settles them by the answer.
+#[async_trait]
+pub trait Outbox: Send + Sync + 'static {
     /// The change notifications queued (the IndexNow outbox), per site: (site id, locs), in site order. O(queued).
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>>;
+    /// Claims up to `limit` of `site`'s queued change notifications that are due, for `lease` (then another sender
+    /// may claim them): `None` when none is due. Rows another sender holds are skipped, never waited for.
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>>;
+    /// Ends `claim` after its send: its rows are done, or due again later ([`Settle`]); a row changed since the
+    /// claim stays queued either way.
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled>;
+}
+
+/// Crawler telemetry's log: flushes of fetch records and page reads merged in, their reads from the primary, and
+/// the purge of superseded reads.
+#[async_trait]
+pub trait CrawlLog: Send + Sync + 'static {
     /// Crawler telemetry: `site`'s fetch records as merged, one per resource, crawler and trust. O(resources ×
     /// crawlers). Read from the primary.
     async fn crawler_fetches(&self, site: i64) -> Result<Vec<FetchRecord>>;
@@ -235,6 +250,20 @@ pub trait StoreReads: Send + Sync + 'static {
     /// it last changed in its page, its page, the newest reads of that page and the site's fetch records. O(1)
     /// reads of the record and the page, O(crawlers) of the page's reads.
     async fn crawler_record(&self, site: i64, id: i64, page_id: i64) -> Result<RecordCrawls>;
+    /// Merges one flush of crawler telemetry in one transaction (fetch records: `first_us` the least, `last_us` the
+    /// greatest, the last answer's fields from the later, counts added; page reads: the earliest `first_us` of a
+    /// version). Returns the page reads that were new (no process had recorded that page version for that crawler):
+    /// each one is a change's lag closed. Moves no change counter.
+    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>>;
+    /// Deletes the page reads first made before `before_us` that a newer version of the same page read by the same
+    /// crawler supersedes (the newest read of each page and crawler is kept whatever its age); the number deleted.
+    async fn purge_crawls(&self, before_us: i64) -> Result<u64>;
+}
+
+/// URL health's queue of checks: seeded from the stored records, claimed under a lease, settled (under the write
+/// lock when a finding changes a page), and its reads from the primary.
+#[async_trait]
+pub trait HealthQueue: Send + Sync + 'static {
     /// URL health: `loc`'s last check in `site`, if it is tracked. Read from the primary.
     async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>>;
     /// URL health: the records (of one site or all) whose check matches `filter`, in record id order after `after`
@@ -249,43 +278,6 @@ pub trait StoreReads: Send + Sync + 'static {
     /// URL health: `site`'s counts ([`HealthSummary`]): one pass over the site's check rows (O(tracked URLs)), the
     /// kinds over the problem rows, and the capped backlog count.
     async fn health_summary(&self, site: i64) -> Result<HealthSummary>;
-    /// The connection pool's use right now, for `/metrics`: no I/O.
-    fn pool_status(&self) -> PoolStatus;
-}
-
-/// A store: its reads, its writes (each returns what it changed), and its life cycle.
-#[async_trait]
-pub trait Store: StoreReads {
-    /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
-    /// idempotent. Reads need it first.
-    async fn migrate(&self) -> anyhow::Result<()>;
-    /// Upserts `entries` in one transaction (a later duplicate of a loc wins), each in the site its loc lies under,
-    /// each replacing its stored record whole.
-    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
-        self.upsert_with(entries, Upsert::Replace).await
-    }
-    /// [`Store::upsert`], merging each entry onto its stored record as `mode` says ([`Upsert`]).
-    async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>>;
-    /// Deletes the records of `locs` in one transaction.
-    async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
-    /// Deletes at most `limit` tombstones of each site that are older than the retention (`removed_days`), oldest
-    /// first, in one transaction, moving each site's removed-URLs stamp to the moment the newest of them left the
-    /// window; the number deleted. Nothing when the removed-URLs sitemap is off.
-    async fn purge_removed(&self, limit: u32) -> Result<u64>;
-    /// Claims up to `limit` of `site`'s queued change notifications that are due, for `lease` (then another sender
-    /// may claim them): `None` when none is due. Rows another sender holds are skipped, never waited for.
-    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>>;
-    /// Ends `claim` after its send: its rows are done, or due again later ([`Settle`]); a row changed since the
-    /// claim stays queued either way.
-    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled>;
-    /// Merges one flush of crawler telemetry in one transaction (fetch records: `first_us` the least, `last_us` the
-    /// greatest, the last answer's fields from the later, counts added; page reads: the earliest `first_us` of a
-    /// version). Returns the page reads that were new (no process had recorded that page version for that crawler):
-    /// each one is a change's lag closed. Moves no change counter.
-    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>>;
-    /// Deletes the page reads first made before `before_us` that a newer version of the same page read by the same
-    /// crawler supersedes (the newest read of each page and crawler is kept whatever its age); the number deleted.
-    async fn purge_crawls(&self, before_us: i64) -> Result<u64>;
     /// URL health: queues at most `limit` of `site`'s stored records not yet queued, walking them by id from where
     /// the last walk stopped (`health_sites.seeded_id`), due at once; the number walked (0: the walk is at the end).
     async fn health_seed(&self, site: i64, limit: u32) -> Result<u64>;
@@ -308,17 +300,53 @@ pub trait Store: StoreReads {
     /// least `gap` after the slot before it, and not before `hold` from now (a `Retry-After`). Returns how long to
     /// wait from now for it.
     async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration>;
+}
+
+/// The removed-URLs list: the tombstones a delete keeps within the retention (`removed_days`), read for the
+/// removed-URLs sitemap (on the replica, as a page is) and purged once past it.
+#[async_trait]
+pub trait RemovedList: Send + Sync + 'static {
+    /// A site's removed-URLs sitemap rows: at most `limit` tombstones deleted at `since_us` or later, newest
+    /// first, through the `(site_id, removed_us, loc)` index (never a scan), and what its Last-Modified is made of.
+    async fn removed(&self, site: i64, since_us: i64, limit: u32) -> Result<RemovedRead>;
+    /// A site's removed-URLs stamp alone ([`RemovedRead::changed_us`]): one primary-key read. Unchanged, the
+    /// tombstones are the ones read with it.
+    async fn removed_stamp(&self, site: i64) -> Result<i64>;
+    /// Deletes at most `limit` tombstones of each site that are older than the retention (`removed_days`), oldest
+    /// first, in one transaction, moving each site's removed-URLs stamp to the moment the newest of them left the
+    /// window; the number deleted. Nothing when the removed-URLs sitemap is off.
+    async fn purge_removed(&self, limit: u32) -> Result<u64>;
+}
+
+/// A store: the core's reads and writes (each write returns what it changed), every feature's trait, and its life
+/// cycle. One struct per backend implements them all, so an `Arc<dyn Store>` is the whole store, and a feature's
+/// methods are called on it as they are (a trait object's supertraits' methods need no import); a part of the
+/// server that needs one feature alone may take `&dyn Outbox` (and so on), which `&dyn Store` converts to.
+#[async_trait]
+pub trait Store: StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList {
+    /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
+    /// idempotent. Reads need it first.
+    async fn migrate(&self) -> anyhow::Result<()>;
+    /// Upserts `entries` in one transaction (a later duplicate of a loc wins), each in the site its loc lies under,
+    /// each replacing its stored record whole.
+    async fn upsert(&self, entries: &[Entry]) -> Result<Written<UpsertCounts>> {
+        self.upsert_with(entries, Upsert::Replace).await
+    }
+    /// [`Store::upsert`], merging each entry onto its stored record as `mode` says ([`Upsert`]).
+    async fn upsert_with(&self, entries: &[Entry], mode: Upsert) -> Result<Written<UpsertCounts>>;
+    /// Deletes the records of `locs` in one transaction.
+    async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>>;
+    /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
+    /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
+    /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
+    /// the store being unavailable.
+    async fn close(&self);
     /// The watch of the database's files while serving (SQLite: see `watch.rs`), as a future that looks once a
     /// second until dropped; the server runs it as a background worker, stopped before [`Store::close`]. `None`:
     /// nothing to watch (Postgres, a database in memory, a command that does not serve).
     fn file_watch(&self) -> Option<futures_util::future::BoxFuture<'static, ()>> {
         None
     }
-    /// Called once the server has stopped: makes everything durable in the database file itself (SQLite:
-    /// checkpoints the WAL into it) and closes the pool. Bounded: connections still held by requests cut off at
-    /// the end of the grace period are not waited for longer than [`CLOSE_TIMEOUT`]. Every later call fails as
-    /// the store being unavailable.
-    async fn close(&self);
     /// Called by [`open`] once the database is migrated and checked: reads may go to the read replica from now on
     /// (Postgres with `read_url`; nothing otherwise).
     fn read_from_replica(&self) {}

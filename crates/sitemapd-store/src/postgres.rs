@@ -533,6 +533,71 @@ impl Store for PgStore {
         }
         write::delete(self.begin_write().await?, &locs, self.queues(), self.shape.removed_days > 0).await
     }
+}
+
+#[async_trait]
+impl Backend for PgStore {
+    type Db = sqlx::Postgres;
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+    fn read_pool(&self) -> &PgPool {
+        match &self.read_pool {
+            Some(replica)
+                if self.replica.enabled.load(Ordering::Relaxed) && self.replica.up.load(Ordering::Relaxed) =>
+            {
+                replica
+            }
+            _ => &self.pool,
+        }
+    }
+
+    fn replica_pool(&self) -> Option<&PgPool> {
+        self.read_pool.as_ref()
+    }
+
+    fn read_failed(&self, error: &super::StoreError) {
+        let Some(replica) = &self.read_pool else { return };
+        if replica_is_down(error, replica) && self.replica.up.swap(false, Ordering::Relaxed) {
+            tracing::warn!(target: LOG_TARGET,
+                error = %error,
+                "a read on the replica (DATABASE_READ_URL) failed: reading from the primary until it answers again"
+            );
+            sitemapd_metrics::replica_rested();
+        }
+    }
+
+    fn sites(&self) -> Arc<Sites> {
+        self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
+    }
+
+    async fn snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
+        Ok(self.read_pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+    }
+
+    async fn primary_snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
+        Ok(self.pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+    }
+
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+        // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
+        let mut tx = self.snapshot().await?;
+        let Some(page) = sqlx::Postgres::nonempty_page_in(&mut tx, site, id).await? else {
+            return Ok(None);
+        };
+        sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
+        Ok(Some((page, sqlx::Postgres::entries(tx, PAGE_ENTRIES_SQL, site, id))))
+    }
+
+    async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        // The settings are scoped to this transaction (`set_config(…, true)`).
+        let mut tx = self.read_pool().begin_with("BEGIN READ ONLY").await?;
+        sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
+        let urls = sqlx::Postgres::page_urls(&mut tx, site, page_id, after, limit).await?;
+        tx.commit().await?;
+        Ok(urls)
+    }
 
     async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
         if fetches.is_empty() && reads.is_empty() {
@@ -615,71 +680,6 @@ impl Store for PgStore {
             .fetch_one(&self.pool)
             .await?;
         Ok(Duration::from_micros(u64::try_from(wait).unwrap_or(0)))
-    }
-}
-
-#[async_trait]
-impl Backend for PgStore {
-    type Db = sqlx::Postgres;
-
-    fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-    fn read_pool(&self) -> &PgPool {
-        match &self.read_pool {
-            Some(replica)
-                if self.replica.enabled.load(Ordering::Relaxed) && self.replica.up.load(Ordering::Relaxed) =>
-            {
-                replica
-            }
-            _ => &self.pool,
-        }
-    }
-
-    fn replica_pool(&self) -> Option<&PgPool> {
-        self.read_pool.as_ref()
-    }
-
-    fn read_failed(&self, error: &super::StoreError) {
-        let Some(replica) = &self.read_pool else { return };
-        if replica_is_down(error, replica) && self.replica.up.swap(false, Ordering::Relaxed) {
-            tracing::warn!(target: LOG_TARGET,
-                error = %error,
-                "a read on the replica (DATABASE_READ_URL) failed: reading from the primary until it answers again"
-            );
-            sitemapd_metrics::replica_rested();
-        }
-    }
-
-    fn sites(&self) -> Arc<Sites> {
-        self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
-    }
-
-    async fn snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
-        Ok(self.read_pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
-    }
-
-    async fn primary_snapshot(&self) -> Result<sqlx::PgTransaction<'static>> {
-        Ok(self.pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
-    }
-
-    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
-        // One snapshot for the page's state and its rows, so the body always matches the ETag sent before it.
-        let mut tx = self.snapshot().await?;
-        let Some(page) = sqlx::Postgres::nonempty_page_in(&mut tx, site, id).await? else {
-            return Ok(None);
-        };
-        sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
-        Ok(Some((page, sqlx::Postgres::entries(tx, PAGE_ENTRIES_SQL, site, id))))
-    }
-
-    async fn page_urls(&self, site: i64, page_id: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
-        // The settings are scoped to this transaction (`set_config(…, true)`).
-        let mut tx = self.read_pool().begin_with("BEGIN READ ONLY").await?;
-        sqlx::query(PAGE_PLANNER_SETTINGS).execute(&mut *tx).await?;
-        let urls = sqlx::Postgres::page_urls(&mut tx, site, page_id, after, limit).await?;
-        tx.commit().await?;
-        Ok(urls)
     }
 }
 

@@ -1,20 +1,24 @@
 //! What both backends run alike: the queries whose SQL is the same text for both (SQLite takes Postgres's
 //! numbered `$N` parameters), written once over sqlx's [`Database`], and the read half of the store on top of them.
 //!
-//! What differs stays in the backend, behind [`Backend`]: how a snapshot of a page is read, and the file check
-//! of SQLite's readiness probe.
+//! What differs stays in the backend, behind [`Backend`]: how a snapshot of a page is read, the file check of
+//! SQLite's readiness probe, and each feature's writes (under SQLite's writer lock, in Postgres's transactions).
+//! The store's traits are implemented here once, for every backend: the reads over the shared queries, the
+//! feature writes over the backend's.
 
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::{
-    EntryStream, NewsRead, PageEntry, PageRow, PoolStatus, RemovedRead, Result, SiteUrl, StoreReads, UrlRow,
-    page_columns, url_columns,
+    BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, CrawlLog, EntryStream, HealthQueue, NewsRead,
+    Outbox, PageEntry, PageRow, PoolStatus, RemovedList, RemovedRead, Result, Settle, Settled, SiteUrl, StoreReads,
+    UrlRow, Written, page_columns, url_columns,
 };
 use sitemapd_core::domain::{Loc, Section, Site, SiteSpec, Sites};
 use sitemapd_core::page::{PageState, StoredUrl};
@@ -168,14 +172,14 @@ pub(crate) trait Sql: Database {
     ) -> impl Future<Output = Result<Vec<(StoredUrl, String)>>> + Send;
     /// Records that an entry of `site` with news changed, at `now_us` ([`TOUCH_NEWS_SQL`]).
     fn touch_news(conn: &mut Self::Connection, site: i64, now_us: i64) -> impl Future<Output = Result<()>> + Send;
-    /// The removed-URLs sitemap's rows ([`StoreReads::removed`]), read in `tx` (one snapshot).
+    /// The removed-URLs sitemap's rows ([`RemovedList::removed`]), read in `tx` (one snapshot).
     fn removed_in(
         tx: Transaction<'static, Self>,
         site: i64,
         since_us: i64,
         limit: u32,
     ) -> impl Future<Output = Result<RemovedRead>> + Send;
-    /// `site`'s removed-URLs stamp ([`StoreReads::removed_stamp`]).
+    /// `site`'s removed-URLs stamp ([`RemovedList::removed_stamp`]).
     fn removed_stamp(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<i64>> + Send;
     /// Whether `site` has any tombstone: one index probe.
     fn has_removed(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<bool>> + Send;
@@ -197,12 +201,12 @@ pub(crate) trait Sql: Database {
     /// Writes a repaired record's loc, page and size.
     fn repair_url(conn: &mut Self::Connection, url: &placement::RepairedUrl)
     -> impl Future<Output = Result<()>> + Send;
-    /// Queued change notifications per site ([`StoreReads::outbox_size`]).
+    /// Queued change notifications per site ([`Outbox::outbox_size`]).
     fn outbox_size(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(i64, i64)>>> + Send;
-    /// A site's crawler fetch records ([`StoreReads::crawler_fetches`]).
+    /// A site's crawler fetch records ([`CrawlLog::crawler_fetches`]).
     fn crawler_fetches(conn: &mut Self::Connection, site: i64)
     -> impl Future<Output = Result<Vec<FetchRecord>>> + Send;
-    /// The newest version each crawler read of one page or all ([`StoreReads::crawler_seen`]).
+    /// The newest version each crawler read of one page or all ([`CrawlLog::crawler_seen`]).
     fn crawler_seen(
         conn: &mut Self::Connection,
         site: i64,
@@ -214,7 +218,7 @@ pub(crate) trait Sql: Database {
         site: i64,
         id: i64,
     ) -> impl Future<Output = Result<Option<i64>>> + Send;
-    /// The lags of a site's recent page reads ([`StoreReads::crawler_lags`]).
+    /// The lags of a site's recent page reads ([`CrawlLog::crawler_lags`]).
     fn crawler_lags(
         conn: &mut Self::Connection,
         site: i64,
@@ -573,6 +577,30 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn check_file(&self) -> Result<()> {
         Ok(())
     }
+    // Each feature's writes, as the backend makes them (its lock, its transactions): [`Outbox`], [`CrawlLog`],
+    // [`HealthQueue`] and [`RemovedList`] are implemented once, below, over these and the shared queries.
+    /// [`Outbox::claim_notifications`].
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>>;
+    /// [`Outbox::settle_notifications`].
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled>;
+    /// [`CrawlLog::record_crawls`].
+    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>>;
+    /// [`CrawlLog::purge_crawls`].
+    async fn purge_crawls(&self, before_us: i64) -> Result<u64>;
+    /// [`HealthQueue::health_seed`].
+    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64>;
+    /// [`HealthQueue::health_claim`].
+    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>>;
+    /// [`HealthQueue::health_settle`].
+    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>>;
+    /// [`HealthQueue::health_restore`].
+    async fn health_restore(&self, site: i64) -> Result<Written<u64>>;
+    /// [`HealthQueue::health_brake_order`].
+    async fn health_brake_order(&self, site: i64, order: BrakeOrder) -> Result<Option<BrakeState>>;
+    /// [`HealthQueue::health_host_slot`].
+    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration>;
+    /// [`RemovedList::purge_removed`].
+    async fn purge_removed(&self, limit: u32) -> Result<u64>;
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// [`StoreReads::page_urls`]: the shared query on a connection of the pool (Postgres: with its planner settings).
@@ -664,18 +692,23 @@ impl<B: Backend> StoreReads for B {
         let on_replica = self.on_replica();
         self.reading(on_replica, read.await)
     }
-    async fn removed(&self, site: i64, since_us: i64, limit: u32) -> Result<RemovedRead> {
-        let read = async { B::Db::removed_in(self.snapshot().await?, site, since_us, limit).await };
-        let on_replica = self.on_replica();
-        self.reading(on_replica, read.await)
-    }
-    async fn removed_stamp(&self, site: i64) -> Result<i64> {
-        let on_replica = self.on_replica();
-        self.reading(on_replica, B::Db::removed_stamp(self.read_pool(), site).await)
-    }
+}
+
+#[async_trait]
+impl<B: Backend> Outbox for B {
     async fn outbox_size(&self) -> Result<Vec<(i64, i64)>> {
         B::Db::outbox_size(self.pool()).await
     }
+    async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {
+        Backend::claim_notifications(self, site, limit, lease).await
+    }
+    async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
+        Backend::settle_notifications(self, claim, settle).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> CrawlLog for B {
     // Crawler telemetry is read from the primary, never the replica: every process flushes into the primary, and
     // a lagging replica would hide the latest flush.
     async fn crawler_fetches(&self, site: i64) -> Result<Vec<FetchRecord>> {
@@ -686,17 +719,6 @@ impl<B: Backend> StoreReads for B {
     }
     async fn crawler_lags(&self, site: i64, since_us: i64, limit: u32) -> Result<Vec<(String, i64)>> {
         B::Db::crawler_lags(&mut *self.pool().acquire().await?, site, since_us, limit).await
-    }
-    async fn crawler_record(&self, site: i64, id: i64, page_id: i64) -> Result<RecordCrawls> {
-        let mut tx = self.primary_snapshot().await?;
-        let record = RecordCrawls {
-            changed_us: B::Db::record_changed_in(&mut tx, site, id).await?,
-            page: B::Db::nonempty_page_in(&mut tx, site, page_id).await?,
-            seen: B::Db::crawler_seen(&mut tx, site, Some(page_id)).await?,
-            fetches: B::Db::crawler_fetches(&mut tx, site).await?,
-        };
-        tx.commit().await?;
-        Ok(record)
     }
     async fn crawler_state(&self, site: i64, since_us: i64, lag_limit: u32) -> Result<CrawlerState> {
         let mut tx = self.primary_snapshot().await?;
@@ -709,6 +731,27 @@ impl<B: Backend> StoreReads for B {
         tx.commit().await?;
         Ok(state)
     }
+    async fn crawler_record(&self, site: i64, id: i64, page_id: i64) -> Result<RecordCrawls> {
+        let mut tx = self.primary_snapshot().await?;
+        let record = RecordCrawls {
+            changed_us: B::Db::record_changed_in(&mut tx, site, id).await?,
+            page: B::Db::nonempty_page_in(&mut tx, site, page_id).await?,
+            seen: B::Db::crawler_seen(&mut tx, site, Some(page_id)).await?,
+            fetches: B::Db::crawler_fetches(&mut tx, site).await?,
+        };
+        tx.commit().await?;
+        Ok(record)
+    }
+    async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
+        Backend::record_crawls(self, fetches, reads).await
+    }
+    async fn purge_crawls(&self, before_us: i64) -> Result<u64> {
+        Backend::purge_crawls(self, before_us).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> HealthQueue for B {
     // URL health is read from the primary too: checkers settle into it.
     async fn health_of(&self, site: i64, loc: &str) -> Result<Option<UrlCheck>> {
         let mut conn = self.pool().acquire().await?;
@@ -725,5 +768,39 @@ impl<B: Backend> StoreReads for B {
     }
     async fn health_summary(&self, site: i64) -> Result<HealthSummary> {
         B::Db::summary(self.pool(), site).await
+    }
+    async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {
+        Backend::health_seed(self, site, limit).await
+    }
+    async fn health_claim(&self, site: i64, limit: u32, lease: Duration) -> Result<Vec<CheckClaim>> {
+        Backend::health_claim(self, site, limit, lease).await
+    }
+    async fn health_settle(&self, site: i64, result: &CheckResult, exclude: bool) -> Result<Written<CheckSettled>> {
+        Backend::health_settle(self, site, result, exclude).await
+    }
+    async fn health_restore(&self, site: i64) -> Result<Written<u64>> {
+        Backend::health_restore(self, site).await
+    }
+    async fn health_brake_order(&self, site: i64, order: BrakeOrder) -> Result<Option<BrakeState>> {
+        Backend::health_brake_order(self, site, order).await
+    }
+    async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration> {
+        Backend::health_host_slot(self, host, gap, hold).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> RemovedList for B {
+    async fn removed(&self, site: i64, since_us: i64, limit: u32) -> Result<RemovedRead> {
+        let read = async { B::Db::removed_in(self.snapshot().await?, site, since_us, limit).await };
+        let on_replica = self.on_replica();
+        self.reading(on_replica, read.await)
+    }
+    async fn removed_stamp(&self, site: i64) -> Result<i64> {
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::removed_stamp(self.read_pool(), site).await)
+    }
+    async fn purge_removed(&self, limit: u32) -> Result<u64> {
+        Backend::purge_removed(self, limit).await
     }
 }

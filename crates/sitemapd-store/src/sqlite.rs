@@ -455,6 +455,38 @@ impl Store for SqliteStore {
         };
         self.noted(deleted)
     }
+}
+
+#[async_trait]
+impl Backend for SqliteStore {
+    type Db = sqlx::Sqlite;
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    fn sites(&self) -> Arc<Sites> {
+        self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
+    }
+
+    /// The files ([`SqliteStore::check_file`]), and whether the disk is full: the last write failed for space and
+    /// there is no room yet.
+    fn check_file(&self) -> Result<()> {
+        SqliteStore::check_file(self)?;
+        match self.watch.as_ref().and_then(|w| w.disk_full()) {
+            Some(why) => Err(unavailable(format!("the disk of {} is full: {why}", self.watch_path()))),
+            None => Ok(()),
+        }
+    }
+
+    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
+        // In WAL mode a read transaction sees one snapshot from its first read to its end.
+        let mut tx = self.pool.begin().await?;
+        let Some(page) = sqlx::Sqlite::nonempty_page_in(&mut tx, site, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some((page, sqlx::Sqlite::entries(tx, PAGE_ENTRIES_SQL, site, id))))
+    }
 
     async fn record_crawls(&self, fetches: &[FetchRecord], reads: &[PageRead]) -> Result<Vec<PageRead>> {
         if fetches.is_empty() && reads.is_empty() {
@@ -591,38 +623,6 @@ impl Store for SqliteStore {
             Ok(settled)
         };
         self.noted(settled.await)
-    }
-}
-
-#[async_trait]
-impl Backend for SqliteStore {
-    type Db = sqlx::Sqlite;
-
-    fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    fn sites(&self) -> Arc<Sites> {
-        self.sites.get().cloned().unwrap_or_else(|| super::unregistered(&self.specs))
-    }
-
-    /// The files ([`SqliteStore::check_file`]), and whether the disk is full: the last write failed for space and
-    /// there is no room yet.
-    fn check_file(&self) -> Result<()> {
-        SqliteStore::check_file(self)?;
-        match self.watch.as_ref().and_then(|w| w.disk_full()) {
-            Some(why) => Err(unavailable(format!("the disk of {} is full: {why}", self.watch_path()))),
-            None => Ok(()),
-        }
-    }
-
-    async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>> {
-        // In WAL mode a read transaction sees one snapshot from its first read to its end.
-        let mut tx = self.pool.begin().await?;
-        let Some(page) = sqlx::Sqlite::nonempty_page_in(&mut tx, site, id).await? else {
-            return Ok(None);
-        };
-        Ok(Some((page, sqlx::Sqlite::entries(tx, PAGE_ENTRIES_SQL, site, id))))
     }
 }
 

@@ -79,8 +79,8 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
                 if state.config.crawlers.telemetry {
                     let read = async {
                         Ok::<_, crate::store::StoreError>((
-                            state.reads().crawler_fetches(site.id).await?,
-                            state.reads().crawler_seen(site.id, None).await?,
+                            state.crawl_log().crawler_fetches(site.id).await?,
+                            state.crawl_log().crawler_seen(site.id, None).await?,
                         ))
                     };
                     match read.await {
@@ -159,7 +159,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     gauge("sitemapd_page_cache_bytes", "Bytes of rendered gzip pages held by this process", cache_bytes as f64);
     // Only when IndexNow is on: a count of the outbox is O(queued locs), and without notification it stays empty.
     if !state.config.indexnow.keys.is_empty() {
-        match state.reads().outbox_size().await {
+        match state.outbox().outbox_size().await {
             Ok(sizes) => {
                 // Every site with a key, 0 when nothing is queued; and a site no longer configured, by its id.
                 let mut by_site: std::collections::BTreeMap<String, i64> =
@@ -196,7 +196,7 @@ async fn health_gauges(state: &AppState, text: &mut String) {
     let (mut problems, mut excluded, mut backlog, mut paused) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (name, _) in state.config.health.check.iter() {
         let Some(site) = state.sites.by_name(name) else { continue };
-        match state.reads().health_summary(site.id).await {
+        match state.health_queue().health_summary(site.id).await {
             Ok(s) => {
                 for kind in Kind::ALL {
                     let urls = s.kinds.iter().find(|(k, _, _)| *k == kind).map_or(0, |(_, urls, _)| *urls);

@@ -122,7 +122,7 @@ impl<'a> ViewData<'a> {
         }
         let now_us = now_us();
         let window_days = crate::config::days_of(self.state.config.crawlers.window);
-        let reads = self.state.reads();
+        let reads = self.state.crawl_log();
         Ok(Some(CrawlerTelemetry {
             fetches: reads.crawler_fetches(site.id).await?,
             seen: reads.crawler_seen(site.id, None).await?,
@@ -137,7 +137,7 @@ impl<'a> ViewData<'a> {
     pub async fn health(&self, site: &ViewSite) -> store::Result<Option<SiteHealth>> {
         let Some(policy) = self.state.config.health.check.policy(&site.name) else { return Ok(None) };
         let now_us = now_us();
-        let reads = self.state.reads();
+        let reads = self.state.health_queue();
         let summary = reads.health_summary(site.id).await?;
         let problems = reads.health_problems(Some(site.id), ProblemFilter::Any, 0, HEALTH_URLS).await?;
         let mut more = problems.len() >= HEALTH_URLS as usize;
@@ -162,7 +162,7 @@ impl<'a> ViewData<'a> {
         if self.state.config.health.check.policy(&site.name).is_none() {
             return Ok(None);
         }
-        Ok(Some((self.state.reads().health_of(site.id, loc).await?, now_us())))
+        Ok(Some((self.state.health_queue().health_of(site.id, loc).await?, now_us())))
     }
 
     /// Per major crawler, what it read of the page that holds `url` since `url` changed, and when it was read;
@@ -172,7 +172,7 @@ impl<'a> ViewData<'a> {
         if !self.state.config.crawlers.telemetry {
             return Ok(None);
         }
-        let rows = self.state.reads().crawler_record(site.id, url.id, url.page_id).await?;
+        let rows = self.state.crawl_log().crawler_record(site.id, url.id, url.page_id).await?;
         let Some(page) = rows.page else { return Ok(None) };
         let reads = ReadIndex::new(&rows.seen, &rows.fetches).record(&page, rows.changed_us);
         Ok(Some((reads.to_vec(), now_us())))

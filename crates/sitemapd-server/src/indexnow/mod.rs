@@ -26,7 +26,7 @@ use crate::backoff::{self, Backoff};
 use crate::config::Config;
 use crate::domain::{PublicUrl, Sites};
 use crate::error::ApiError;
-use crate::host::{Hosts, RequestSite};
+use crate::net::host::{Hosts, RequestSite};
 pub use crate::worker::Running;
 
 /// The most URLs one request may carry (the protocol's limit).

@@ -35,10 +35,10 @@ use crate::config::Config;
 use crate::crawlers::Recorder;
 use crate::domain::Sites;
 use crate::error::ApiError;
-use crate::host::{Hosts, RequestSite};
+use crate::net::host::{Hosts, RequestSite};
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 use crate::page::{Gzip, PageState};
-use crate::store::StoreReads;
+use crate::store::{RemovedList, StoreReads};
 
 /// Names a gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag. A
 /// page's is the one it is stored with ([`Gzip`]); the index and the news sitemap, small and made once per
@@ -63,6 +63,8 @@ const CACHE_CONTROL: &str = "no-cache";
 pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn config(&self) -> &Config;
     fn reads(&self) -> &dyn StoreReads;
+    /// The removed-URLs sitemap's tombstones.
+    fn removed_list(&self) -> &dyn RemovedList;
     fn sites(&self) -> &Sites;
     /// `site`'s page table as last read (`site` is one of [`Serving::sites`]).
     fn directories(&self, site: i64) -> &Directories;
@@ -113,7 +115,7 @@ struct ServedPage {
 
 /// Hands every answered fetch (200, 304) of a client whose `User-Agent` names a crawler to the recorder: the
 /// site, the file (without `.gz`), the page and version it carried, the answer, the client's address (from a
-/// trusted proxy's forwarding header only, [`crate::host::client_addr`]). Other clients cost one header scan.
+/// trusted proxy's forwarding header only, [`crate::net::host::client_addr`]). Other clients cost one header scan.
 async fn record_crawl<S: Serving, F>(state: &S, request: Request, next: impl FnOnce(Request) -> F) -> Response
 where
     F: std::future::Future<Output = Response>,
@@ -125,7 +127,7 @@ where
     let site = <RequestSite as axum::extract::FromRequestParts<S>>::from_request_parts(&mut parts, state).await;
     let hosts: &Hosts = state.as_ref();
     let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
-    let addr = crate::host::client_addr(peer, &parts.headers, &hosts.trusted_proxies, hosts.forwarded_header);
+    let addr = crate::net::host::client_addr(peer, &parts.headers, &hosts.trusted_proxies, hosts.forwarded_header);
     let conditional =
         parts.headers.contains_key(header::IF_NONE_MATCH) || parts.headers.contains_key(header::IF_MODIFIED_SINCE);
     let file = parts.uri.path().strip_prefix('/').unwrap_or_default();

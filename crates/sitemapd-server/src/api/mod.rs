@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::access::Access;
 use crate::error::ApiError;
-use crate::receive_rate::{self, ReceiveLimits};
+use crate::net::receive_rate::{self, ReceiveLimits};
 
 /// Where the OpenAPI document is served (no token needed).
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
@@ -103,7 +103,7 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
     }
 }
 
-/// A request body is read under the idle limit and the minimum receive rate ([`crate::receive_rate`]): a body that
+/// A request body is read under the idle limit and the minimum receive rate ([`crate::net::receive_rate`]): a body that
 /// stalls or trickles is cut (408), and the share of the body budget it held is freed with it.
 async fn meter_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let limits = ReceiveLimits { idle: state.config.api.body_idle, rate: state.config.api.min_receive_rate };

@@ -113,7 +113,7 @@ pub struct Unseen {
     pub oldest_change_us: Option<i64>,
 }
 
-/// One site's report. `fetches`, `seen` and `lags` are that site's rows (`StoreReads::crawler_fetches`,
+/// One site's report. `fetches`, `seen` and `lags` are that site's rows (`CrawlLog::crawler_fetches`,
 /// `crawler_seen` of every page, `crawler_lags` of the window); rows naming a crawler this version does not know
 /// (written by a newer one) are left out. Only listed pages (with URLs) count as unseen: an empty page is not
 /// served.

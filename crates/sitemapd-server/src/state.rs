@@ -8,17 +8,17 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::body_budget::BodyBudget;
 use crate::config::Config;
 use crate::crawlers::{self, Recorder, verify::SystemResolver};
 use crate::domain::{Entry, Loc, SectionNames, Sites};
 use crate::error::ApiError;
-use crate::host::Hosts;
+use crate::net::body_budget::BodyBudget;
+use crate::net::host::Hosts;
 use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
-use crate::store::{self, DeleteCounts, Store, StoreReads};
+use crate::store::{self, CrawlLog, DeleteCounts, HealthQueue, Outbox, RemovedList, Store, StoreReads};
 use crate::worker::{Supervisor, Worker};
 
 #[derive(Clone)]
@@ -42,7 +42,7 @@ pub struct Inner {
     page_streams: Arc<Semaphore>,
     /// The pages rendered at once (`render_concurrency`).
     renders: RenderSlots,
-    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::body_budget`]).
+    /// The memory of write request bodies in flight, bounded by `body_memory_bytes` ([`crate::net::body_budget`]).
     pub body_budget: BodyBudget,
     /// The sites whose changes the store queues for notification (IndexNow).
     notify_sites: BTreeSet<i64>,
@@ -178,6 +178,22 @@ impl Inner {
         self.store.as_ref()
     }
 
+    /// Change notification's queue (IndexNow's outbox): its size, for `/metrics`.
+    pub fn outbox(&self) -> &dyn Outbox {
+        self.store.as_ref()
+    }
+
+    /// Crawler telemetry's log: its reads, for the API, the view and `/metrics`.
+    pub fn crawl_log(&self) -> &dyn CrawlLog {
+        self.store.as_ref()
+    }
+
+    /// URL health's queue: its reads, for the API, the view and `/metrics` (a settle that changes a page goes
+    /// through the checker, which hands its changes to [`AppState::written`]).
+    pub fn health_queue(&self) -> &dyn HealthQueue {
+        self.store.as_ref()
+    }
+
     /// URL health: an operator's order to a site's brake (no page changes: a resume or a confirmation excludes
     /// only at the next checks).
     pub async fn health_brake_order(
@@ -284,6 +300,10 @@ impl Serving for AppState {
 
     fn reads(&self) -> &dyn StoreReads {
         Inner::reads(self)
+    }
+
+    fn removed_list(&self) -> &dyn RemovedList {
+        self.store.as_ref()
     }
 
     fn sites(&self) -> &Sites {

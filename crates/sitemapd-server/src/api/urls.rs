@@ -19,12 +19,12 @@ use super::body::{self, Format};
 use super::doc::{CommonErrors, ErrorBody};
 use crate::AppState;
 use crate::access::Access;
-use crate::body_budget::{BodyMemory, NDJSON_STEP};
 use crate::domain::{Entry, EntryInput, FieldError, JsonScalar, Loc, LocScope, Site, Sites};
 use crate::error::ApiError;
 pub use crate::ingest::MAX_DETAILS;
 use crate::ingest::background::Pending;
 use crate::ingest::{self, BatchLimits, Caller, Failed, Forbidden, Pipeline, Refused, Rejections, Sink};
+use crate::net::body_budget::{BodyMemory, NDJSON_STEP};
 use crate::placement::UpsertCounts;
 use crate::store::DeleteCounts;
 use crate::telemetry::{count_deletes, count_upserts};
@@ -644,7 +644,7 @@ mod tests {
     /// The fuzz target's seeds (the inputs that once panicked among them) through the same checks.
     #[test]
     fn the_fuzz_seeds_get_an_answer() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/json_array");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/json_array");
         let mut seen = 0;
         for file in std::fs::read_dir(dir).unwrap() {
             check(&std::fs::read(file.unwrap().path()).unwrap());

@@ -9,9 +9,9 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use crate::access::Access;
-use crate::body_budget::{BodyBudget, BodyMemory};
 use crate::error::ApiError;
-use crate::receive_rate::BodyCut;
+use crate::net::body_budget::{BodyBudget, BodyMemory};
+use crate::net::receive_rate::BodyCut;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -57,7 +57,7 @@ pub(crate) fn format(headers: &HeaderMap, allow_ndjson: bool) -> Result<Format, 
 /// Reads a whole body of at most `limit` bytes (413 beyond it, checked against Content-Length first, then as the
 /// bytes arrive) within the budget of bodies in flight: its share ([`BodyBudget::grow`]) grows with the bytes that
 /// have arrived, and is held by the caller until its parse and write end. A share that cannot grow is 503 `busy`,
-/// the rest of the body read and dropped; a body cut for its pace ([`crate::receive_rate`]) is 408.
+/// the rest of the body read and dropped; a body cut for its pace ([`crate::net::receive_rate`]) is 408.
 pub(crate) async fn read_within(
     budget: &BodyBudget,
     writer: &Access,

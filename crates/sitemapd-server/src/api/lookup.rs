@@ -155,7 +155,7 @@ async fn list_problems(
     };
     let mut listings = Vec::with_capacity(ids.len());
     for site in ids.into_iter().filter(|id| super::health::is_checked(state, *id)) {
-        listings.push(state.reads().health_problems(Some(site), filter, after, limit).await?);
+        listings.push(state.health_queue().health_problems(Some(site), filter, after, limit).await?);
     }
     let (items, more) = merge_listings(listings, limit);
     let next = more.then(|| items.last().map(|(u, _)| u.url.id.to_string())).flatten();

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
 use crate::page::render::{INDEX_HEAD, INDEX_TAIL, write_index_entry};
 use crate::page::{PageState, SECTION_SHIFT, number_of, page_id, section_of};
-use crate::store::{Result, StoreReads};
+use crate::store::{RemovedList, Result, StoreReads};
 
 use super::news::{self, NewsSitemap, NewsState};
 use super::removed::{self, RemovedSitemap, RemovedState};
@@ -306,7 +306,7 @@ impl Directory {
 
     /// The removed-URLs sitemap as of this read, for a retention of `days` (built on first use, or the one read
     /// with the same page table while it is still current).
-    pub async fn removed(&self, store: &dyn StoreReads, days: u32, level: u32) -> Result<Arc<RemovedState>> {
+    pub async fn removed(&self, store: &dyn RemovedList, days: u32, level: u32) -> Result<Arc<RemovedState>> {
         let since = removed::window_start(self.now_us, days);
         self.removed
             .get_or_try_init(|| async {

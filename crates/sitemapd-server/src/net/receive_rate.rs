@@ -3,7 +3,7 @@
 //! ([`BodyCut`], which the API answers 408), so that a stalled or trickling upload cannot hold its share of the
 //! memory budget (`body_budget`) until the API time limit.
 //!
-//! As [`crate::send_rate`] does for responses, only the time the server spends waiting for the client counts: from
+//! As [`crate::net::send_rate`] does for responses, only the time the server spends waiting for the client counts: from
 //! a read of the body that found nothing to the next read. A handler busy with what it read (an NDJSON batch
 //! committing) is not waiting; what the client sent meanwhile is there when it reads again, and is read before the
 //! limits are checked.
@@ -17,7 +17,7 @@ use axum::body::{Body, Bytes};
 use futures_util::Stream;
 use tokio::time::{Instant, Sleep};
 
-use crate::send_rate::SendMeter;
+use crate::net::send_rate::SendMeter;
 
 /// Why a body was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use crate::domain::LastMod;
 use crate::error::ApiError;
 use crate::page::render::{URLSET_HEAD, URLSET_TAIL, write_url};
 use crate::page::{Fields, Gzip};
-use crate::store::{MICROS_PER_DAY, RemovedRead, Result, SITEMAP_MAX_BYTES, Store, StoreError, StoreReads};
+use crate::store::{MICROS_PER_DAY, RemovedList, RemovedRead, Result, SITEMAP_MAX_BYTES, Store, StoreError};
 
 /// A sitemap lists at most 50,000 URLs (sitemaps.org).
 pub const MAX_REMOVED: u32 = 50_000;
@@ -67,7 +67,7 @@ pub fn window_start(now_us: i64, days: u32) -> i64 {
 }
 
 /// Reads and renders `site`'s removed-URLs sitemap for a window starting at `since_us`.
-pub async fn build(store: &dyn StoreReads, site: i64, since_us: i64, days: u32, level: u32) -> Result<RemovedState> {
+pub async fn build(store: &dyn RemovedList, site: i64, since_us: i64, days: u32, level: u32) -> Result<RemovedState> {
     let read = store.removed(site, since_us, MAX_REMOVED).await?;
     let modified_us = modified(&read, days);
     let oldest_us = read.entries.last().map_or(i64::MAX, |(_, us)| *us);
@@ -132,7 +132,7 @@ pub(super) async fn removed_sitemap(
     if days == 0 {
         return Ok(None);
     }
-    Ok(Some(directory.removed(state.reads(), days, state.config().sitemaps.gzip_level).await?))
+    Ok(Some(directory.removed(state.removed_list(), days, state.config().sitemaps.gzip_level).await?))
 }
 
 /// The removed-URLs sitemap in `encoding`, with the same validators and preconditions as a page; 404 when it is

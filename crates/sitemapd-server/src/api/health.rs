@@ -47,7 +47,7 @@ pub(crate) async fn get_health(
     for site in sites {
         let policy = state.config.health.check.policy(&site.name);
         let summary = match policy {
-            Some(_) => state.reads().health_summary(site.id).await?,
+            Some(_) => state.health_queue().health_summary(site.id).await?,
             None => HealthSummary::default(),
         };
         answered.push(SiteHealth::new(&site.name, policy, &summary));
@@ -362,7 +362,7 @@ pub(crate) async fn record_health(state: &AppState, site: i64, loc: &str) -> Res
     if state.config.health.check.policy(&site.name).is_none() {
         return Ok(None);
     }
-    Ok(Some(match state.reads().health_of(site.id, loc).await? {
+    Ok(Some(match state.health_queue().health_of(site.id, loc).await? {
         Some(check) => UrlHealth::new(&check, now_us()),
         None => UrlHealth::untracked(),
     }))

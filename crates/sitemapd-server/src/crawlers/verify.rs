@@ -32,9 +32,9 @@ pub fn shipped() -> HashMap<Crawler, IpRanges> {
 }
 
 const SHIPPED: [(Crawler, &str); 3] = [
-    (Crawler::Googlebot, include_str!("../../config/crawlers/googlebot.json")),
-    (Crawler::Applebot, include_str!("../../config/crawlers/applebot.json")),
-    (Crawler::DuckDuckBot, include_str!("../../config/crawlers/duckduckbot.json")),
+    (Crawler::Googlebot, include_str!("../../../../config/crawlers/googlebot.json")),
+    (Crawler::Applebot, include_str!("../../../../config/crawlers/applebot.json")),
+    (Crawler::DuckDuckBot, include_str!("../../../../config/crawlers/duckduckbot.json")),
 ];
 
 /// What can be said of a claim right now.

@@ -1,6 +1,6 @@
 //! Observability: the per-request metrics middleware (requests, latency, body bytes as they stream), the request
 //! span, the access-log policy and the log output. The metric names, the recorder and the recording functions are
-//! the leaf crate `sitemapd-metrics`, re-exported here; `GET /metrics` is `scrape.rs`.
+//! the leaf crate `sitemapd-metrics`, re-exported here; `GET /metrics` is [`scrape`].
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,6 +18,8 @@ use metrics::{Counter, Histogram, counter, histogram};
 use tracing::Span;
 
 pub use sitemapd_metrics::*;
+
+pub mod scrape;
 
 /// Counts each request by matched route (never the raw path, so the label set stays bounded), method and status;
 /// times it to the response head (`next` answers it); counts its body bytes as they are sent, in the current span

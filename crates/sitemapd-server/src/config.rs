@@ -17,7 +17,7 @@ use crate::crawlers::RangeSources;
 use crate::domain::site::check_site_name;
 use crate::domain::{DEFAULT_SITE, PublicUrl, Section, Site, SiteSpec};
 use crate::health::Policy;
-use crate::host::{ForwardedHeader, TrustedProxies};
+use crate::net::host::{ForwardedHeader, TrustedProxies};
 use crate::page::Limits;
 use crate::redact::redact_url;
 use crate::store::{Backend, Pooler, StoreOptions};
@@ -1410,7 +1410,9 @@ mod tests {
 
     fn load(vars: &[(&str, &str)]) -> anyhow::Result<Config> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-        Config::load_from(Some(Path::new("config/default.toml")), |k| vars.get(k).cloned())
+        Config::load_from(Some(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/default.toml"))), |k| {
+            vars.get(k).cloned()
+        })
     }
 
     #[test]
@@ -1505,7 +1507,7 @@ mod tests {
     /// `SITEMAPD_BLESS=1` this test writes them anew.
     #[test]
     fn the_reference_files_are_rendered_from_the_table() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
         let docs = root.join("docs/configuration.md");
         let current_md = std::fs::read_to_string(&docs).unwrap();
         let md = reference::configuration_md(&current_md).unwrap_or_else(|| {
@@ -1859,7 +1861,7 @@ mod tests {
 
     #[test]
     fn the_production_example_loads_with_secrets_from_the_environment() {
-        let path = Path::new("config/production.example.toml");
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/production.example.toml"));
         let e = Config::load_from(Some(path), |_| None).unwrap_err().to_string();
         assert!(e.contains("SITEMAPD_API_TOKENS"), "{e}");
         let c = Config::load_from(Some(path), |k| (k == "SITEMAPD_API_TOKENS").then(|| "t".to_owned())).unwrap();
@@ -1935,7 +1937,7 @@ mod tests {
             .collect();
         assert!(named.contains(&"docs/configuration.md"), "{e}");
         for file in named {
-            let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+            let text = std::fs::read_to_string(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(file))
                 .unwrap_or_else(|err| panic!("{file}, named by {e:?}: {err}"));
             assert!(text.contains("SITEMAPD_PUBLIC_URL"), "{file} does not list the variable suggested: {e}");
         }

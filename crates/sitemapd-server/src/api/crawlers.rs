@@ -53,7 +53,7 @@ pub(crate) async fn get_crawlers(
     let mut answered = Vec::with_capacity(sites.len());
     for site in sites {
         // One snapshot: a flush between separate reads paired its lag samples with the fetch counts before it.
-        let rows = state.reads().crawler_state(site.id, since_us, report::LAG_SAMPLES).await?;
+        let rows = state.crawl_log().crawler_state(site.id, since_us, report::LAG_SAMPLES).await?;
         let report = report::site_report(&rows.pages, &rows.fetches, &rows.seen, &rows.lags);
         answered.push(SiteCrawlers {
             site: site.name.clone(),
@@ -214,7 +214,7 @@ pub(crate) async fn record_reads(
     if !state.config.crawlers.telemetry {
         return Ok(None);
     }
-    let rows = state.reads().crawler_record(site, id, page_id).await?;
+    let rows = state.crawl_log().crawler_record(site, id, page_id).await?;
     let Some(page) = rows.page else { return Ok(None) };
     Ok(Some(record_reads_of(&page, rows.changed_us, &ReadIndex::new(&rows.seen, &rows.fetches))))
 }
