@@ -1,15 +1,20 @@
 //! URL health's checker: the background task that fetches the stored URLs of the sites that are checked and
 //! records what it finds ([`crate::health`] judges, [`crate::store`] keeps). See docs/design/health.md.
 //!
-//! Per checked site, one task: walk the stored records into the queue ([`Store::health_seed`]), claim what is due
-//! ([`Store::health_claim`], at most what can start within about ten slots of the host), check each claim and
-//! settle it ([`Store::health_settle`]). A check: the host's semaphore (`health_concurrency` in flight from this
-//! process), the host's robots.txt (cached), the host's next request slot shared by every replica
-//! ([`Store::health_host_slot`], `health_rate` a second), then one `GET` of the URL that follows no redirect and
+//! Per checked site, one task: walk the stored records into the queue ([`HealthQueue::health_seed`]), claim what
+//! is due ([`HealthQueue::health_claim`], at most what can start within about ten slots of the host), check each
+//! claim and settle it ([`HealthQueue::health_settle`]). A check: the host's semaphore (`health.concurrency` in
+//! flight from this process), the host's robots.txt (cached), the host's next request slot shared by every replica
+//! ([`HealthQueue::health_host_slot`], `health.rate` a second), then one `GET` of the URL that follows no redirect and
 //! reads at most the head of an HTML body. Only the configured sites' hosts are ever fetched.
 //!
 //! The checker is below the shared state: it tells the state which pages an exclusion changed through [`Notify`],
 //! which the state implements.
+//!
+//! [`HealthQueue::health_seed`]: crate::store::HealthQueue::health_seed
+//! [`HealthQueue::health_claim`]: crate::store::HealthQueue::health_claim
+//! [`HealthQueue::health_settle`]: crate::store::HealthQueue::health_settle
+//! [`HealthQueue::health_host_slot`]: crate::store::HealthQueue::health_host_slot
 
 mod fetch;
 

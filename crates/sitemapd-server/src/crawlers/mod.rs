@@ -4,7 +4,7 @@
 //! queue: never a wait). One worker (`crawler-telemetry`) verifies it ([`verify`]: the published ranges, else
 //! reverse DNS off the request path), merges it in memory ([`aggregate`], bounded), and writes that to the database
 //! every `crawler_flush_ms` in one transaction that merges with what other processes wrote
-//! ([`crate::store::Store::record_crawls`]), and once more when it stops. Two more workers: `crawler-purge` deletes
+//! ([`crate::store::CrawlLog::record_crawls`]), and once more when it stops. Two more workers: `crawler-purge` deletes
 //! superseded page reads every hour, `crawler-ranges` reads the configured range sources again
 //! ([`verify::RangeRefresh`]).
 //! What the API, the view and the metrics make of it is [`report`].
