@@ -620,12 +620,23 @@ impl Tuning {
             let (name, value) = item.split_once('=').unwrap_or((item, ""));
             let value = humantime::parse_duration(value.trim())
                 .with_context(|| format!("{TUNING_VARIABLE}: {item:?} must be NAME=DURATION"))?;
-            match name.trim() {
-                "health_poll" => tuning.health_poll = value,
-                "indexnow_interval" => tuning.indexnow_interval = value,
-                "crawler_flush" => tuning.crawler_flush = value,
+            // The ranges these knobs had as settings: a poll of 0 would spin on the database.
+            let (field, least, most) = match name.trim() {
+                "health_poll" => (&mut tuning.health_poll, millis(10), secs(60)),
+                "indexnow_interval" => (&mut tuning.indexnow_interval, millis(10), secs(3600)),
+                "crawler_flush" => (&mut tuning.crawler_flush, millis(50), secs(300)),
                 other => bail!("{TUNING_VARIABLE}: {other:?} is none of health_poll, indexnow_interval, crawler_flush"),
+            };
+            if !(least..=most).contains(&value) {
+                bail!(
+                    "{TUNING_VARIABLE}: {} must be from {} to {}, not {}",
+                    name.trim(),
+                    humantime::format_duration(least),
+                    humantime::format_duration(most),
+                    humantime::format_duration(value)
+                );
             }
+            *field = value;
         }
         Ok(tuning)
     }
@@ -1048,6 +1059,7 @@ impl Config {
     /// An unknown `SITEMAPD_*` variable (a misspelled setting) is refused.
     pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
         check_variable_names(std::env::vars_os().map(|(name, _)| name.to_string_lossy().into_owned()))?;
+        check_values_are_text(std::env::vars_os())?;
         Self::load_from(file, |name| std::env::var(name).ok())
     }
 
@@ -1290,6 +1302,20 @@ fn sectioned_file(text: &str, path: &Path, deprecations: &mut Vec<String>) -> an
 /// The database's variables have no prefix (`DATABASE_URL`, as every tool names it): a name a typo or two away from
 /// one of them (`DATABSE_URL`, `DATABASE_ULR`, `database_url`) is refused too, since the server would otherwise
 /// start on the default database, a fresh `./sitemapd.db`.
+/// A setting's variable whose value is not UTF-8 is refused, naming it, rather than read as unset.
+fn check_values_are_text(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> anyhow::Result<()> {
+    for (name, value) in vars {
+        let Some(name) = name.to_str() else { continue };
+        let ours = name.starts_with("SITEMAPD_") || name == "DATABASE_URL" || name == "DATABASE_READ_URL";
+        if ours && value.to_str().is_none() {
+            bail!("{name} is not valid UTF-8: a setting's value must be text");
+        }
+    }
+    Ok(())
+}
+
 fn check_variable_names(names: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
     let known = || {
         SETTINGS
@@ -2202,6 +2228,16 @@ mod tests {
     /// The knobs that only made tests quick are no setting: their variables and file keys are ignored with a
     /// warning (a deployment that sets them still starts); the hidden tuning variable sets them.
     #[test]
+    fn a_setting_whose_value_is_not_text_is_refused_by_name() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = std::ffi::OsString::from_vec(vec![0xff]);
+        let e = check_values_are_text([("SITEMAPD_STATE_TTL".into(), bad.clone())]).unwrap_err().to_string();
+        assert_eq!(e, "SITEMAPD_STATE_TTL is not valid UTF-8: a setting's value must be text");
+        assert!(check_values_are_text([("DATABASE_URL".into(), bad.clone())]).is_err());
+        check_values_are_text([("LANG".into(), bad), ("SITEMAPD_VIEW".into(), "true".into())]).unwrap();
+    }
+
+    #[test]
     fn removed_test_knobs_are_ignored_with_a_warning_and_tuned_in_code() {
         let c = load(&[("SITEMAPD_HEALTH_POLL_MS", "20"), ("SITEMAPD_CRAWLER_FLUSH_MS", "300000")]).unwrap();
         assert_eq!(c.tuning, Tuning::default(), "ignored");
@@ -2222,6 +2258,9 @@ mod tests {
         );
         assert!(!format!("{c:?}").contains("health_poll"), "not a setting: not logged");
         assert!(load(&[(TUNING_VARIABLE, "health_pol=20ms")]).is_err());
+        let e = load(&[(TUNING_VARIABLE, "health_poll=0s")]).unwrap_err().to_string();
+        assert!(e.contains("health_poll must be from 10ms to 1m, not 0s"), "{e}");
+        assert!(load(&[(TUNING_VARIABLE, "crawler_flush=6m")]).is_err());
         assert!(!reference::default_toml().contains("health_poll") && !reference::settings_table().contains("poll"));
     }
 }
