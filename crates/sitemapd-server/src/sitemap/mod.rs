@@ -38,7 +38,7 @@ use crate::error::ApiError;
 use crate::net::host::{Hosts, RequestSite};
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 use crate::page::{Gzip, PageState};
-use crate::store::{RemovedList, StoreReads};
+use crate::store::{FeedReads, RemovedList, StoreReads};
 
 /// Names a gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag. A
 /// page's is the one it is stored with ([`Gzip`]); the index and the news sitemap, small and made once per
@@ -65,6 +65,8 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn reads(&self) -> &dyn StoreReads;
     /// The removed-URLs sitemap's tombstones.
     fn removed_list(&self) -> &dyn RemovedList;
+    /// The feeds' reads (newest records and tombstones).
+    fn feed_reads(&self) -> &dyn FeedReads;
     fn sites(&self) -> &Sites;
     /// `site`'s page table as last read (`site` is one of [`Serving::sites`]).
     fn directories(&self, site: i64) -> &Directories;
