@@ -8,7 +8,6 @@ mod feeds;
 mod wait;
 
 pub(crate) use child::{KillOnDrop, SpawnGuarded};
-#[allow(unused_imports)] // until the feed routes are merged: only the self-tests use some
 pub(crate) use feeds::{Reader, atom_problems, identity, read_feed, validate_atom};
 pub(crate) use wait::{
     eventually, eventually_blocking, listening, server_closed, server_read_all, until_the_next_second,
