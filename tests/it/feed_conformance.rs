@@ -137,14 +137,14 @@ fn rss_parser_reads_the_sample_feed_tombstones_included() {
 /// One item of a feed: an entry (its loc and the instant of its `<updated>`, in whole seconds) or an RFC 6721
 /// tombstone (its ref and when).
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Item {
+pub(crate) enum Item {
     Entry { loc: String, updated_s: i64 },
     Deleted { loc: String, when_s: i64 },
 }
 
 /// A record as stored: what the feeds are made of.
 #[derive(Clone, Debug)]
-struct Stored {
+pub(crate) struct Stored {
     id: i64,
     loc: String,
     lastmod: Option<String>,
@@ -155,14 +155,14 @@ struct Stored {
 
 /// A tombstone as stored.
 #[derive(Clone, Debug)]
-struct Removed {
+pub(crate) struct Removed {
     loc: String,
     removed_us: i64,
-    section: Option<i64>,
+    pub(crate) section: Option<i64>,
 }
 
 /// The default site's records, tombstones and sections (name → id), read with the test's own SQL.
-async fn stored(app: &TestApp) -> (Vec<Stored>, Vec<Removed>, BTreeMap<String, i64>) {
+pub(crate) async fn stored(app: &TestApp) -> (Vec<Stored>, Vec<Removed>, BTreeMap<String, i64>) {
     use sqlx::Connection;
     let records = "SELECT id, loc, lastmod, changed_us, page_id >> 20, CAST(CASE WHEN excluded THEN 1 ELSE 0 END AS BIGINT) \
                    FROM urls WHERE site_id = 1";
@@ -214,31 +214,41 @@ fn lastmod_s(lastmod: &str) -> i64 {
 
 /// What the feed of `section` (`None`: the site's) must hold, from the stored rows alone (the contract of issue
 /// 39): the records written since migration 0015 (a `changed_us`), not excluded, newest change first (ties: the
-/// newer id first), merged by time with the tombstones (when they are on), the newer alone of an entry and a
+/// newer id first), merged by time with the tombstones (ties: by loc, descending; after the entries of their time), the newer alone of an entry and a
 /// tombstone for one loc, at most `limit`. An entry's `<updated>` is its lastmod, else its change time. Also
 /// the feed's `<updated>`: the newest stored time among them, in seconds (none: 0).
-fn expected(records: &[Stored], removed: &[Removed], section: Option<i64>, limit: usize) -> (Vec<Item>, i64) {
-    let mut timed: Vec<(i64, i64, Item)> = Vec::new();
+pub(crate) fn expected(
+    records: &[Stored],
+    removed: &[Removed],
+    section: Option<i64>,
+    limit: usize,
+) -> (Vec<Item>, i64) {
+    // (time, 0 for an entry and 1 for a tombstone, the entry's id): newest first, entries before tombstones of
+    // the same time, the newer id first; tombstones of one time by loc, descending (they are pushed so, and the
+    // sort is stable).
+    let mut timed: Vec<(i64, u8, i64, Item)> = Vec::new();
     for r in records.iter().filter(|r| !r.excluded && section.is_none_or(|s| r.section == s)) {
         let Some(changed_us) = r.changed_us else { continue };
         let updated_s = r.lastmod.as_deref().map_or(changed_us.div_euclid(1_000_000), lastmod_s);
-        timed.push((changed_us, r.id, Item::Entry { loc: r.loc.clone(), updated_s }));
+        timed.push((changed_us, 0, r.id, Item::Entry { loc: r.loc.clone(), updated_s }));
     }
-    for d in removed.iter().filter(|d| section.is_none() || d.section == section) {
+    let mut gone: Vec<&Removed> = removed.iter().filter(|d| section.is_none() || d.section == section).collect();
+    gone.sort_by(|a, b| b.loc.cmp(&a.loc));
+    for d in gone {
         let item = Item::Deleted { loc: d.loc.clone(), when_s: d.removed_us.div_euclid(1_000_000) };
-        timed.push((d.removed_us, i64::MIN, item));
+        timed.push((d.removed_us, 1, 0, item));
     }
-    timed.sort_by_key(|t| std::cmp::Reverse((t.0, t.1)));
+    timed.sort_by_key(|t| (std::cmp::Reverse(t.0), t.1, std::cmp::Reverse(t.2)));
     let mut seen = std::collections::BTreeSet::new();
     let items: Vec<(i64, Item)> = timed
         .into_iter()
-        .filter(|(_, _, item)| {
+        .filter(|(_, _, _, item)| {
             seen.insert(match item {
                 Item::Entry { loc, .. } | Item::Deleted { loc, .. } => loc.clone(),
             })
         })
         .take(limit)
-        .map(|(at, _, item)| (at, item))
+        .map(|(at, _, _, item)| (at, item))
         .collect();
     let updated = items.iter().map(|(at, _)| at.div_euclid(1_000_000)).max().unwrap_or(0);
     (items.into_iter().map(|(_, item)| item).collect(), updated)
@@ -300,7 +310,7 @@ fn items_in(xml: &str) -> Vec<Item> {
 /// Checks one feed as served: 200 `application/atom+xml`, identity and gzip valid against the schema, its items in
 /// document order exactly `want`, its `<updated>` `updated_s`, and both readers reading the same: feedparser the
 /// entries (ids, links, times, order), rss-parser those and the tombstones.
-async fn check_feed(app: &TestApp, path: &str, want: &[Item], updated_s: i64) -> Vec<u8> {
+pub(crate) async fn check_feed(app: &TestApp, path: &str, want: &[Item], updated_s: i64) -> Vec<u8> {
     let what = path;
     let r = app.get(path, &[]).await;
     assert_eq!(r.status.as_u16(), 200, "{what}: {}", r.text());
