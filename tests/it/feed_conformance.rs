@@ -361,12 +361,14 @@ fn longest_loc(tail: &str) -> String {
 
 /// Every feed the API's writes make (the site's, two sections'), with tombstones, locs with `&`, `'` and
 /// non-ASCII characters, the longest loc, every lastmod precision (none, a date, minutes, seconds, fractions, an
-/// offset), an update and deletes: valid, exactly the stored changes in order, read so by both readers.
+/// offset), an update and deletes, a title and hub URLs with `&`, `'` and `<`: valid, exactly the stored changes
+/// in order, read so by both readers, the hubs as links.
 async fn feeds_hold_exactly_the_stored_changes(b: Backend) {
     let vars = [
         ("SITEMAPD_FEEDS", "true"),
         ("SITEMAPD_REMOVED_RETENTION", "30d"),
         ("SITEMAPD_FEED_TITLES", "default=Example & 'Co' — Ünï <news>"),
+        ("SITEMAPD_FEED_HUBS", "default=https://hub.example.net/publish?a=1&b='2', https://hub2.example.net/"),
     ];
     let app = TestApp::spawn(b, &vars).await;
     let loc = |p: &str| format!("{PUBLIC_URL}/{p}");
@@ -406,7 +408,22 @@ async fn feeds_hold_exactly_the_stored_changes(b: Backend) {
     for (path, section) in feeds {
         let (want, updated_s) = expected(&records, &removed, section, 200);
         assert!(want.iter().any(|i| matches!(i, Item::Entry { .. })), "{path}: {want:?}");
-        check_feed(&app, &path, &want, updated_s).await;
+        let body = check_feed(&app, &path, &want, updated_s).await;
+        // The hubs, as links rel="hub" (feedparser keeps every link of the feed), as the configuration reads them
+        // (a URL's `'` in a query is percent-encoded).
+        let links = read_feed(Reader::Feedparser, &body)["links"].clone();
+        let hubs: Vec<&str> = links
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["rel"] == "hub")
+            .map(|l| l["href"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            hubs,
+            ["https://hub.example.net/publish?a=1&b=%272%27", "https://hub2.example.net/"],
+            "{path}: {links}"
+        );
     }
     let (site, _) = expected(&records, &removed, None, 200);
     assert_eq!(site.iter().filter(|i| matches!(i, Item::Deleted { .. })).count(), 2, "{site:?}");
