@@ -29,6 +29,11 @@ const PREREQUISITES: &[(&str, Probe)] = &[
     ("initdb", || Path::new("/usr/lib/postgresql/15/bin/initdb").is_file()),
     ("tmpfs", may_mount),
     ("nginx", || on_path("nginx") || Path::new("/usr/sbin/nginx").is_file()),
+    // The Atom feed checks (tests/feeds/): trang turns the RELAX NG compact schemas into the XML form xmllint reads;
+    // the real readers are installed by tests/feeds/setup.sh (which touches build.rs, so this probe runs again).
+    ("trang", || on_path("trang")),
+    ("feedparser", || in_tree("target/feeds-venv/bin/python") && in_feeds_venv("feedparser/__init__.py")),
+    ("rss_parser", || on_path("node") && in_tree("tests/feeds/node/node_modules/rss-parser/package.json")),
 ];
 
 fn main() {
@@ -69,6 +74,17 @@ fn on_path(program: &str) -> bool {
     dirs.iter()
         .map(|dir| dir.join(program))
         .any(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// Whether `path`, relative to the package's root, is a file.
+fn in_tree(path: &str) -> bool {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path).is_file()
+}
+
+/// Whether `path` is a file in the site-packages of the feed readers' venv (`target/feeds-venv`), whatever its Python.
+fn in_feeds_venv(path: &str) -> bool {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/feeds-venv/lib");
+    std::fs::read_dir(lib).is_ok_and(|dirs| dirs.flatten().any(|d| d.path().join("site-packages").join(path).is_file()))
 }
 
 /// Whether `mount -t tmpfs` can work here: run by root (mount(8) refuses anyone else) with `CAP_SYS_ADMIN` (which a

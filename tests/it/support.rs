@@ -4,9 +4,11 @@
 //! guard that kills it on drop ([`child`]), and waits for conditions, not for fixed times ([`wait`]).
 
 mod child;
+mod feeds;
 mod wait;
 
 pub(crate) use child::{KillOnDrop, SpawnGuarded};
+pub(crate) use feeds::{Reader, atom_problems, identity, read_feed, validate_atom};
 pub(crate) use wait::{
     eventually, eventually_blocking, listening, server_closed, server_read_all, until_the_next_second,
 };

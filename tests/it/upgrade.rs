@@ -144,6 +144,11 @@ async fn open(url: &str) -> TestApp {
 
 /// [`open`] with `more` settings on top of the fixture's; the app keeps its state (the crawl recorder's).
 async fn open_with(url: &str, more: &[(&str, &str)]) -> TestApp {
+    open_with_clock(url, more, sitemapd::sitemap::directory::system_clock()).await
+}
+
+/// [`open_with`], the time of day read from `clock` (the news and removed-URLs windows are measured from it).
+async fn open_with_clock(url: &str, more: &[(&str, &str)], clock: sitemapd::sitemap::directory::Clock) -> TestApp {
     let mut vars: BTreeMap<&str, String> = [
         ("DATABASE_URL", url.to_owned()),
         ("SITEMAPD_PUBLIC_URL", support::PUBLIC_URL.to_owned()),
@@ -154,7 +159,7 @@ async fn open_with(url: &str, more: &[(&str, &str)]) -> TestApp {
     vars.extend(more.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let config = Config::load_from(None, |k| vars.get(k).cloned()).expect("valid configuration");
     let store = sitemapd::store::open(&options(&config)).await.expect("this version opens the old database");
-    let state = AppState::new(store.clone(), &config);
+    let state = AppState::with_clock(store.clone(), &config, clock);
     let router = app(state.clone());
     let mut app = TestApp::from_parts(store, config, router);
     app.state = Some(state);
@@ -476,6 +481,87 @@ async fn the_release_before_crawler_telemetry_is_served_byte_for_byte(backend: B
     assert_eq!(page_rows(&fixture.url).await, rows, "{backend:?}: a page's row moved");
 }
 
+/// The settings `tests/fixtures/v0015/` was written with (make.sh's `current-all`).
+const EVERY_FILE: [(&str, &str); 2] = [("SITEMAPD_REMOVED_RETENTION", "30d"), ("SITEMAPD_ROBOTS_TXT", "true")];
+
+/// Feeds (migration 0016 and after): a database written by the release before them (30a2b1b, migrations 1 to 15;
+/// two sections, a fresh news entry, deletions, the removed-URLs sitemap and robots.txt on;
+/// `tests/fixtures/v0015/`, made by `make.sh … current-all`), opened with feeds off, serves every file that
+/// release served byte for byte (the index, every page as XML, gzip and .xml.gz, the text sitemaps, the
+/// sections' pages and indexes, the news and removed-URLs sitemaps, robots.txt: status, ETag, Last-Modified,
+/// Content-Type, Content-Encoding, Content-Length, bytes), read at the time it was recorded (the news and
+/// removed windows depend on it); opening it changes no page's row; and there is no feed.
+async fn the_release_before_feeds_is_served_byte_for_byte(backend: Backend) {
+    let (app, _fixture) = every_file_as_recorded(backend, false).await;
+    for path in ["/feed.atom", "/feed-blog.atom"] {
+        assert_eq!(app.get(path, &[]).await.status.as_u16(), 404, "{backend:?} {path}: feeds are off");
+    }
+}
+
+/// [`the_release_before_feeds_is_served_byte_for_byte`] with feeds on: every file is still the recorded one but
+/// robots.txt, which gains the feeds' line(s) and nothing else. The feeds hold the records that release wrote
+/// (each has its change time, migration 0015) and its tombstones, which have no section (stored before migration
+/// 0016): in the site's feed only. Each feed is valid, and the real readers read it so
+/// ([`crate::feed_conformance::check_feed`]).
+async fn the_release_before_feeds_is_served_byte_for_byte_with_feeds_on(backend: Backend) {
+    use crate::feed_conformance::{check_feed, expected, stored};
+    let (app, _fixture) = every_file_as_recorded(backend, true).await;
+    let (records, removed, sections) = stored(&app).await;
+    assert_eq!(records.len(), 33, "{backend:?}: the fixture's records");
+    assert_eq!(removed.len(), 3, "{backend:?}: the fixture's tombstones");
+    assert!(removed.iter().all(|d| d.section.is_none()), "{backend:?}: a tombstone from before 0016 has no section");
+    let feeds = [
+        ("/feed.atom", None),
+        ("/feed-blog.atom", Some(sections["blog"])),
+        ("/feed-shop.atom", Some(sections["shop"])),
+    ];
+    for (path, section) in feeds {
+        let (want, updated_s) = expected(&records, &removed, section, 200);
+        let deleted = want.iter().filter(|i| matches!(i, crate::feed_conformance::Item::Deleted { .. })).count();
+        assert_eq!(deleted, if section.is_none() { 3 } else { 0 }, "{backend:?} {path}: {want:?}");
+        check_feed(&app, path, &want, updated_s).await;
+    }
+}
+
+/// Opens `tests/fixtures/v0015/` (feeds on or off) at the time it was recorded and compares every recorded
+/// answer; robots.txt with feeds on is the recorded one once its lines naming a feed are taken out.
+async fn every_file_as_recorded(backend: Backend, feeds: bool) -> (TestApp, Fixture) {
+    let fixture = fixture_db("v0015", backend).await;
+    assert_eq!(latest_migration(&fixture.url).await, 15, "tests/fixtures/v0015 must be written by 30a2b1b");
+    let recorded = Recorded::load("v0015", backend);
+    let answers = &recorded.json["answers"];
+    let at_us = answers["recorded_at_us"].as_i64().expect("recorded_at_us");
+    let mut settings = EVERY_FILE.to_vec();
+    if feeds {
+        settings.push(("SITEMAPD_FEEDS", "true"));
+    }
+    let before = page_rows(&fixture.url).await;
+    let app = open_with_clock(&fixture.url, &settings, std::sync::Arc::new(move || at_us)).await;
+    assert_eq!(page_rows(&fixture.url).await, before, "{backend:?}: opening the database changed a page's row");
+    assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
+    let mut fetches = recorded_fetches(&recorded);
+    let files = answers["files"].as_object().expect("every file recorded");
+    assert_eq!(files.len(), 29, "six pages' and two sections' files, news, removed, robots.txt");
+    for (path, old) in files {
+        fetches.push((path.clone(), &[], &old["identity"]));
+        fetches.push((path.clone(), &[("accept-encoding", "gzip")], &old["gzip"]));
+    }
+    for (path, headers, old) in fetches {
+        let what = format!("{backend:?} feeds {} {path} {headers:?}", if feeds { "on" } else { "off" });
+        let r = app.get(&path, headers).await;
+        if feeds && path == "/robots.txt" {
+            let text = r.text();
+            let without: String = text.lines().filter(|l| !l.contains(".atom")).map(|l| format!("{l}\n")).collect();
+            assert!(without.len() < text.len(), "{what}: no feed in robots.txt:\n{text}");
+            assert_eq!(sha256_hex(without.as_bytes()), old["sha256"].as_str().unwrap(), "{what}: the rest\n{text}");
+            assert_eq!(r.status.as_u16(), 200, "{what}");
+            continue;
+        }
+        assert_recorded(&r, old, &what);
+    }
+    (app, fixture)
+}
+
 /// Opens the database of fixture `set` with this version and compares every answer with the recorded ones.
 /// The fixture comes back with the app: the database lives as long as it does.
 async fn answers_stay_byte_for_byte(set: &str, backend: Backend) -> (TestApp, Fixture) {
@@ -566,5 +652,11 @@ crate::both_backends!(
     the_release_before_the_change_counter_is_served_byte_for_byte,
     only_a_page_that_changes_after_the_upgrade_moves_to_parallel_gzip,
     the_release_before_sections_is_served_byte_for_byte,
-    the_release_before_crawler_telemetry_is_served_byte_for_byte
+    the_release_before_crawler_telemetry_is_served_byte_for_byte,
+    the_release_before_feeds_is_served_byte_for_byte,
+    #[cfg_attr(
+        any(sitemapd_no_xmllint, sitemapd_no_trang, sitemapd_no_node, sitemapd_no_feedparser, sitemapd_no_rss_parser),
+        ignore = "needs xmllint, trang, node and the feed readers (tests/feeds/setup.sh)"
+    )]
+    the_release_before_feeds_is_served_byte_for_byte_with_feeds_on
 );
