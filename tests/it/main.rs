@@ -53,3 +53,4 @@ mod support;
 mod text;
 mod upgrade;
 mod view;
+mod websub_store;
