@@ -578,6 +578,32 @@ settings! {
             was "SITEMAPD_INDEXNOW_TIMEOUT_SECS" Secs, parse parse_duration, in secs(1)..=secs(300),
             show show_duration;
     }
+
+    /// Atom feeds of each site's newest changes, and the WebSub hubs told of them (docs/feeds.md).
+    [feeds] Feeds RawFeeds {
+        /// Serve an Atom 1.0 feed of each site's newest changes at `<public_url>feed.atom`, and one per section at
+        /// `<public_url>feed-<section>.atom`: the newest created or updated URLs (and, with the removed-URLs sitemap
+        /// on, deletions as tombstones), newest first, at most `entries` and 256 KiB. Listed in robots.txt (with
+        /// `sitemaps.robots_txt`), the view and the lookup API. `false` (the default): nothing is served or changed.
+        enabled: bool = "SITEMAPD_FEEDS", default false, flat feeds;
+        /// The most items a feed holds (1 to 1000), the newest; fewer when they would pass 262144 bytes.
+        entries: u32 = "SITEMAPD_FEED_ENTRIES", default 200, flat feed_entries, in 1..=1000;
+        /// Each site's feed title: `SITE=Title`, separated by `;` (a title may hold commas, not `;`), e.g.
+        /// `default=Example News; shop=Example Shop`. A title is 1 to 200 characters without control characters;
+        /// a section's feed is titled `Title — section`. A site without one is titled by its host.
+        titles: FeedTitles = "SITEMAPD_FEED_TITLES", default "", flat feed_titles,
+            parse FeedTitles::parse, show FeedTitles::shown;
+        /// WebSub hubs told of each change to a site's feeds (`POST hub.mode=publish&hub.url=<feed URL>`), and named
+        /// in its feeds as `<link rel="hub">`: comma-separated http or https URLs, `URL` alone for the site `default`
+        /// or `SITE=URL`, several per site allowed (e.g. `https://pubsubhubbub.appspot.com/`). Empty: no hubs. A hub
+        /// URL is no secret; it is logged without a user name or password it holds.
+        hubs: FeedHubs = "SITEMAPD_FEED_HUBS", default "", flat feed_hubs, parse FeedHubs::parse,
+            show FeedHubs::shown;
+        /// The least time between two notifications of one feed to one hub (1s to 1h): a burst of writes is told
+        /// once, at most this long after it began.
+        hub_interval: Duration = "SITEMAPD_FEED_HUB_INTERVAL", default "1m", flat feed_hub_interval,
+            parse parse_duration, in secs(1)..=hours(1), show show_duration;
+    }
 }
 
 /// Settings that are no longer settings (they made tests quick): their old variable and flat key are read, warned
@@ -1037,6 +1063,150 @@ impl HealthSites {
     }
 }
 
+/// The longest feed title, in characters.
+pub const MAX_FEED_TITLE_CHARS: usize = 200;
+
+/// The feeds' titles by site (`feeds.titles`: `SITE=Title; …`, blanks around each ignored). A title is 1 to
+/// [`MAX_FEED_TITLE_CHARS`] characters with no control character (none a header, an XML document or a log line
+/// would choke on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeedTitles(Vec<(String, String)>);
+
+impl FeedTitles {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut titles: Vec<(String, String)> = Vec::new();
+        for item in raw.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let Some((site, title)) = item.split_once('=') else {
+                bail!("{named}: {item:?} must be SITE=Title, e.g. default=Example News (titles are separated by ;)");
+            };
+            let (site, title) = (site.trim(), title.trim());
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {item:?}: {e}"))?;
+            check_feed_title(title).map_err(|e| anyhow::anyhow!("{named}: site {site}: {e}"))?;
+            if titles.iter().any(|(s, _)| s == site) {
+                bail!("{named}: the site {site:?} is given two titles; a site has one");
+            }
+            titles.push((site.to_owned(), title.to_owned()));
+        }
+        Ok(Self(titles))
+    }
+
+    /// The title of the site named `site`, `None` when it has none.
+    pub fn for_site(&self, site: &str) -> Option<&str> {
+        self.0.iter().find(|(s, _)| s == site).map(|(_, t)| t.as_str())
+    }
+
+    /// (site name, title), in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(site, title)| (site.as_str(), title.as_str()))
+    }
+
+    /// As logged: `SITE=Title` each.
+    fn shown(&self) -> Vec<String> {
+        self.0.iter().map(|(site, title)| format!("{site}={title}")).collect()
+    }
+}
+
+/// A feed title: 1 to [`MAX_FEED_TITLE_CHARS`] characters, none of them a control character (C0, DEL, C1, or the
+/// Unicode line and paragraph separators), nor a noncharacter XML refuses.
+pub fn check_feed_title(title: &str) -> Result<(), String> {
+    let count = title.chars().count();
+    if !(1..=MAX_FEED_TITLE_CHARS).contains(&count) {
+        return Err(format!("a feed title is 1 to {MAX_FEED_TITLE_CHARS} characters, not {count}"));
+    }
+    if let Some(c) =
+        title.chars().find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{fffe}' | '\u{ffff}'))
+    {
+        return Err(format!("a feed title holds no control character, not {c:?}"));
+    }
+    Ok(())
+}
+
+/// The WebSub hubs by site (`feeds.hubs`: comma-separated, blanks ignored): `URL` for the default site, or
+/// `SITE=URL`; several per site. Each an absolute http or https URL without a fragment. Not secrets, but a URL's
+/// user name and password are left out of the logged form.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeedHubs(Vec<(String, Vec<url::Url>)>);
+
+impl FeedHubs {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut hubs: Vec<(String, Vec<url::Url>)> = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            // A URL may hold `=` in its query; a site name never holds `:`.
+            let (site, url) = match item.split_once('=') {
+                Some((site, url)) if !site.contains(':') => (site.trim(), url.trim()),
+                _ => (DEFAULT_SITE, item),
+            };
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {:?}: {e}", shown_hub(item)))?;
+            let hub = parse_hub(url).map_err(|e| anyhow::anyhow!("{named}: site {site}: {e}"))?;
+            let index = match hubs.iter().position(|(s, _)| s == site) {
+                Some(i) => i,
+                None => {
+                    hubs.push((site.to_owned(), Vec::new()));
+                    hubs.len() - 1
+                }
+            };
+            if hubs[index].1.contains(&hub) {
+                bail!("{named}: the hub {} is given twice for the site {site:?}", shown_hub_url(&hub));
+            }
+            hubs[index].1.push(hub);
+        }
+        Ok(Self(hubs))
+    }
+
+    /// The hubs of the site named `site`, in the order given; empty when it has none.
+    pub fn for_site(&self, site: &str) -> &[url::Url] {
+        self.0.iter().find(|(s, _)| s == site).map_or(&[], |(_, hubs)| hubs.as_slice())
+    }
+
+    /// (site name, its hubs), in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[url::Url])> {
+        self.0.iter().map(|(site, hubs)| (site.as_str(), hubs.as_slice()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// As logged: `SITE=URL` each, without a user name or password.
+    fn shown(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .flat_map(|(site, hubs)| hubs.iter().map(move |h| format!("{site}={}", shown_hub_url(h))))
+            .collect()
+    }
+}
+
+/// One hub URL: absolute, http or https, with a host and no fragment.
+fn parse_hub(raw: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("the hub {:?} is not an absolute URL ({e})", shown_hub(raw)))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("the hub {:?} must be an http or https URL", shown_hub_url(&url)));
+    }
+    if url.fragment().is_some() {
+        return Err(format!("the hub {:?} must have no #fragment", shown_hub_url(&url)));
+    }
+    Ok(url)
+}
+
+/// A hub URL as logged and as messages show it: without its user name and password.
+pub fn shown_hub_url(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.into()
+}
+
+/// A hub as given, for a message: without userinfo when it parses, else without anything around an `@`.
+fn shown_hub(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(url) => shown_hub_url(&url),
+        Err(_) if raw.contains('@') => "(unparsable, REDACTED)".to_owned(),
+        Err(_) => raw.to_owned(),
+    }
+}
+
 /// The IndexNow protocol's rule for a key: 8 to 128 characters, each a letter (`a-z`, `A-Z`), a digit or `-`.
 pub fn check_indexnow_key(key: &str) -> Result<(), String> {
     if let Some(c) = key.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-')) {
@@ -1135,6 +1305,22 @@ impl Config {
             bail!(
                 "health.check (SITEMAPD_HEALTH_CHECK): a policy is given for the site {name:?}, which is not \
                  configured (sites: {}); a policy without SITE= is the site named {DEFAULT_SITE}'s",
+                names.join(", ")
+            );
+        }
+        if let Some((name, _)) = config.feeds.titles.iter().find(|(n, _)| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "feeds.titles (SITEMAPD_FEED_TITLES): a title is given for the site {name:?}, which is not \
+                 configured (sites: {})",
+                names.join(", ")
+            );
+        }
+        if let Some((name, _)) = config.feeds.hubs.iter().find(|(n, _)| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "feeds.hubs (SITEMAPD_FEED_HUBS): a hub is given for the site {name:?}, which is not configured \
+                 (sites: {}); a hub without SITE= is the site named {DEFAULT_SITE}'s",
                 names.join(", ")
             );
         }
@@ -1581,7 +1767,7 @@ mod tests {
     /// are not one thing, so the count is held where it is: a new setting raises it here, on purpose.
     #[test]
     fn the_documented_settings_are_counted() {
-        assert_eq!(SETTINGS.len(), 57, "a setting added or removed: weigh it, then change this count");
+        assert_eq!(SETTINGS.len(), 62, "a setting added or removed: weigh it, then change this count");
         let mut paths: Vec<&str> = SETTINGS.iter().map(|s| s.path).collect();
         paths.sort_unstable();
         paths.dedup();
@@ -1735,7 +1921,7 @@ mod tests {
              Crawlers { telemetry: true, ranges: [], ranges_refresh: 1d, rdns: true, window: 7d }, health: Health { \
              check: [], cycle: 7d, concurrency: 1, rate: 2, timeout: 10s, head_bytes: 262144 }, indexnow: IndexNow { \
              keys: [], endpoint: \"https://api.indexnow.org/indexnow\", retry_base: 10s, max_attempts: 30, timeout: \
-             30s } }"
+             30s }, feeds: Feeds { enabled: false, entries: 200, titles: [], hubs: [], hub_interval: 1m } }"
         );
     }
 
@@ -1864,6 +2050,129 @@ mod tests {
         let sites = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
         let c = load(&[sites, ("SITEMAPD_INDEXNOW_KEYS", "shop=0123456789abcdef")]).unwrap();
         assert_eq!(c.store_options().notify_sites, ["shop".to_owned()].into());
+    }
+
+    #[test]
+    fn feeds_are_off_by_default_and_their_numbers_are_bounded() {
+        let c = load(&[]).unwrap();
+        assert!(!c.feeds.enabled);
+        assert_eq!((c.feeds.entries, c.feeds.hub_interval), (200, secs(60)));
+        assert!(c.feeds.titles.for_site("default").is_none() && c.feeds.hubs.for_site("default").is_empty());
+        let c = load(&[
+            ("SITEMAPD_FEEDS", "true"),
+            ("SITEMAPD_FEED_ENTRIES", "1000"),
+            ("SITEMAPD_FEED_HUB_INTERVAL", "1h"),
+        ])
+        .unwrap();
+        assert!(c.feeds.enabled);
+        assert_eq!((c.feeds.entries, c.feeds.hub_interval), (1000, secs(3600)));
+        assert_eq!(load(&[("SITEMAPD_FEED_ENTRIES", "1")]).unwrap().feeds.entries, 1);
+        assert_eq!(load(&[("SITEMAPD_FEED_HUB_INTERVAL", "1s")]).unwrap().feeds.hub_interval, secs(1));
+        for (var, value, message) in [
+            (
+                "SITEMAPD_FEEDS",
+                "yes please",
+                "feeds.enabled (SITEMAPD_FEEDS) must be a boolean (default: false), not \"yes please\"",
+            ),
+            ("SITEMAPD_FEED_ENTRIES", "0", "feeds.entries (SITEMAPD_FEED_ENTRIES) must be from 1 to 1000, not 0"),
+            ("SITEMAPD_FEED_ENTRIES", "1001", "feeds.entries (SITEMAPD_FEED_ENTRIES) must be from 1 to 1000, not 1001"),
+            (
+                "SITEMAPD_FEED_ENTRIES",
+                "-1",
+                "feeds.entries (SITEMAPD_FEED_ENTRIES) must be a whole number (default: 200), not \"-1\"",
+            ),
+            (
+                "SITEMAPD_FEED_HUB_INTERVAL",
+                "999ms",
+                "feeds.hub_interval (SITEMAPD_FEED_HUB_INTERVAL) must be from 1s to 1h, not 999ms",
+            ),
+            (
+                "SITEMAPD_FEED_HUB_INTERVAL",
+                "61m",
+                "feeds.hub_interval (SITEMAPD_FEED_HUB_INTERVAL) must be from 1s to 1h, not 61m",
+            ),
+        ] {
+            assert_eq!(load(&[(var, value)]).unwrap_err().to_string(), message, "{var}={value}");
+        }
+        let e = load(&[("SITEMAPD_FEED_HUB_INTERVAL", "soon")]).unwrap_err().to_string();
+        assert!(e.starts_with("feeds.hub_interval (SITEMAPD_FEED_HUB_INTERVAL) must be a duration"), "{e}");
+    }
+
+    #[test]
+    fn feed_titles_name_configured_sites_and_are_plain_text() {
+        let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let titles = |raw: &str| load(&[two, ("SITEMAPD_FEED_TITLES", raw)]).map(|c| c.feeds.titles);
+        let t = titles(" default = Example News, Views & More ; shop=Der Laden — Neu=heiß ; ").unwrap();
+        assert_eq!(t.for_site("default"), Some("Example News, Views & More"));
+        assert_eq!(t.for_site("shop"), Some("Der Laden — Neu=heiß"));
+        assert_eq!(t.for_site("blog"), None);
+        assert!(titles("").unwrap().for_site("default").is_none() && titles(" ; ").is_ok());
+        assert!(titles(&format!("default={}", "é".repeat(200))).is_ok());
+        for (raw, says) in [
+            ("Example News", "\"Example News\" must be SITE=Title, e.g. default=Example News"),
+            ("default=", "site default: a feed title is 1 to 200 characters, not 0"),
+            (&format!("default={}", "é".repeat(201)), "a feed title is 1 to 200 characters, not 201"),
+            ("default=Tab\there", "a feed title holds no control character, not '\\t'"),
+            ("default=Bell\u{7}", "not '\\u{7}'"),
+            ("default=Line\u{2028}break", "not '\\u{2028}'"),
+            ("default=a\u{85}next", "not '\\u{85}'"),
+            ("Shop Site=x", "site name"),
+            ("default=a; default=b", "the site \"default\" is given two titles"),
+            ("blog=Blog", "a title is given for the site \"blog\", which is not configured (sites: default, shop)"),
+        ] {
+            let e = titles(raw).unwrap_err().to_string();
+            assert!(e.starts_with("feeds.titles (SITEMAPD_FEED_TITLES): "), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+        }
+        // Logged as given.
+        let c = load(&[("SITEMAPD_FEED_TITLES", "default=Example News")]).unwrap();
+        assert!(format!("{c:?}").contains("titles: [\"default=Example News\"]"), "{c:?}");
+    }
+
+    #[test]
+    fn feed_hubs_are_http_urls_of_configured_sites_logged_without_userinfo() {
+        let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let hubs = |raw: &str| load(&[two, ("SITEMAPD_FEED_HUBS", raw)]).map(|c| c.feeds.hubs);
+        let urls =
+            |hubs: &FeedHubs, site: &str| hubs.for_site(site).iter().map(url::Url::to_string).collect::<Vec<_>>();
+        let h = hubs(
+            " https://pubsubhubbub.appspot.com/ , shop=http://127.0.0.1:9/hub?x=1 , shop = https://hub.example/p?a=b&c=d ,",
+        )
+        .unwrap();
+        assert_eq!(urls(&h, "default"), ["https://pubsubhubbub.appspot.com/"]);
+        assert_eq!(urls(&h, "shop"), ["http://127.0.0.1:9/hub?x=1", "https://hub.example/p?a=b&c=d"]);
+        assert!(h.for_site("blog").is_empty());
+        assert!(hubs("").unwrap().is_empty() && hubs(" , ").unwrap().is_empty());
+        for (raw, says) in [
+            ("ftp://hub.example/", "site default: the hub \"ftp://hub.example/\" must be an http or https URL"),
+            ("hub.example/publish", "site default: the hub \"hub.example/publish\" is not an absolute URL"),
+            ("shop=hub.example", "site shop: the hub \"hub.example\" is not an absolute URL"),
+            ("https://hub.example/#top", "must have no #fragment"),
+            ("shop=", "site shop: the hub \"\" is not an absolute URL"),
+            ("Shop Site=https://hub.example/", "site name"),
+            (
+                "https://hub.example/, default=https://hub.example/",
+                "the hub https://hub.example/ is given twice for the site \"default\"",
+            ),
+            (
+                "blog=https://hub.example/",
+                "a hub is given for the site \"blog\", which is not configured (sites: default, shop); a hub without SITE= is the site named default's",
+            ),
+        ] {
+            let e = hubs(raw).unwrap_err().to_string();
+            assert!(e.starts_with("feeds.hubs (SITEMAPD_FEED_HUBS): "), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+        }
+        // A hub URL's user name and password are kept for use but never logged nor quoted in an error.
+        let c = load(&[("SITEMAPD_FEED_HUBS", "https://user:Hub-Secret@hub.example/publish")]).unwrap();
+        assert_eq!(c.feeds.hubs.for_site("default")[0].password(), Some("Hub-Secret"));
+        let shown = format!("{c:?}");
+        assert!(shown.contains("hubs: [\"default=https://hub.example/publish\"]"), "{shown}");
+        assert!(!shown.contains("Hub-Secret") && !shown.contains("user@"), "{shown}");
+        let e = load(&[("SITEMAPD_FEED_HUBS", "ftp://user:Hub-Secret@hub.example/")]).unwrap_err().to_string();
+        assert!(!e.contains("Hub-Secret") && e.contains("ftp://hub.example/"), "{e}");
+        let e = load(&[("SITEMAPD_FEED_HUBS", "https://user:Hub-Secret@[bad/")]).unwrap_err().to_string();
+        assert!(!e.contains("Hub-Secret"), "{e}");
     }
 
     #[test]
