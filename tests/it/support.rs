@@ -4,6 +4,7 @@
 //! guard that kills it on drop ([`child`]), and waits for conditions, not for fixed times ([`wait`]).
 
 mod child;
+pub(crate) mod hub;
 mod wait;
 
 pub(crate) use child::{KillOnDrop, SpawnGuarded};
