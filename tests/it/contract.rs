@@ -13,6 +13,8 @@ use sitemapd::store::{DeleteCounts, FetchRecord, PageRead, Store};
 use crate::support::{Backend, PUBLIC_URL, TestApp};
 use crate::{both_backends, through_pooler};
 
+mod feeds;
+
 fn public() -> PublicUrl {
     PublicUrl::parse(PUBLIC_URL).unwrap()
 }

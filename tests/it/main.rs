@@ -7,7 +7,7 @@
 //! `health_view` what people see of URL health (a record's `health`, `?problem=`, `/api/v1/health`, metrics, the
 //! view); `text` the text sitemaps (`/sitemap-N.txt`); `import` reads sitemaps from a local web server and files;
 //! `view` checks the HTML view through the router and in headless Chromium (screenshots in `target/artifacts/view/`).
-//! `nginx` runs docs/deployment.md's nginx recipe in front of the binary.
+//! `nginx` runs docs/deployment.md's nginx recipe in front of the binary. `feeds` serves the Atom feeds.
 //! `pooler` runs the router through PgBouncer in transaction pooling mode (`TEST_DATABASE_POOLER_URL`), as do
 //! parts of the other suites (`through_pooler!`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
@@ -20,6 +20,7 @@ mod crawlers;
 mod crawlers_view;
 mod export;
 mod extensions;
+mod feeds;
 mod health;
 mod health_brake;
 mod health_crawler_view;

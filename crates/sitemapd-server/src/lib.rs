@@ -26,6 +26,8 @@ pub mod net;
 pub mod config;
 // Serving sitemaps: routes, the page table, rendering and gzip, the page cache, pre-rendering.
 pub mod sitemap;
+// Atom feeds of the newest changes, served beside the sitemaps (with `feeds.enabled`).
+pub mod feed;
 // Crawler telemetry: who fetched what, verified, recorded in batches off the request path.
 pub mod crawlers;
 // Change notification (IndexNow): the sender task and the key file route.

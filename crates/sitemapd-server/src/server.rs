@@ -18,7 +18,7 @@ use tower_layer::Layer;
 use crate::error::ApiError;
 use crate::net::{line_ends, send_rate};
 use crate::state::AppState;
-use crate::{api, config, indexnow, sitemap, telemetry, view};
+use crate::{api, config, feed, indexnow, telemetry, view};
 
 /// The whole service as a router: sitemaps, the write API, the HTML view (when on), `/metrics`, and health checks.
 pub fn app(state: AppState) -> Router {
@@ -27,7 +27,7 @@ pub fn app(state: AppState) -> Router {
     let view = if state.config.sitemaps.view { view::router() } else { Router::new() };
     let access_log = state.config.log.access;
     Router::new()
-        .merge(sitemap::router(state.clone()))
+        .merge(feed::router(state.clone()))
         .merge(api::router(state.clone()))
         .merge(view)
         .merge(indexnow::router(&indexnow::targets(&state.config, &state.sites)))

@@ -18,7 +18,7 @@ use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
-use crate::store::{self, CrawlLog, DeleteCounts, HealthQueue, Outbox, RemovedList, Store, StoreReads};
+use crate::store::{self, CrawlLog, DeleteCounts, FeedReads, HealthQueue, Outbox, RemovedList, Store, StoreReads};
 use crate::worker::{Supervisor, Worker};
 
 #[derive(Clone)]
@@ -303,6 +303,10 @@ impl Serving for AppState {
     }
 
     fn removed_list(&self) -> &dyn RemovedList {
+        self.store.as_ref()
+    }
+
+    fn feed_reads(&self) -> &dyn FeedReads {
         self.store.as_ref()
     }
 

@@ -30,7 +30,9 @@ pub use self::health::{
 };
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
-pub use self::shared::{NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL};
+pub use self::shared::{
+    FEED_REMOVED_SECTION_SQL, FEED_REMOVED_SQL, FEED_SQL, NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL,
+};
 pub use self::sqlite::SqliteStore;
 pub use self::websub::{HubClaim, HubRow, HubSettle};
 pub use self::write::{DEFAULT_SITE_ID, Shape, Upsert};
@@ -176,7 +178,7 @@ pub struct SiteUrl {
 /// What a store reads of the core: sites, records, pages, news. Handlers reach the store through
 /// [`crate::AppState::reads`] (this) and [`crate::AppState::upsert`] / [`crate::AppState::delete`], which bring what
 /// derives from the store up to date after every write: a handler cannot write and forget to. Each feature's reads
-/// and writes are its own trait ([`Outbox`], [`CrawlLog`], [`HealthQueue`], [`RemovedList`]).
+/// and writes are its own trait ([`Outbox`], [`CrawlLog`], [`HealthQueue`], [`RemovedList`], [`FeedReads`]).
 #[async_trait]
 pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
@@ -344,12 +346,53 @@ pub trait HubOutbox: Send + Sync + 'static {
     async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool>;
 }
 
+/// A feed's rows ([`FeedReads::feed`]), read from one snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeedRead {
+    /// The newest records by stored change time, newest first (ties: the later id first), at most `limit`.
+    pub entries: Vec<FeedEntry>,
+    /// The newest tombstones, newest first (ties: loc, descending), at most `limit`; empty unless asked for.
+    pub deleted: Vec<FeedDeleted>,
+}
+
+/// A record in a feed: a created or updated URL.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct FeedEntry {
+    pub id: i64,
+    pub loc: String,
+    /// The stored `lastmod` (its rendered W3C Datetime), if any.
+    pub lastmod: Option<String>,
+    /// When its change was stored (`urls.changed_us`, microseconds since the Unix epoch).
+    pub changed_us: i64,
+}
+
+/// A tombstone in a feed: a deleted URL.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct FeedDeleted {
+    pub loc: String,
+    /// When it was deleted (microseconds since the Unix epoch).
+    pub removed_us: i64,
+}
+
+/// Feeds (Atom, `/feed.atom` and `/feed-<section>.atom`): a site's or a section's newest changes, read through the
+/// indexes of migration 0016, never a scan of the table: O(limit × sections) rows for a site, O(limit) for a section.
+#[async_trait]
+pub trait FeedReads: Send + Sync + 'static {
+    /// `site`'s newest records by stored change time (`urls.changed_us`; records without one are in no feed),
+    /// excluded records (URL health) left out, newest first, at most `limit`: of section `section` (by id; 0 the
+    /// default section), or with `None` of the whole site (the newest of each section's newest, merged). With
+    /// `tombstones`, also the newest tombstones (`removed`) of the site, or of the section (a tombstone kept before
+    /// migration 0016 has no section: it is in the site's feed only), at most `limit`. One snapshot; on the
+    /// replica, as a page is.
+    async fn feed(&self, site: i64, section: Option<i64>, limit: u32, tombstones: bool) -> Result<FeedRead>;
+}
+
 /// A store: the core's reads and writes (each write returns what it changed), every feature's trait, and its life
 /// cycle. One struct per backend implements them all, so an `Arc<dyn Store>` is the whole store, and a feature's
 /// methods are called on it as they are (a trait object's supertraits' methods need no import); a part of the
 /// server that needs one feature alone may take `&dyn Outbox` (and so on), which `&dyn Store` converts to.
 #[async_trait]
-pub trait Store: StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + HubOutbox {
+pub trait Store: StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads + HubOutbox {
     /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
     /// idempotent. Reads need it first.
     async fn migrate(&self) -> anyhow::Result<()>;

@@ -426,14 +426,22 @@ impl Writes for sqlx::Postgres {
         Ok(())
     }
 
-    async fn add_removed(conn: &mut PgConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
+    async fn add_removed(
+        conn: &mut PgConnection,
+        site: i64,
+        locs: &[&str],
+        sections: &[i64],
+        now_us: i64,
+    ) -> Result<()> {
         sqlx::query(
-            "INSERT INTO removed (site_id, loc, removed_us) SELECT $1, loc, $3 FROM UNNEST($2::text[]) AS t (loc) \
-             ON CONFLICT (site_id, loc) DO UPDATE SET removed_us = excluded.removed_us",
+            "INSERT INTO removed (site_id, loc, removed_us, section_id) SELECT $1, loc, $3, section_id \
+             FROM UNNEST($2::text[], $4::bigint[]) AS t (loc, section_id) \
+             ON CONFLICT (site_id, loc) DO UPDATE SET removed_us = excluded.removed_us, section_id = excluded.section_id",
         )
         .bind(site)
         .bind(locs)
         .bind(now_us)
+        .bind(sections)
         .execute(conn)
         .await?;
         Ok(())

@@ -16,13 +16,17 @@ use std::time::Duration;
 use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::{
-    BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, CrawlLog, EntryStream, HealthQueue, HubClaim,
-    HubOutbox, HubRow, HubSettle, NewsRead, Outbox, PageEntry, PageRow, PoolStatus, RemovedList, RemovedRead, Result,
-    Settle, Settled, SiteUrl, StoreReads, UrlRow, Written, page_columns, url_columns,
+    BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, CrawlLog, EntryStream, FeedDeleted,
+    FeedEntry, FeedRead, FeedReads, HealthQueue, HubClaim, HubOutbox, HubRow, HubSettle, NewsRead, Outbox, PageEntry,
+    PageRow, PoolStatus, RemovedList, RemovedRead, Result, Settle, Settled, SiteUrl, StoreReads, UrlRow, Written,
+    page_columns, url_columns,
 };
 use sitemapd_core::domain::{Loc, Section, Site, SiteSpec, Sites};
 use sitemapd_core::page::{PageState, StoredUrl};
 use sitemapd_core::placement;
+
+// FEED_SQL and migration 0016's index take a record's section as `page_id >> 20`.
+const _: () = assert!(sitemapd_core::page::SECTION_SHIFT == 20, "FEED_SQL and urls_feed shift page ids by 20");
 
 const FIND_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = $1");
 const LIST_AFTER_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE id > $1 ORDER BY id LIMIT $2");
@@ -71,6 +75,18 @@ const RAISE_REMOVED_SQL: &str = "INSERT INTO removed_state (site_id, modified_us
 /// At most `$3` of a site's tombstones deleted before `$2`, oldest first (the index, forwards).
 const PURGE_REMOVED_SQL: &str = "DELETE FROM removed WHERE site_id = $1 AND loc IN (SELECT loc FROM removed \
      WHERE site_id = $1 AND removed_us < $2 ORDER BY site_id, removed_us LIMIT $3) RETURNING removed_us";
+/// A section's newest records by stored change time, newest first: a forward scan of `urls_feed`'s range of the
+/// section (`$2`, a page id shifted by `page::SECTION_SHIFT`), stopped after `$3` rows that are not excluded (URL
+/// health). A test pins the plan on both backends (no sort, no scan of the table).
+pub const FEED_SQL: &str = "SELECT id, loc, lastmod, changed_us FROM urls \
+     WHERE site_id = $1 AND (page_id >> 20) = $2 AND changed_us IS NOT NULL AND NOT excluded \
+     ORDER BY changed_us DESC, id DESC LIMIT $3";
+/// A site's newest tombstones, newest first, through `removed_site_time` (a backward scan, index only).
+pub const FEED_REMOVED_SQL: &str = "SELECT loc, removed_us FROM removed WHERE site_id = $1 \
+     ORDER BY site_id DESC, removed_us DESC, loc DESC LIMIT $2";
+/// A section's newest tombstones, newest first, through `removed_section_time` (a backward scan, index only).
+pub const FEED_REMOVED_SECTION_SQL: &str = "SELECT loc, removed_us FROM removed WHERE site_id = $1 AND section_id = $2 \
+     ORDER BY site_id DESC, section_id DESC, removed_us DESC, loc DESC LIMIT $3";
 /// A configured site's row: added the first time its name is configured, found by name after that.
 const ADD_SITE_SQL: &str = "INSERT INTO sites (name) VALUES ($1) ON CONFLICT (name) DO NOTHING";
 const SITE_ID_SQL: &str = "SELECT id FROM sites WHERE name = $1";
@@ -161,6 +177,14 @@ pub(crate) trait Sql: Database {
         until_us: i64,
         limit: u32,
     ) -> impl Future<Output = Result<NewsRead>> + Send;
+    /// A feed's rows ([`FeedReads::feed`]), read in `tx` (one snapshot).
+    fn feed_in(
+        tx: Transaction<'static, Self>,
+        site: i64,
+        section: Option<i64>,
+        limit: u32,
+        tombstones: bool,
+    ) -> impl Future<Output = Result<FeedRead>> + Send;
     /// Whether the one-time upgrade task `name` is still to be done.
     fn task_pending(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<bool>> + Send;
     fn task_done(conn: &mut Self::Connection, name: &str) -> impl Future<Output = Result<()>> + Send;
@@ -242,6 +266,7 @@ where
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     (String, i64): for<'r> FromRow<'r, DB::Row>,
     FetchRecord: for<'r> FromRow<'r, DB::Row>,
+    FeedEntry: for<'r> FromRow<'r, DB::Row>,
     PageRead: for<'r> FromRow<'r, DB::Row>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
@@ -382,6 +407,48 @@ where
             })
             .collect();
         Ok(NewsRead { entries, newest_us, changed_us, newest_before_us: before.map(|(us,)| us) })
+    }
+
+    async fn feed_in(
+        mut tx: Transaction<'static, Self>,
+        site: i64,
+        section: Option<i64>,
+        limit: u32,
+        tombstones: bool,
+    ) -> Result<FeedRead> {
+        let limit = i64::from(limit);
+        // A section's feed reads its range; the site's, the newest of each section's (the default section, 0, has
+        // no row in `sections`), merged: sections are few, and no order across them is indexed.
+        let sections = match section {
+            Some(section) => vec![section],
+            None => {
+                let rows: Vec<(i64, String)> = sqlx::query_as(SECTIONS_SQL).bind(site).fetch_all(&mut *tx).await?;
+                std::iter::once(0).chain(rows.into_iter().map(|(id, _)| id)).collect()
+            }
+        };
+        let mut entries: Vec<FeedEntry> = Vec::new();
+        for section in sections {
+            let rows: Vec<FeedEntry> =
+                sqlx::query_as(FEED_SQL).bind(site).bind(section).bind(limit).fetch_all(&mut *tx).await?;
+            entries.extend(rows);
+        }
+        entries.sort_unstable_by_key(|e| std::cmp::Reverse((e.changed_us, e.id)));
+        entries.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        let deleted: Vec<(String, i64)> = match (tombstones, section) {
+            (false, _) => Vec::new(),
+            (true, None) => sqlx::query_as(FEED_REMOVED_SQL).bind(site).bind(limit).fetch_all(&mut *tx).await?,
+            (true, Some(section)) => {
+                sqlx::query_as(FEED_REMOVED_SECTION_SQL)
+                    .bind(site)
+                    .bind(section)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?
+            }
+        };
+        tx.commit().await?;
+        let deleted = deleted.into_iter().map(|(loc, removed_us)| FeedDeleted { loc, removed_us }).collect();
+        Ok(FeedRead { entries, deleted })
     }
 
     async fn task_pending(conn: &mut Self::Connection, name: &str) -> Result<bool> {
@@ -835,5 +902,14 @@ impl<B: Backend> HubOutbox for B {
     }
     async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool> {
         Backend::hub_settle(self, claim, settle).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> FeedReads for B {
+    async fn feed(&self, site: i64, section: Option<i64>, limit: u32, tombstones: bool) -> Result<FeedRead> {
+        let read = async { B::Db::feed_in(self.snapshot().await?, site, section, limit, tombstones).await };
+        let on_replica = self.on_replica();
+        self.reading(on_replica, read.await)
     }
 }

@@ -282,12 +282,21 @@ impl Writes for sqlx::Sqlite {
         Ok(())
     }
 
-    async fn add_removed(conn: &mut SqliteConnection, site: i64, locs: &[&str], now_us: i64) -> Result<()> {
-        let json = serde_json::to_string(locs).expect("strings serialize");
+    async fn add_removed(
+        conn: &mut SqliteConnection,
+        site: i64,
+        locs: &[&str],
+        sections: &[i64],
+        now_us: i64,
+    ) -> Result<()> {
+        // Pairs `[loc, section]`, one JSON array of them.
+        let pairs: Vec<(&str, i64)> = locs.iter().copied().zip(sections.iter().copied()).collect();
+        let json = serde_json::to_string(&pairs).expect("strings and numbers serialize");
         // `WHERE true`: SQLite reads an `ON` after a bare `FROM` as a join's.
         sqlx::query(
-            "INSERT INTO removed (site_id, loc, removed_us) SELECT ?1, value, ?3 FROM json_each(?2) WHERE true \
-             ON CONFLICT (site_id, loc) DO UPDATE SET removed_us = excluded.removed_us",
+            "INSERT INTO removed (site_id, loc, removed_us, section_id) \
+             SELECT ?1, json_extract(value, '$[0]'), ?3, json_extract(value, '$[1]') FROM json_each(?2) WHERE true \
+             ON CONFLICT (site_id, loc) DO UPDATE SET removed_us = excluded.removed_us, section_id = excluded.section_id",
         )
         .bind(site)
         .bind(json)

@@ -67,12 +67,14 @@ pub(crate) trait Writes: Sql {
         stamps: &Stamps,
     ) -> impl Future<Output = Result<()>> + Send;
     fn delete_ids(conn: &mut Self::Connection, ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
-    /// Keeps `locs` (deleted from `site` at `now_us`) as tombstones of the removed-URLs sitemap, a loc already kept
-    /// with its new deletion time.
+    /// Keeps `locs` (deleted from `site` at `now_us`) as tombstones of the removed-URLs sitemap, each with the
+    /// section its record was in (`sections`, in the same order; for the section's feed), a loc already kept with
+    /// its new deletion time and section.
     fn add_removed(
         conn: &mut Self::Connection,
         site: i64,
         locs: &[&str],
+        sections: &[i64],
         now_us: i64,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Drops the tombstones of `locs` in `site` (stored again); how many there were.
@@ -234,14 +236,21 @@ async fn write_changes<DB: Writes>(
     Ok(())
 }
 
-/// Keeps the locs a delete removed from `site` as tombstones, and moves the site's removed-URLs stamp (and so its
-/// change counter); a delete that removed nothing there writes nothing. Only while the removed-URLs sitemap is on.
-async fn keep_removed<DB: Writes>(conn: &mut DB::Connection, site: i64, locs: &[String], now: i64) -> Result<()> {
+/// Keeps the locs a delete removed from `site` as tombstones, each with the section its record was in (`sections`,
+/// in the same order), and moves the site's removed-URLs stamp (and so its change counter); a delete that removed
+/// nothing there writes nothing. Only while the removed-URLs sitemap is on.
+async fn keep_removed<DB: Writes>(
+    conn: &mut DB::Connection,
+    site: i64,
+    locs: &[String],
+    sections: &[i64],
+    now: i64,
+) -> Result<()> {
     if locs.is_empty() {
         return Ok(());
     }
     let locs: Vec<&str> = locs.iter().map(String::as_str).collect();
-    DB::add_removed(conn, site, &locs, now).await?;
+    DB::add_removed(conn, site, &locs, sections, now).await?;
     DB::touch_removed(conn, site, now).await
 }
 
@@ -610,12 +619,14 @@ pub(crate) async fn delete<DB: Checks>(
     let mut written = Written { counts: DeleteCounts { deleted: 0, missing: locs.len() as u64 }, ..Default::default() };
     for (site, urls) in found {
         let pages = DB::pages_in(&mut tx, site).await?;
+        // Each record's section, in the order the plan lists their locs (the order it was given them).
+        let sections: Vec<i64> = urls.iter().map(|u| section_of(u.page_id)).collect();
         let plan = placement::plan_delete(urls.len(), urls, pages, now);
         if !plan.ids.is_empty() {
             DB::delete_ids(&mut tx, &plan.ids).await?;
         }
         if tombstones {
-            keep_removed::<DB>(&mut tx, site, &plan.locs, now).await?;
+            keep_removed::<DB>(&mut tx, site, &plan.locs, &sections, now).await?;
         }
         write_changes::<DB>(&mut tx, site, &plan.pages, plan.news_changed, now).await?;
         written.counts.deleted += plan.deleted;

@@ -324,6 +324,15 @@ pub(crate) struct UrlRecord {
     /// The absolute URL of the sitemap page that lists it; `null` when its site is no longer configured.
     #[schema(example = "https://www.example.com/sitemap-1.xml")]
     sitemap: Option<String>,
+    /// With feeds on (`feeds.enabled`), the Atom feed of its site, which lists it while it is among the site's
+    /// newest changes; absent with feeds off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "https://www.example.com/feed.atom")]
+    feed: Option<String>,
+    /// With feeds on, the Atom feed of its section; absent with feeds off and for the default section.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "https://www.example.com/feed-products.atom")]
+    section_feed: Option<String>,
     /// Per major crawler (`googlebot`, `bingbot`), when it last read the page that lists the record and whether
     /// after the record's last change. Only in the answer to `loc`, and only with crawler telemetry on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -342,7 +351,10 @@ impl UrlRecord {
         let site = state.sites.by_id(site);
         let section = names.name(section_of(url.page_id));
         let number = number_of(url.page_id);
+        let feeds = site.filter(|_| state.config.feeds.enabled);
         Self {
+            feed: feeds.map(|site| crate::feed::public_url(site, None)),
+            section_feed: feeds.zip(section.flatten()).map(|(site, s)| crate::feed::public_url(site, Some(s.as_str()))),
             section: section.flatten().map(|s| s.to_string()),
             site: site.map(|s| s.name.clone()),
             sitemap: site.zip(section).map(|(s, section)| s.public_url.section_page_url(section, number)),

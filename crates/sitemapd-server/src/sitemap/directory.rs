@@ -3,6 +3,8 @@
 //! freshness (`cache.state_ttl`) or after a write through this process; replicas converge within that time, and
 //! since everything served is a function of the page rows, they agree on every ETag.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
@@ -189,12 +191,35 @@ pub struct Directory {
     now_us: i64,
     news: OnceCell<Arc<NewsState>>,
     removed: OnceCell<Arc<RemovedState>>,
+    /// What the features above this module build once per read ([`Directory::built`]), by type and key.
+    built: std::sync::Mutex<HashMap<(TypeId, Option<i64>), Built>>,
 }
+
+/// One thing a feature above this module built from a read, once for every concurrent caller.
+type Built = Arc<OnceCell<Arc<dyn Any + Send + Sync>>>;
 
 impl Directory {
     fn new(site: i64, table: Arc<Table>, generation: u64, now_us: i64) -> Self {
-        let (news, removed) = Default::default();
-        Self { site, table, generation, read_at: Instant::now(), now_us, news, removed }
+        let (news, removed, built) = Default::default();
+        Self { site, table, generation, read_at: Instant::now(), now_us, news, removed, built }
+    }
+
+    /// The `T` of `key` as of this read: `build`'s, run once for every caller that asks while this directory is
+    /// current (a burst of requests builds once), as the news sitemap is. For the features above this module whose
+    /// documents are functions of what the page table's change counter covers (the feeds, `src/feed/`). A failed
+    /// build is not kept: the next caller builds again.
+    pub async fn built<T, E, F, Fut>(&self, key: Option<i64>, build: F) -> std::result::Result<Arc<T>, E>
+    where
+        T: Any + Send + Sync,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+    {
+        let cell = self.built.lock().expect("not poisoned").entry((TypeId::of::<T>(), key)).or_default().clone();
+        let value = cell
+            .get_or_try_init(|| async { Ok::<_, E>(Arc::new(build().await?) as Arc<dyn Any + Send + Sync>) })
+            .await?
+            .clone();
+        Ok(value.downcast::<T>().unwrap_or_else(|_| unreachable!("kept by its type")))
     }
 
     #[cfg(test)]
@@ -582,6 +607,35 @@ mod tests {
         let three = index.find("https://x.test/sitemap-3.xml").unwrap();
         assert!(one < three && !index.contains("sitemap-2.xml"), "{index}");
         assert!(Directory::of(1, vec![page(1, 0, 5)]).index(&public, (&no_news, None)).await.is_none());
+    }
+
+    /// What a feature above builds from a read is built once for a burst of callers, per key and type; a failed
+    /// build is not kept; the next read builds anew.
+    #[tokio::test]
+    async fn a_burst_builds_once_per_read_and_key() {
+        use std::sync::atomic::AtomicUsize;
+        let d = Directory::of(1, vec![page(1, 1, 10)]);
+        let made = AtomicUsize::new(0);
+        let build = |value: u32| {
+            let made = &made;
+            move || async move {
+                made.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                Ok::<_, String>(value)
+            }
+        };
+        let (a, b, c) = tokio::join!(d.built(None, build(7)), d.built(None, build(8)), d.built(None, build(9)));
+        assert_eq!([*a.unwrap(), *b.unwrap(), *c.unwrap()], [7, 7, 7]);
+        assert_eq!(made.load(Ordering::SeqCst), 1, "one build for the burst");
+        assert_eq!(*d.built(Some(3), build(30)).await.unwrap(), 30, "a key of its own");
+        assert_eq!(*d.built(None, build(10)).await.unwrap(), 7);
+        assert_eq!(made.load(Ordering::SeqCst), 2);
+        let failed: Result<Arc<String>, String> = d.built(Some(4), || async { Err("down".to_owned()) }).await;
+        assert_eq!(failed.unwrap_err(), "down");
+        let again: Result<Arc<String>, String> = d.built(Some(4), || async { Ok("up".to_owned()) }).await;
+        assert_eq!(*again.unwrap(), "up", "a failure is not kept");
+        let next = Directory::of(1, vec![page(1, 1, 11)]);
+        assert_eq!(*next.built(None, build(11)).await.unwrap(), 11, "a new read builds anew");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The public file names of the sitemaps a site serves under `/`, read one way only: `sitemap-N.xml[.gz]` and
 //! `sitemap-N.txt[.gz]` (the default section's pages), `sitemap-<section>-N.{xml,txt}[.gz]` (a named section's),
 //! `sitemap-<section>.xml[.gz]` (a section's index), `sitemap-news.xml[.gz]` and `sitemap-removed.xml[.gz]`.
-//! `sitemap.xml`, the index, is routed apart. Pure.
+//! `sitemap.xml`, the index, is routed apart. Beside them, with `feeds.enabled`, the Atom feeds: `feed.atom` (the
+//! site's) and `feed-<section>.atom` (a named section's), [`FeedFile`]. Pure.
 
 use crate::domain::Section;
 use crate::page::SECTION_SHIFT;
@@ -78,6 +79,38 @@ impl<'a> SitemapFile<'a> {
         }
         let gz = xml_gz?;
         Section::is_valid(stem).then_some(Self::SectionIndex { section: stem, gz })
+    }
+}
+
+/// The site's Atom feed's file name.
+pub const SITE_FEED_FILE: &str = "feed.atom";
+
+/// An Atom feed's file name: `feed.atom` (the site's) or `feed-<section>.atom` (a named section's), read one way
+/// only. The feeds are served by `src/feed/`; the names are here, beside the sitemaps', so that `robots.txt` and
+/// the routes name them alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedFile<'a> {
+    /// `None`: the site's feed.
+    pub section: Option<&'a str>,
+}
+
+impl<'a> FeedFile<'a> {
+    /// Reads `file`, the raw request path without its leading `/`: `feed.atom`, or `feed-<section>.atom` with a valid
+    /// section name ([`Section::is_valid`]: `feed-default.atom` and the like are no feed's).
+    pub fn parse(file: &'a str) -> Option<Self> {
+        if file == SITE_FEED_FILE {
+            return Some(Self { section: None });
+        }
+        let section = file.strip_prefix("feed-")?.strip_suffix(".atom")?;
+        Section::is_valid(section).then_some(Self { section: Some(section) })
+    }
+
+    /// The file name: what [`FeedFile::parse`] reads back.
+    pub fn name(section: Option<&str>) -> String {
+        match section {
+            None => SITE_FEED_FILE.to_owned(),
+            Some(section) => format!("feed-{section}.atom"),
+        }
     }
 }
 
@@ -215,6 +248,35 @@ mod tests {
         // 32 characters is the longest section name.
         let longest = format!("sitemap-{}-1.xml", "a".repeat(32));
         assert_eq!(SitemapFile::parse(&longest), page(Some(&longest[8..40]), 1, Xml));
+    }
+
+    #[test]
+    fn feed_names_read_one_way() {
+        assert_eq!(FeedFile::parse("feed.atom"), Some(FeedFile { section: None }));
+        assert_eq!(FeedFile::parse("feed-products.atom"), Some(FeedFile { section: Some("products") }));
+        assert_eq!(FeedFile::parse("feed-blog-posts.atom"), Some(FeedFile { section: Some("blog-posts") }));
+        for section in [None, Some("products"), Some("top-10x")] {
+            assert_eq!(FeedFile::parse(&FeedFile::name(section)), Some(FeedFile { section }));
+        }
+        for bad in [
+            "feed",
+            "feed.xml",
+            "feed.atom.gz",
+            "feed-.atom",
+            "feed-default.atom",
+            "feed-news.atom",
+            "feed-Products.atom",
+            "feed-products-1.atom",
+            "feed-products.ATOM",
+            "feed%2eatom",
+            "feed-pro%2ducts.atom",
+            "feeds.atom",
+            "/feed.atom",
+            "sitemap-1.xml",
+        ] {
+            assert_eq!(FeedFile::parse(bad), None, "{bad:?}");
+            assert_eq!(SitemapFile::parse(bad).is_some(), bad == "sitemap-1.xml", "{bad:?}");
+        }
     }
 
     /// The names this service writes, for every format, section and number in range.

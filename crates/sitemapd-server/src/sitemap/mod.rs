@@ -24,6 +24,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
 pub use self::cache::{Kind, PageCache, Rendered};
@@ -33,12 +34,12 @@ use self::news::NewsState;
 pub use self::renders::RenderSlots;
 use crate::config::Config;
 use crate::crawlers::Recorder;
-use crate::domain::Sites;
+use crate::domain::{Site, Sites};
 use crate::error::ApiError;
 use crate::net::host::{Hosts, RequestSite};
 use crate::page::render::{INDEX_VERSION, RENDER_VERSION, URLSET_TAIL, urlset_head};
 use crate::page::{Gzip, PageState};
-use crate::store::{RemovedList, StoreReads};
+use crate::store::{FeedReads, RemovedList, StoreReads};
 
 /// Names a gzip implementation, which (with the level) fixes the compressed bytes: part of every gzip ETag. A
 /// page's is the one it is stored with ([`Gzip`]); the index and the news sitemap, small and made once per
@@ -65,6 +66,8 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
     fn reads(&self) -> &dyn StoreReads;
     /// The removed-URLs sitemap's tombstones.
     fn removed_list(&self) -> &dyn RemovedList;
+    /// The feeds' reads (newest records and tombstones).
+    fn feed_reads(&self) -> &dyn FeedReads;
     fn sites(&self) -> &Sites;
     /// `site`'s page table as last read (`site` is one of [`Serving::sites`]).
     fn directories(&self, site: i64) -> &Directories;
@@ -79,11 +82,29 @@ pub trait Serving: AsRef<Hosts> + Clone + Send + Sync + 'static {
 
 /// The sitemaps (each answer with `robots_tag` as `X-Robots-Tag`) and the optional `/robots.txt`.
 pub fn router<S: Serving>(state: S) -> Router<S> {
+    router_with(state, Router::new(), None)
+}
+
+/// Answers a file at the site's root whose name is no sitemap's, for a feature above this module that serves files
+/// beside the sitemaps (the feeds, `src/feed/`): given the state, the site, the raw file name (without the
+/// leading `/`), the method and the request's headers. It answers 404 for a name that is not its own either.
+pub type OtherFiles<S> = fn(S, Site, String, Method, HeaderMap) -> BoxFuture<'static, Result<Response, ApiError>>;
+
+/// [`router`] with `more` routes and the answer to `other` files beside the sitemaps, all under the sitemaps'
+/// answer layer (the crawl record and `X-Robots-Tag`): the files a feature above this module serves as the
+/// sitemaps are served. A name under `/{file}` that is no sitemap's goes to `other` (without it: 404).
+pub fn router_with<S: Serving>(state: S, more: Router<S>, other: Option<OtherFiles<S>>) -> Router<S> {
     Router::new()
         .route("/sitemap.xml", get(get_index::<S>))
         .route("/sitemap-news.xml", get(get_news::<S>))
         .route("/sitemap-news.xml.gz", get(get_news_file::<S>))
-        .route("/{file}", get(get_page::<S>))
+        .route(
+            "/{file}",
+            get(move |state: State<S>, site: RequestSite, uri: OriginalUri, method: Method, request: HeaderMap| {
+                get_page::<S>(state, site, uri, method, request, other)
+            }),
+        )
+        .merge(more)
         // One layer for both (a router's layers cost each request a clone of every layer inside them: lib.rs).
         .route_layer(middleware::from_fn_with_state(state, sitemap_answer::<S>))
         .route("/robots.txt", get(get_robots::<S>))
@@ -160,7 +181,8 @@ fn served(mut answer: Response, page: &PageState) -> Response {
 }
 
 /// `GET|HEAD /robots.txt` when `robots_txt` is on: the configured body, then the `Sitemap:` line of the site the
-/// request is for. 404 when it is off, as for any path sitemapd does not serve.
+/// request is for, and with `feeds.enabled` a second one naming the site's feed. 404 when it is off, as for any
+/// path sitemapd does not serve.
 async fn get_robots<S: Serving>(State(state): State<S>, RequestSite(site): RequestSite) -> Result<Response, ApiError> {
     if !state.config().sitemaps.robots_txt {
         return Err(ApiError::not_found("no such resource"));
@@ -170,6 +192,10 @@ async fn get_robots<S: Serving>(State(state): State<S>, RequestSite(site): Reque
         body.push_str("\n\n");
     }
     body.push_str(&format!("Sitemap: {}\n", site.public_url.index_url()));
+    // Search engines take a feed where they take a sitemap (Google reads RSS and Atom "sitemaps").
+    if state.config().feeds.enabled {
+        body.push_str(&format!("Sitemap: {}{}\n", site.public_url.as_str(), files::SITE_FEED_FILE));
+    }
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT)),
         (header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL)),
@@ -433,7 +459,7 @@ async fn get_index<S: Serving>(
 /// client asks for the current state (`Cache-Control: no-cache` or `max-age=0`, `Pragma: no-cache`), as
 /// `sitemapd import` does: then a write by another process (an import, a replica) is seen at once, at the cost of
 /// one primary-key read.
-async fn directory_for(state: &impl Serving, site: i64, request: &HeaderMap) -> Result<Arc<Directory>, ApiError> {
+pub async fn directory_for(state: &impl Serving, site: i64, request: &HeaderMap) -> Result<Arc<Directory>, ApiError> {
     let directories = state.directories(site);
     Ok(if asks_current(request) {
         directories.get_current(state.reads()).await?
@@ -549,6 +575,41 @@ async fn news_answer(
     Ok(rep.answer(method, Source::Bytes(body)))
 }
 
+/// A document built whole from one read (as the news sitemap is, by a feature above this module: the feeds):
+/// its bytes in both codings, a digest of the identity bytes, and its date.
+pub struct Document<'a> {
+    /// What it is, for its ETag (`"feed"`): documents of different kinds never share an ETag.
+    pub kind: &'static str,
+    /// Its media type, without a coding.
+    pub content_type: &'static str,
+    pub identity: &'a Bytes,
+    pub gzip: &'a Bytes,
+    pub digest: &'a str,
+    pub modified_us: i64,
+}
+
+/// `document` answered as the news sitemap is: gzip negotiated by `Accept-Encoding` (406 when neither coding is
+/// acceptable; `Vary: Accept-Encoding`), a strong ETag per coding from its digest, `Last-Modified` its date,
+/// 304 or 412 on the request's preconditions, HEAD with GET's headers.
+pub fn document_answer(
+    state: &impl Serving,
+    document: &Document<'_>,
+    method: &Method,
+    request: &HeaderMap,
+) -> Response {
+    let Some(encoding) = Encoding::negotiate(request) else { return not_acceptable() };
+    let level = state.config().sitemaps.gzip_level;
+    let etag = etag(&[&document.kind, &document.digest], encoding, Gzip::Stream, level);
+    let rep = Representation { encoding, kind: Kind::Xml, etag, modified_us: document.modified_us, length: None };
+    if let Some(answer) = rep.check_preconditions(request) {
+        return answer;
+    }
+    let body = if encoding.gzip() { document.gzip } else { document.identity };
+    let mut answer = rep.answer(method, Source::Bytes(body.clone()));
+    answer.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(document.content_type));
+    answer
+}
+
 /// `GET|HEAD /sitemap-N.xml`, `/sitemap-N.xml.gz`, and the text forms `/sitemap-N.txt` and `/sitemap-N.txt.gz`
 /// (any other name is 404; see [`SitemapFile`]). Validators come from the directory; the body from the page's
 /// gzip in that form, taken from the page cache or else rendered from one database snapshot (once for every
@@ -562,12 +623,18 @@ async fn get_page<S: Serving>(
     OriginalUri(uri): OriginalUri,
     method: Method,
     request: HeaderMap,
+    other: Option<OtherFiles<S>>,
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError::not_found("no such sitemap page");
     // The raw path, not the percent-decoded one: a page has one URL (`/sitemap-1%2exml` is not `/sitemap-1.xml`).
     let file = uri.path().strip_prefix('/').unwrap_or_default();
     // The news sitemap has routes of its own (named in the request metrics, as before).
-    let Some(parsed) = SitemapFile::parse(file) else { return Err(ApiError::not_found("no such resource")) };
+    let Some(parsed) = SitemapFile::parse(file) else {
+        return match other {
+            Some(other) => other(state, site, file.to_owned(), method, request).await,
+            None => Err(ApiError::not_found("no such resource")),
+        };
+    };
     let gz_file = match parsed {
         SitemapFile::Page { format, .. } => format.gz_file(),
         SitemapFile::SectionIndex { gz, .. } | SitemapFile::News { gz } | SitemapFile::Removed { gz } => gz,

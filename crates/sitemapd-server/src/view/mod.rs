@@ -20,8 +20,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 use self::model::{
-    CrawlerPanel, CrawlerRow, EntryRow, HealthPanel, PageRow, ReadCell, Record, RecordHealth, SectionRow, grouped,
-    pages_caption,
+    CrawlerPanel, CrawlerRow, EntryRow, FeedRow, HealthPanel, PageRow, ReadCell, Record, RecordHealth, SectionRow,
+    grouped, pages_caption,
 };
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
@@ -294,6 +294,10 @@ struct SiteScreen {
     majors: Vec<&'static str>,
     /// What checking its URLs found; `None` when the site is not checked.
     health: Option<HealthPanel>,
+    /// Its Atom feeds; `None` with feeds off.
+    feeds: Option<Vec<FeedRow>>,
+    /// The most items a feed holds (`feeds.entries`).
+    feed_entries: u32,
     rows: Vec<PageRow>,
     /// The page table's caption: which pages it shows, of how many.
     caption: String,
@@ -316,6 +320,7 @@ async fn site_pages(
     let names = data.sections(&site, &pages).await.map_err(|e| ViewError::store(e, depth))?;
     let telemetry = data.crawlers(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let health = data.health(&site).await.map_err(|e| ViewError::store(e, depth))?;
+    let feeds = data.feeds(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let section = |p: &PageState| names.name(section_of(p.id)).flatten();
     let listed = pages.iter().filter(|p| p.url_count > 0).count() as i64;
     let reads = telemetry.as_ref().map(|t| ReadIndex::new(&t.seen, &t.fetches));
@@ -359,6 +364,8 @@ async fn site_pages(
         majors: if crawlers.is_some() { Crawler::MAJOR.map(Crawler::shown).to_vec() } else { Vec::new() },
         crawlers,
         health: health.map(|h| HealthPanel::new(h.policy, &h.summary, &h.urls, h.more, h.now_us)),
+        feeds: feeds.map(|feeds| feeds.iter().map(|(feed, body)| FeedRow::new(feed, body)).collect()),
+        feed_entries: state.config.feeds.entries,
         rows,
         caption,
         first: (after > 0).then(|| "./".to_owned()),

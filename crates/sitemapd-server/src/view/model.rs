@@ -508,6 +508,32 @@ impl PageRow {
     }
 }
 
+/// One of a site's Atom feeds as the site screen lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedRow {
+    /// Its path under the site's public URL (`feed.atom`, `feed-products.atom`).
+    pub path: String,
+    /// Its public URL.
+    pub url: String,
+    /// Its entries, and its tombstones (deletions), grouped.
+    pub entries: String,
+    pub deleted: usize,
+    /// Its `<updated>`: the newest stored change among its items; `None` while it has none.
+    pub updated: Option<When>,
+}
+
+impl FeedRow {
+    pub fn new(feed: &crate::feed::FeedRef, body: &crate::feed::FeedBody) -> Self {
+        Self {
+            path: feed.path.clone(),
+            url: feed.public_url.clone(),
+            entries: grouped(body.entries as i64),
+            deleted: body.deleted,
+            updated: (body.modified_us > 0).then(|| When::from_micros(body.modified_us)),
+        }
+    }
+}
+
 /// One section of a site as its screen sums it up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SectionRow {

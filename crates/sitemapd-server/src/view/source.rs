@@ -1,5 +1,5 @@
 //! What the view reads, and the only place that knows how: the sites, and per site its page table, one page's
-//! state, one page's records by keyset, one record by loc, and its crawler telemetry. The handlers reach the store
+//! state, one page's records by keyset, one record by loc, its crawler telemetry and its feeds. The handlers reach the store
 //! through this alone, so that serving several sites changes these bodies (per-site store calls, the configured
 //! sites) and not the handlers or the templates.
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::AppState;
 use crate::crawlers::report::{self, PageReads, ReadIndex};
 use crate::domain::{Loc, PublicUrl, SectionNames};
+use crate::feed::{FeedBody, FeedRef};
 use crate::health::Policy;
 use crate::page::{Limits, PageState, StoredUrl, section_of};
 use crate::store::{self, FetchRecord, HealthSummary, PageRead, ProblemFilter, UrlCheck};
@@ -91,6 +92,20 @@ impl<'a> ViewData<'a> {
     /// The site named `name`.
     pub fn site(&self, name: &str) -> Option<ViewSite> {
         self.sites().into_iter().find(|s| s.name == name)
+    }
+
+    /// The site's Atom feeds with what each holds as served now (each built at most once per read of the page
+    /// table, as the route builds it: O(`feeds.entries`) per feed); `None` when feeds are off.
+    pub async fn feeds(&self, site: &ViewSite) -> store::Result<Option<Vec<(FeedRef, FeedBody)>>> {
+        if !self.state.config.feeds.enabled {
+            return Ok(None);
+        }
+        let mut shown = Vec::new();
+        for feed in crate::feed::feeds(self.state, site.id).await? {
+            let body = crate::feed::current(self.state, &feed).await?;
+            shown.push((feed, body));
+        }
+        Ok(Some(shown))
     }
 
     /// The site's page table, empty pages included, in page order: O(pages).
