@@ -4,7 +4,7 @@
 -- added the first time the feed is owed to the hub. Nothing already stored changes: no page's bytes or ETag.
 CREATE TABLE websub (
     site_id      INTEGER NOT NULL,
-    -- The feed's path on the service (`/feed.atom`, `/feed-<section>.atom`).
+    -- The feed's path under the site's public URL (`feed.atom`, `feed-<section>.atom`).
     feed         TEXT NOT NULL,
     -- The hub's URL, as configured.
     hub          TEXT NOT NULL,

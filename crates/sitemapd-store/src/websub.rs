@@ -26,7 +26,7 @@ use super::outbox::claim_id;
 /// What a hub was last told of one feed of a site, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HubRow {
-    /// The feed's path on the service.
+    /// The feed's path under the site's public URL (`feed.atom`).
     pub feed: String,
     pub hub: String,
     /// The digest of the feed when the hub last accepted a notification of it (`None`: never).

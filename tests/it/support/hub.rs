@@ -18,7 +18,7 @@ pub(crate) struct Notification {
     pub url: String,
     pub content_type: String,
     pub user_agent: String,
-    /// The status it was answered with.
+    /// The status it was answered with (0: held, never answered).
     pub status: u16,
 }
 
@@ -38,6 +38,10 @@ struct Recorded {
     fetches: Vec<Fetch>,
     /// Requests to `/moved`, where a scripted redirect points.
     moved: usize,
+    /// Where the feeds are fetched from ([`FakeHub::fetch_via`]).
+    via: Option<String>,
+    /// Notifications are recorded (status 0) and never answered ([`FakeHub::hold`]).
+    hold: bool,
 }
 
 /// The fake hub: `url` is its publish endpoint.
@@ -72,9 +76,17 @@ impl FakeHub {
         Self { url, moved_url, shared }
     }
 
-    /// Answers `statuses` next, in order (after what is still scripted).
-    pub(crate) fn script(&self, statuses: &[u16]) {
-        self.shared.lock().unwrap().script.extend(statuses);
+    /// While `on`, each notification is recorded with status 0 and never answered (the request waits until its
+    /// client gives up or dies): a hub that hangs.
+    pub(crate) fn hold(&self, on: bool) {
+        self.shared.lock().unwrap().hold = on;
+    }
+
+    /// Fetches each feed from `origin` (`http://127.0.0.1:PORT`) rather than from its public URL's, with the public
+    /// URL's host as `Host`: the service under test listens on the loopback interface while its public URL names
+    /// another host.
+    pub(crate) fn fetch_via(&self, origin: &str) {
+        self.shared.lock().unwrap().via = Some(origin.trim_end_matches('/').to_owned());
     }
 
     pub(crate) fn notifications(&self) -> Vec<Notification> {
@@ -107,7 +119,10 @@ async fn notify(State(served): State<Served>, headers: HeaderMap, body: String) 
         |name: &str| url::form_urlencoded::parse(body.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
     let text =
         |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("?").to_owned()).unwrap_or_default();
-    let status = served.shared.lock().unwrap().script.pop_front().unwrap_or(204);
+    let (status, hold) = {
+        let mut shared = served.shared.lock().unwrap();
+        if shared.hold { (0, true) } else { (shared.script.pop_front().unwrap_or(204), false) }
+    };
     let notification = Notification {
         mode: field("hub.mode").unwrap_or_default(),
         url: field("hub.url").unwrap_or_default(),
@@ -117,6 +132,9 @@ async fn notify(State(served): State<Served>, headers: HeaderMap, body: String) 
     };
     let feed = notification.url.clone();
     served.shared.lock().unwrap().notifications.push(notification);
+    if hold {
+        std::future::pending::<()>().await;
+    }
     let status = StatusCode::from_u16(status).unwrap();
     if status.is_redirection() {
         return (status, [(header::LOCATION, served.moved_url)]).into_response();
@@ -127,7 +145,18 @@ async fn notify(State(served): State<Served>, headers: HeaderMap, body: String) 
         let shared = served.shared.clone();
         tokio::spawn(async move {
             let client = sitemapd::http_client::builder().unwrap().build().unwrap();
-            let fetch = match client.get(&feed).send().await {
+            let via = shared.lock().unwrap().via.clone();
+            let request = match (via, url::Url::parse(&feed)) {
+                (Some(via), Ok(public)) => {
+                    let host = match public.port() {
+                        Some(port) => format!("{}:{port}", public.host_str().unwrap_or_default()),
+                        None => public.host_str().unwrap_or_default().to_owned(),
+                    };
+                    client.get(format!("{via}{}", public.path())).header(header::HOST, host)
+                }
+                _ => client.get(&feed),
+            };
+            let fetch = match request.send().await {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let content_type = response

@@ -25,6 +25,7 @@ use reqwest::header::HeaderValue;
 
 pub use self::publisher::{PARALLEL, Publisher, PublisherOptions, Target, client, from_config, targets};
 use crate::backoff::{self, Backoff};
+use crate::sitemap::Serving;
 
 /// The longest wait before a failed notification is sent again, whatever the backoff or a `Retry-After` says; a
 /// hub that refuses (a 4xx) waits half of it to all of it.
@@ -33,7 +34,7 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(3600);
 /// One feed of a site as the publisher sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeedState {
-    /// Its path on the service (`/feed.atom`): the store's key for it.
+    /// Its path under the site's public URL (`feed.atom`, `feed-<section>.atom`): the store's key for it.
     pub path: String,
     /// Its public URL: what the hub is told to fetch (`hub.url`).
     pub public_url: String,
@@ -49,6 +50,28 @@ pub trait FeedDigests: Send + Sync + 'static {
     async fn changes(&self, site: i64) -> anyhow::Result<i64>;
     /// `site`'s feeds with their current digests.
     async fn feeds(&self, site: i64) -> anyhow::Result<Vec<FeedState>>;
+}
+
+/// The feeds as their routes serve them ([`crate::feed::feeds`], [`crate::feed::current`]), over the serving state.
+pub struct Served<S>(pub S);
+
+#[async_trait]
+impl<S: Serving> FeedDigests for Served<S> {
+    async fn changes(&self, site: i64) -> anyhow::Result<i64> {
+        Ok(self.0.reads().changes(site).await?)
+    }
+
+    async fn feeds(&self, site: i64) -> anyhow::Result<Vec<FeedState>> {
+        // The page table checked now, not as last read (`cache.state_ttl`): the digests are then those of the
+        // counter the publisher just read, or of a later one, never of an older table.
+        self.0.directories(site).get_current(self.0.reads()).await?;
+        let mut feeds = Vec::new();
+        for feed in crate::feed::feeds(&self.0, site).await? {
+            let body = crate::feed::current(&self.0, &feed).await?;
+            feeds.push(FeedState { path: feed.path, public_url: feed.public_url, digest: body.digest });
+        }
+        Ok(feeds)
+    }
 }
 
 /// What a hub's answer to a notification means.
