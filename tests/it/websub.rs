@@ -250,6 +250,7 @@ async fn a_burst_of_writes_is_told_once_and_the_hub_reads_the_feed(b: Backend) {
     assert_eq!(fetch.url, told[0].url);
     assert_eq!((fetch.status, fetch.content_type.as_str()), (200, "application/atom+xml"), "{fetch:?}");
     assert!(fetch.body.contains("<id>https://www.example.com/feed.atom</id>"), "{}", fetch.body);
+    assert!(fetch.body.contains("<link href=\"https://www.example.com/first\"/>"), "{}", fetch.body);
     let told_digest = app.store.hub_rows(1).await.unwrap()[0].delivered.clone();
     assert_eq!(told_digest.as_deref(), Some(feed_digest(&state).await.as_str()));
 
@@ -266,7 +267,8 @@ async fn a_burst_of_writes_is_told_once_and_the_hub_reads_the_feed(b: Backend) {
 }
 
 /// Through the server's list of workers: a 503 from the hub is retried (after the interval, 1 s) and delivered,
-/// and the hub then reads the feed.
+/// and the hub then reads the feed; a burst of writes after that is told once the interval is over, and the hub
+/// then reads the latest state.
 async fn the_workers_list_publishes_and_retries_a_5xx(b: Backend) {
     let hub = FakeHub::start(&[503]);
     let app = TestApp::spawn(b, &feed_vars(&hub, "1s")).await;
@@ -277,6 +279,15 @@ async fn the_workers_list_publishes_and_retries_a_5xx(b: Backend) {
     let statuses: Vec<u16> = hub.notifications().iter().map(|n| n.status).collect();
     assert_eq!(statuses, [503, 204]);
     assert_eq!(hub.fetches()[0].status, 200, "{:?}", hub.fetches());
+    for i in 0..5 {
+        put(&app, &format!("burst/{i}")).await;
+    }
+    let last = format!("<link href=\"{PUBLIC_URL}/burst/4\"/>");
+    eventually("the hub read the burst's last write", || async {
+        hub.fetches().iter().any(|f| f.status == 200 && f.body.contains(&last))
+    })
+    .await;
+    assert_eq!(told(&app, &hub, "server_error").await, 1.0);
     workers.stop(Duration::from_secs(5)).await;
 }
 
