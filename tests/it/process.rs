@@ -1123,6 +1123,21 @@ async fn an_owed_websub_notification_survives_kill_9(b: Backend) {
     let fetch = &hub.fetches()[0];
     assert_eq!(fetch.status, 200, "{b:?}: {fetch:?}");
     assert_eq!(scraped(port, "sitemapd_websub_notifications_total", &[("outcome", "delivered")]), 1.0);
+    // Every outcome of the hub is exported from the start (at 0 but `delivered`).
+    let hub_label = url::Url::parse(&hub.url).unwrap().authority().to_owned();
+    assert_eq!(
+        scraped(port, "sitemapd_websub_notifications_total", &[("hub", &hub_label), ("outcome", "refused")]),
+        0.0
+    );
+    let (status, metrics) = get(port, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains(&format!("sitemapd_websub_notifications_total{{hub=\"{hub_label}\",outcome=\"refused\"}} 0")),
+        "{metrics}"
+    );
+    eventually_blocking("the gauge says nothing is owed", || {
+        get(port, "/metrics").is_some_and(|(_, m)| m.lines().any(|l| l == "sitemapd_websub_owed{site=\"default\"} 0"))
+    });
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
 }
