@@ -1,7 +1,7 @@
 //! docs/deployment.md's nginx recipe, as written, in front of the binary: Debian's nginx, run as a child on a free
 //! loopback port with its prefix, pid file, logs and temporary files in a temporary directory, routes every file the
 //! index lists and every file the docs publish (a section's index, text pages, the news and removed-URLs sitemaps,
-//! the IndexNow key file) with the status, body and validators sitemapd itself answers, and nothing else.
+//! the IndexNow key file, the feeds) with the status, body and validators sitemapd itself answers, and nothing else.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -128,6 +128,7 @@ async fn the_nginx_recipe_routes_every_published_file() {
             ("SITEMAPD_REMOVED_RETENTION", "7d"),
             ("SITEMAPD_INDEXNOW_KEYS", &key),
             ("SITEMAPD_INDEXNOW_ENDPOINT", &endpoint),
+            ("SITEMAPD_FEEDS", "true"),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -189,6 +190,7 @@ async fn the_nginx_recipe_routes_every_published_file() {
     }
     paths.extend(["/sitemap-products.xml", "/sitemap-products.xml.gz"].map(str::to_owned));
     paths.push(format!("/{key}.txt"));
+    paths.extend(["/feed.atom", "/feed-products.atom"].map(str::to_owned));
 
     let mut wrong = Vec::new();
     for path in &paths {
@@ -203,7 +205,7 @@ async fn the_nginx_recipe_routes_every_published_file() {
     }
     assert!(wrong.is_empty(), "not the same through the recipe:\n{}", wrong.join("\n"));
     // Nothing else is routed: the API, the metrics, the view, another .txt stay the site's own (404 here).
-    for path in ["/api/v1/urls", "/metrics", "/view/", "/other.txt", "/readyz"] {
+    for path in ["/api/v1/urls", "/metrics", "/view/", "/other.txt", "/readyz", "/feed.xml", "/feed/x.atom"] {
         assert_eq!(fetch(proxy, path, false).await.0, 404, "{path} is not routed to sitemapd");
     }
 }

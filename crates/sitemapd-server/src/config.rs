@@ -435,12 +435,13 @@ settings! {
         removed_retention: Duration = "SITEMAPD_REMOVED_RETENTION", default "0", flat removed_days,
             was "SITEMAPD_REMOVED_DAYS" Days, parse parse_duration, in days(0)..=days(365), check whole_days,
             show show_duration;
-        /// `X-Robots-Tag` sent with every sitemap answer (the index, the pages, the news sitemap), so that search
-        /// engines do not list sitemap files in their results; crawlers still read them. Empty: no header.
+        /// `X-Robots-Tag` sent with every sitemap answer (the index, the pages, the news sitemap, the feeds), so
+        /// that search engines do not list sitemap files in their results; crawlers still read them. Empty: no
+        /// header.
         robots_tag: String = "SITEMAPD_ROBOTS_TAG", default "noindex", flat robots_tag, check header_text;
         /// Answer `GET /robots.txt` (for deployments where sitemapd owns that path): `robots_txt_body`, then the
-        /// line `Sitemap: <the site's public URL>sitemap.xml`. Off by default: a site's robots.txt is usually its
-        /// own.
+        /// line `Sitemap: <the site's public URL>sitemap.xml` (and with `feeds.enabled`, `Sitemap: <the site's
+        /// public URL>feed.atom`). Off by default: a site's robots.txt is usually its own.
         robots_txt: bool = "SITEMAPD_ROBOTS_TXT", default false, flat robots_txt;
         /// The rest of that robots.txt (at most 64 KiB), e.g. `User-agent: *` and `Disallow:` lines.
         robots_txt_body: String = "SITEMAPD_ROBOTS_TXT_BODY", default "", flat robots_txt_body, check robots_body;
