@@ -385,8 +385,11 @@ fn stop(mut child: KillOnDrop) -> String {
         assert!(Instant::now() < deadline, "sitemapd did not stop after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // What it printed, unless the test reads its output itself.
     let mut stdout = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_string(&mut stdout).unwrap();
+    }
     stdout
 }
 
@@ -423,6 +426,14 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         ("RUST_LOG", "trace"),
     ];
     let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
+    // Read as it is written: at `trace` the start alone (every migration's SQL, at debug) nearly fills a pipe's
+    // 64 KiB, and a server whose log blocks answers nothing.
+    let mut stdout = child.stdout.take().unwrap();
+    let drained = std::thread::spawn(move || {
+        let mut logs = String::new();
+        stdout.read_to_string(&mut logs).unwrap();
+        logs
+    });
     wait_until_healthy(port, &mut child);
     let body = format!("[{{\"loc\": \"{public}/logged\"}}]");
     let put = format!(
@@ -444,7 +455,8 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         "GET http://u:{WRONG}@localhost/api/v1/urls?{WRONG} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(http(port, &absolute).unwrap().0, 401);
-    let logs = stop(child);
+    stop(child);
+    let logs = drained.join().unwrap();
 
     for secret in [TOKEN, WRONG, PASSWORD] {
         assert!(!logs.contains(secret), "{secret} reached the log:\n{logs}");
