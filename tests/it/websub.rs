@@ -266,6 +266,30 @@ async fn a_burst_of_writes_is_told_once_and_the_hub_reads_the_feed(b: Backend) {
     running.stop(Duration::from_secs(5)).await;
 }
 
+/// A write through another process (which tells this one's page table nothing) is told at once, though this
+/// process keeps its page table for a minute (`cache.state_ttl`): the publisher checks the table afresh when the
+/// change counter moved, so the digest it compares is never an older table's.
+async fn a_write_through_another_process_is_told_whatever_the_cache(b: Backend) {
+    let hub = FakeHub::start(&[]);
+    let mut vars = feed_vars(&hub, "1s").to_vec();
+    vars.push(("SITEMAPD_STATE_TTL", "1m"));
+    let app = TestApp::spawn(b, &vars).await;
+    let state = AppState::new(app.store.clone(), &app.config);
+    serve(state.clone(), &hub).await;
+    let feeds = Counted::new(Served(state.clone()));
+    let targets = sitemapd::websub::targets(&app.config, &app.store.sites());
+    // No interval: each change may be told at once.
+    let options = PublisherOptions { interval: Duration::ZERO, ..PublisherOptions::from_config(&app.config) };
+    let running = worker::spawn(Publisher::new(app.store.clone(), feeds.clone(), targets, options).unwrap());
+    eventually("the empty feed is told", || async { hub.fetches().len() == 1 }).await;
+    // `app`'s router has a state of its own: the publisher's learns of the write from the database only.
+    put(&app, "elsewhere").await;
+    let written = format!("<link href=\"{PUBLIC_URL}/elsewhere\"/>");
+    eventually("the hub read the write", || async { hub.fetches().iter().any(|f| f.body.contains(&written)) }).await;
+    assert_eq!(hub.notifications().len(), 2, "{:?}", hub.notifications());
+    running.stop(Duration::from_secs(5)).await;
+}
+
 /// Through the server's list of workers: a 503 from the hub is retried (after the interval, 1 s) and delivered,
 /// and the hub then reads the feed; a burst of writes after that is told once the interval is over, and the hub
 /// then reads the latest state.
@@ -296,6 +320,7 @@ both_backends!(
     a_redirect_is_never_followed,
     a_burst_of_changes_is_told_once_per_interval,
     a_burst_of_writes_is_told_once_and_the_hub_reads_the_feed,
+    a_write_through_another_process_is_told_whatever_the_cache,
     the_workers_list_publishes_and_retries_a_5xx,
 );
 
