@@ -26,8 +26,10 @@ const ORIGIN: &str = "https://www.example.com";
 const SIZES: [u64; 2] = [100_000, 1_000_000];
 const SEED: u64 = 42;
 const BATCH: usize = 10_000;
-/// Records deleted after each load (every 97th of those loaded, at most this many): tombstones in every section.
-const DELETES: usize = 1_000;
+/// Of each batch, every `DELETE_EVERY`th record is deleted right after it is written: tombstones in every section,
+/// among the entries in time, so that a feed's newest items are both (about half each: a batch's entries share
+/// one change time, its deletes come just after).
+const DELETE_EVERY: usize = 97;
 /// The feed's length: `feeds.entries`' default.
 const LIMIT: u32 = 200;
 const SECTIONS: [&str; 3] = ["a", "b", "c"];
@@ -50,35 +52,37 @@ fn options(url: String) -> StoreOptions {
     }
 }
 
-/// Loads records `from..to` of the data set (a quarter each in the default section and sections a, b and c), then
-/// deletes every 97th of them (at most [`DELETES`]).
+/// Loads records `from..to` of the data set (a quarter each in the default section and sections a, b and c) in
+/// batches, deleting every [`DELETE_EVERY`]th of each batch after it.
 async fn load(store: &dyn Store, from: u64, to: u64) {
     let public = PublicUrl::parse(ORIGIN).unwrap();
     let started = Instant::now();
     let mut batch = Vec::with_capacity(BATCH);
-    let mut doomed: Vec<Loc> = Vec::new();
+    let mut deleted = 0;
+    let mut write = async |batch: &mut Vec<Entry>| {
+        store.upsert(batch).await.unwrap();
+        let doomed: Vec<Loc> = batch.iter().step_by(DELETE_EVERY).map(|e| e.loc.clone()).collect();
+        store.delete(&doomed).await.unwrap();
+        deleted += doomed.len();
+        batch.clear();
+    };
     for (i, record) in dataset::records(ORIGIN, to, SEED).enumerate().skip(from as usize) {
         let mut entry = Entry::from_json(serde_json::from_str(&record.to_json()).unwrap(), &public).unwrap();
         entry.section = (i % 4 > 0).then(|| Section::parse(SECTIONS[i % 4 - 1]).unwrap());
-        if i % 97 == 0 && doomed.len() < DELETES {
-            doomed.push(entry.loc.clone());
-        }
         batch.push(entry);
         if batch.len() == BATCH {
-            store.upsert(&batch).await.unwrap();
-            batch.clear();
+            write(&mut batch).await;
         }
     }
     if !batch.is_empty() {
-        store.upsert(&batch).await.unwrap();
+        write(&mut batch).await;
     }
-    store.delete(&doomed).await.unwrap();
-    eprintln!("loaded records {from}..{to} and deleted {} in {:.1?}", doomed.len(), started.elapsed());
+    eprintln!("loaded records {from}..{to} and deleted {deleted} in {:.1?}", started.elapsed());
 }
 
-/// One feed as a request makes it: the store's read, its rows as the core's items, the render. Its length in bytes
-/// and items.
-async fn feed(store: &dyn Store, section: Option<i64>) -> (usize, usize) {
+/// One feed as a request makes it: the store's read, its rows as the core's items, the render. Its length in bytes,
+/// its items and the tombstones among them.
+async fn feed(store: &dyn Store, section: Option<i64>) -> (usize, usize, usize) {
     let read = store.feed(1, section, LIMIT, true).await.unwrap();
     let entries =
         read.entries.into_iter().map(|e| FeedItem::Entry { loc: e.loc, lastmod: e.lastmod, changed_us: e.changed_us });
@@ -91,7 +95,7 @@ async fn feed(store: &dyn Store, section: Option<i64>) -> (usize, usize) {
         hubs: &[],
     };
     let rendered = render(&meta, &items, LIMIT as usize, MAX_FEED_BYTES);
-    (rendered.bytes.len(), rendered.items)
+    (rendered.bytes.len(), rendered.items, rendered.deleted)
 }
 
 /// The plan of section 0's entries (what the site's feed reads first), one line.
@@ -142,11 +146,11 @@ fn backend(c: &mut Criterion, name: &str, url: &str) {
             rt.block_on(exec(url, true, "ANALYZE"));
         }
         let a = rt.block_on(store.sections(1)).unwrap().iter().find(|(_, s)| s.as_str() == "a").unwrap().0;
-        let (site_bytes, site_items) = rt.block_on(feed(&*store, None));
-        let (a_bytes, a_items) = rt.block_on(feed(&*store, Some(a)));
+        let (site_bytes, site_items, site_deleted) = rt.block_on(feed(&*store, None));
+        let (a_bytes, a_items, a_deleted) = rt.block_on(feed(&*store, Some(a)));
         eprintln!(
-            "{name} {rows}: site feed {site_items} items, {site_bytes} bytes; section a {a_items} items, {a_bytes} \
-             bytes; plan: {}",
+            "{name} {rows}: site feed {site_items} items ({site_deleted} tombstones), {site_bytes} bytes; section a \
+             {a_items} items ({a_deleted} tombstones), {a_bytes} bytes; plan: {}",
             rt.block_on(plan(url, postgres))
         );
         let mut group = c.benchmark_group(format!("feed {name} {rows}"));
