@@ -7,7 +7,8 @@ use sitemapd::serve_threads;
 use sitemapd::store::{self, StoreOptions};
 
 /// The values of the counters' labels that only the configuration knows: `site`, the checked sites (URL health's
-/// counters); `crawler`, every crawler's stable name while crawler telemetry is on.
+/// counters); `crawler`, every crawler's stable name while crawler telemetry is on; `hub`, every WebSub hub's label
+/// while feeds are on.
 pub(crate) fn known_labels(config: &Config) -> Vec<(&'static str, Vec<String>)> {
     let checked = config.health.check.iter().map(|(site, _)| site.to_owned()).collect();
     let crawlers = if config.crawlers.telemetry {
@@ -15,7 +16,14 @@ pub(crate) fn known_labels(config: &Config) -> Vec<(&'static str, Vec<String>)> 
     } else {
         Vec::new()
     };
-    vec![("site", checked), ("crawler", crawlers)]
+    let mut hubs: Vec<String> = if config.feeds.enabled {
+        config.feeds.hubs.iter().flat_map(|(_, hubs)| hubs.iter().map(sitemapd::websub::hub_label)).collect()
+    } else {
+        Vec::new()
+    };
+    hubs.sort_unstable();
+    hubs.dedup();
+    vec![("site", checked), ("crawler", crawlers), ("hub", hubs)]
 }
 
 /// Serves with `options` (the store's, from `config`) until a shutdown signal, then stops everything in order.

@@ -57,3 +57,5 @@ mod support;
 mod text;
 mod upgrade;
 mod view;
+mod websub;
+mod websub_store;

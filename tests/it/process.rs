@@ -385,8 +385,11 @@ fn stop(mut child: KillOnDrop) -> String {
         assert!(Instant::now() < deadline, "sitemapd did not stop after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // What it printed, unless the test reads its output itself.
     let mut stdout = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_string(&mut stdout).unwrap();
+    }
     stdout
 }
 
@@ -423,6 +426,14 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         ("RUST_LOG", "trace"),
     ];
     let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn_guarded();
+    // Read as it is written: at `trace` the start alone (every migration's SQL, at debug) nearly fills a pipe's
+    // 64 KiB, and a server whose log blocks answers nothing.
+    let mut stdout = child.stdout.take().unwrap();
+    let drained = std::thread::spawn(move || {
+        let mut logs = String::new();
+        stdout.read_to_string(&mut logs).unwrap();
+        logs
+    });
     wait_until_healthy(port, &mut child);
     let body = format!("[{{\"loc\": \"{public}/logged\"}}]");
     let put = format!(
@@ -444,7 +455,8 @@ fn json_log_lines_carry_route_status_and_latency_and_never_a_secret() {
         "GET http://u:{WRONG}@localhost/api/v1/urls?{WRONG} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(http(port, &absolute).unwrap().0, 401);
-    let logs = stop(child);
+    stop(child);
+    let logs = drained.join().unwrap();
 
     for secret in [TOKEN, WRONG, PASSWORD] {
         assert!(!logs.contains(secret), "{secret} reached the log:\n{logs}");
@@ -1077,10 +1089,76 @@ async fn pending_notifications_survive_kill_9(b: Backend) {
     assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
 }
 
+/// `kill -9` of sitemapd while a WebSub notification of its feed is owed: the hub accepts the connection and never
+/// answers, and the kill comes while that notification is in flight (claimed). After a restart with a working hub,
+/// it is delivered, once, and the hub reads the feed: what is owed is derived from the database (the feed's digest
+/// against the one the hub last accepted), and the dead process's claim runs out with its lease (2 × the request
+/// timeout + 10 s).
+async fn an_owed_websub_notification_survives_kill_9(b: Backend) {
+    use crate::support::hub::FakeHub;
+    let db = TestDb::new(b).await;
+    let dir = tempfile::tempdir().unwrap();
+    let hub = FakeHub::start(&[]);
+    let start = |port: u16| {
+        let bind = format!("127.0.0.1:{port}");
+        let vars = [
+            ("DATABASE_URL", db.url.as_str()),
+            ("SITEMAPD_BIND", &bind),
+            ("SITEMAPD_PUBLIC_URL", CRASH_PUBLIC_URL),
+            ("SITEMAPD_FEEDS", "true"),
+            ("SITEMAPD_FEED_HUBS", &hub.url),
+            ("SITEMAPD_FEED_HUB_INTERVAL", "1s"),
+            ("SITEMAPD_TEST_TUNING", "websub_poll=20ms, websub_timeout=1s"),
+        ];
+        let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::null()).stderr(Stdio::null()).spawn_guarded();
+        wait_until_healthy(port, &mut child);
+        child
+    };
+    // The hub hangs: it takes the notification and never answers.
+    hub.hold(true);
+    let port = free_port();
+    let mut child = start(port);
+    put_ndjson(port, &format!("{{\"loc\": \"{CRASH_PUBLIC_URL}/owed\"}}\n"));
+    eventually_blocking("a notification is in flight", || !hub.notifications().is_empty());
+    child.kill().unwrap(); // SIGKILL: no graceful anything.
+    child.wait().unwrap();
+
+    // The same hub, answering now; sitemapd restarted on the same database.
+    hub.hold(false);
+    let port = free_port();
+    hub.fetch_via(&format!("http://127.0.0.1:{port}"));
+    let child = start(port);
+    eventually_blocking("the owed notification is delivered after the restart", || hub.fetches().len() == 1);
+    let told = hub.accepted();
+    assert_eq!(told.len(), 1, "{b:?}: {told:?}");
+    assert_eq!(told[0].url, format!("{CRASH_PUBLIC_URL}/feed.atom"));
+    let fetch = &hub.fetches()[0];
+    assert_eq!(fetch.status, 200, "{b:?}: {fetch:?}");
+    assert_eq!(scraped(port, "sitemapd_websub_notifications_total", &[("outcome", "delivered")]), 1.0);
+    // Every outcome of the hub is exported from the start (at 0 but `delivered`).
+    let hub_label = url::Url::parse(&hub.url).unwrap().authority().to_owned();
+    assert_eq!(
+        scraped(port, "sitemapd_websub_notifications_total", &[("hub", &hub_label), ("outcome", "refused")]),
+        0.0
+    );
+    let (status, metrics) = get(port, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains(&format!("sitemapd_websub_notifications_total{{hub=\"{hub_label}\",outcome=\"refused\"}} 0")),
+        "{metrics}"
+    );
+    eventually_blocking("the gauge says nothing is owed", || {
+        get(port, "/metrics").is_some_and(|(_, m)| m.lines().any(|l| l == "sitemapd_websub_owed{site=\"default\"} 0"))
+    });
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert!(wait_for_exit_status(child, Duration::from_secs(15)).success());
+}
+
 crate::both_backends!(
     acknowledged_writes_survive_kill_9,
     pending_notifications_survive_kill_9,
-    url_health_findings_survive_kill_9_and_the_cycle_resumes
+    url_health_findings_survive_kill_9_and_the_cycle_resumes,
+    an_owed_websub_notification_survives_kill_9,
 );
 
 /// A minimal HTTP/1.1 exchange from the local address `from` (a loopback address of 127.0.0.0/8): the status.

@@ -5,6 +5,7 @@
 
 mod child;
 mod feeds;
+pub(crate) mod hub;
 mod wait;
 
 pub(crate) use child::{KillOnDrop, SpawnGuarded};

@@ -29,6 +29,9 @@ pub const INDEXNOW_DROPPED: &str = "sitemapd_indexnow_dropped_total";
 pub const INDEXNOW_RETRIES: &str = "sitemapd_indexnow_retries_total";
 /// A gauge computed at each scrape (when IndexNow is on), not through the recorder.
 pub const INDEXNOW_OUTBOX: &str = "sitemapd_indexnow_outbox_urls";
+pub const WEBSUB_NOTIFICATIONS: &str = "sitemapd_websub_notifications_total";
+/// A gauge the WebSub publisher sets after each look at a site's feeds.
+pub const WEBSUB_OWED: &str = "sitemapd_websub_owed";
 pub const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
 pub const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
 pub const CRAWLER_FETCHES: &str = "sitemapd_crawler_fetches_total";
@@ -138,6 +141,10 @@ const fn spec(name: &'static str, help: &'static str, labels: &'static [Label]) 
 const INDEXNOW_DROP_REASONS: &[&str] =
     &["bad_request", "key_not_valid", "unprocessable", "client_error", "not_under_public_url", "gave_up"];
 
+/// The outcomes of [`websub_notification`].
+pub const WEBSUB_OUTCOMES: &[&str] =
+    &["delivered", "rate_limited", "server_error", "timeout", "network", "redirected", "refused", "unexpected_status"];
+
 /// Every counter, with the labels and values it is exported with from the start.
 pub const COUNTERS: &[CounterSpec] = &[
     spec(
@@ -200,6 +207,11 @@ pub const COUNTERS: &[CounterSpec] = &[
         &[label("reason", &["rate_limited", "server_error", "network", "redirected", "unexpected_status"])],
     ),
     spec(
+        WEBSUB_NOTIFICATIONS,
+        "WebSub publish notifications sent to hubs, by hub (its host) and outcome",
+        &[label("hub", &[]), label("outcome", WEBSUB_OUTCOMES)],
+    ),
+    spec(
         CRAWLER_FETCHES,
         "Sitemap fetches answered (200, 304) to clients that name a crawler, by crawler, verification and status",
         &[
@@ -254,6 +266,11 @@ fn describe() {
         }
     }
     describe_gauge!(WORKER_UP, "1 while the background worker runs, 0 once it stopped, failed or finished, by worker");
+    describe_gauge!(
+        WEBSUB_OWED,
+        "Notifications owed to WebSub hubs (a feed whose content the hub was not yet told of, held by the debounce \
+         interval, a retry delay or in flight), by site, as this process last looked"
+    );
     describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
     describe_histogram!(
         CRAWLER_LAG,
@@ -414,6 +431,17 @@ pub fn indexnow_dropped(reason: &'static str, n: u64) {
 /// `unexpected_status`) and will be sent again.
 pub fn indexnow_retry(reason: &'static str) {
     counter!(INDEXNOW_RETRIES, "reason" => reason).increment(1);
+}
+
+/// A WebSub publish notification to the hub at `hub` (its host, as labelled) ended with `outcome` (one of
+/// [`WEBSUB_OUTCOMES`]).
+pub fn websub_notification(hub: &str, outcome: &'static str) {
+    counter!(WEBSUB_NOTIFICATIONS, "hub" => hub.to_owned(), "outcome" => outcome).increment(1);
+}
+
+/// `n` notifications of `site`'s feeds are owed to hubs.
+pub fn websub_owed(site: &str, n: usize) {
+    gauge!(WEBSUB_OWED, "site" => site.to_owned()).set(n as f64);
 }
 
 /// Adds `n` to the upsert counter for `outcome` (`created`, `updated`, `unchanged`, `rejected`).

@@ -631,11 +631,21 @@ pub struct Tuning {
     pub indexnow_interval: Duration,
     /// How often the crawler telemetry recorded in memory is written to the database.
     pub crawler_flush: Duration,
+    /// How often the WebSub publisher reads each site's change counter.
+    pub websub_poll: Duration,
+    /// The longest one WebSub notification may take (its claim's lease is twice that and 10 s).
+    pub websub_timeout: Duration,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
-        Self { health_poll: secs(1), indexnow_interval: secs(5), crawler_flush: secs(5) }
+        Self {
+            health_poll: secs(1),
+            indexnow_interval: secs(5),
+            crawler_flush: secs(5),
+            websub_poll: secs(1),
+            websub_timeout: secs(10),
+        }
     }
 }
 
@@ -652,7 +662,12 @@ impl Tuning {
                 "health_poll" => (&mut tuning.health_poll, millis(10), secs(60)),
                 "indexnow_interval" => (&mut tuning.indexnow_interval, millis(10), secs(3600)),
                 "crawler_flush" => (&mut tuning.crawler_flush, millis(50), secs(300)),
-                other => bail!("{TUNING_VARIABLE}: {other:?} is none of health_poll, indexnow_interval, crawler_flush"),
+                "websub_poll" => (&mut tuning.websub_poll, millis(10), secs(60)),
+                "websub_timeout" => (&mut tuning.websub_timeout, millis(100), secs(60)),
+                other => bail!(
+                    "{TUNING_VARIABLE}: {other:?} is none of health_poll, indexnow_interval, crawler_flush, \
+                     websub_poll, websub_timeout"
+                ),
             };
             if !(least..=most).contains(&value) {
                 bail!(
@@ -2561,16 +2576,27 @@ mod tests {
         let c = Config::load_from(Some(&path), |_| None).unwrap();
         assert_eq!(c.tuning, Tuning::default());
         assert!(c.deprecations()[0].starts_with("indexnow_interval_ms in "), "{:?}", c.deprecations());
-        let c = load(&[(TUNING_VARIABLE, "health_poll=20ms, indexnow_interval=30ms,crawler_flush=5m")]).unwrap();
+        let c = load(&[(
+            TUNING_VARIABLE,
+            "health_poll=20ms, indexnow_interval=30ms,crawler_flush=5m, websub_poll=10ms, websub_timeout=1s",
+        )])
+        .unwrap();
         assert_eq!(
             c.tuning,
-            Tuning { health_poll: millis(20), indexnow_interval: millis(30), crawler_flush: secs(300) }
+            Tuning {
+                health_poll: millis(20),
+                indexnow_interval: millis(30),
+                crawler_flush: secs(300),
+                websub_poll: millis(10),
+                websub_timeout: secs(1),
+            }
         );
         assert!(!format!("{c:?}").contains("health_poll"), "not a setting: not logged");
         assert!(load(&[(TUNING_VARIABLE, "health_pol=20ms")]).is_err());
         let e = load(&[(TUNING_VARIABLE, "health_poll=0s")]).unwrap_err().to_string();
         assert!(e.contains("health_poll must be from 10ms to 1m, not 0s"), "{e}");
         assert!(load(&[(TUNING_VARIABLE, "crawler_flush=6m")]).is_err());
+        assert!(load(&[(TUNING_VARIABLE, "websub_timeout=50ms")]).is_err());
         assert!(!reference::default_toml().contains("health_poll") && !reference::settings_table().contains("poll"));
     }
 }

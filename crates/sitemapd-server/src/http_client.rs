@@ -1,8 +1,9 @@
-//! The outgoing HTTP client's common part (IndexNow notifications, `sitemapd import`): rustls with the *ring*
+//! The outgoing HTTP client's common part (IndexNow and WebSub notifications, `sitemapd import`): rustls with the *ring*
 //! provider and the root certificates compiled in (webpki-roots), as the Postgres driver's TLS, so the binary needs
 //! no CA files and links one crypto library; a `User-Agent` naming sitemapd and its version.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
@@ -31,4 +32,15 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     shown
+}
+
+/// `Retry-After` as delta-seconds or an HTTP date (RFC 9110 §10.2.3), as a delay from `now`; `None` when it is
+/// neither.
+pub fn retry_after(value: &reqwest::header::HeaderValue, now: SystemTime) -> Option<Duration> {
+    let value = value.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }

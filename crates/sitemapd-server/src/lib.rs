@@ -34,6 +34,8 @@ pub mod crawlers;
 pub mod indexnow;
 // URL health: the checker task.
 pub mod checker;
+// WebSub publishing: the publisher task that tells hubs of feed changes.
+pub mod websub;
 // `AppState`: what every handler shares.
 pub mod state;
 // The background workers `serve` starts, in order: the one list a new worker is added to.

@@ -12,6 +12,7 @@ pub mod postgres;
 mod shared;
 pub mod sqlite;
 mod watch;
+mod websub;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +34,7 @@ pub use self::shared::{
     FEED_REMOVED_SECTION_SQL, FEED_REMOVED_SQL, FEED_SQL, NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL,
 };
 pub use self::sqlite::SqliteStore;
+pub use self::websub::{HubClaim, HubRow, HubSettle};
 pub use self::write::{DEFAULT_SITE_ID, Shape, Upsert};
 use sitemapd_core::domain::Extensions;
 use sitemapd_core::domain::ext::News;
@@ -320,6 +322,30 @@ pub trait RemovedList: Send + Sync + 'static {
     async fn purge_removed(&self, limit: u32) -> Result<u64>;
 }
 
+/// WebSub's delivery rows: what each hub was last told of each feed (the digest it accepted), claimed under a lease
+/// and settled by the hub's answer. Nothing is queued by a write: a feed is owed to a hub while its digest differs
+/// from the delivered one.
+#[async_trait]
+pub trait HubOutbox: Send + Sync + 'static {
+    /// `site`'s rows, one per feed and hub ever owed, in feed and hub order. Read from the primary. O(feeds × hubs).
+    async fn hub_rows(&self, site: i64) -> Result<Vec<HubRow>>;
+    /// Claims the notification of `feed` of `site` at `digest` to `hub` for `lease` (then another publisher may
+    /// claim it): only when its row is due and its delivered digest is not `digest` (the row is added the first
+    /// time). `None`: not due (the debounce interval, a retry delay or another claim's lease runs), or delivered.
+    /// A row another publisher is claiming is waited for, never taken twice.
+    async fn hub_claim(
+        &self,
+        site: i64,
+        feed: &str,
+        hub: &str,
+        digest: &str,
+        lease: Duration,
+    ) -> Result<Option<HubClaim>>;
+    /// Ends `claim` by the hub's answer ([`HubSettle`]); false when the claim no longer held its row (its lease
+    /// ran out and another publisher took it): nothing changed.
+    async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool>;
+}
+
 /// A feed's rows ([`FeedReads::feed`]), read from one snapshot.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FeedRead {
@@ -366,7 +392,7 @@ pub trait FeedReads: Send + Sync + 'static {
 /// methods are called on it as they are (a trait object's supertraits' methods need no import); a part of the
 /// server that needs one feature alone may take `&dyn Outbox` (and so on), which `&dyn Store` converts to.
 #[async_trait]
-pub trait Store: StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads {
+pub trait Store: StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads + HubOutbox {
     /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
     /// idempotent. Reads need it first.
     async fn migrate(&self) -> anyhow::Result<()>;

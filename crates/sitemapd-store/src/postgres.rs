@@ -16,6 +16,7 @@ use super::crawls::{self, FetchRecord, PageRead};
 use super::health::{self, BrakeMode, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
+use super::websub::{self, HubClaim, HubRow, HubSettle};
 use super::write::{self, Upsert, Writes};
 use super::{
     DeleteCounts, EntryStream, Pooler, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns,
@@ -633,6 +634,25 @@ impl Backend for PgStore {
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {
         outbox::pg_settle(&self.pool, claim, settle).await
+    }
+
+    async fn hub_rows(&self, site: i64) -> Result<Vec<HubRow>> {
+        websub::pg_rows(&self.pool, site).await
+    }
+
+    async fn hub_claim(
+        &self,
+        site: i64,
+        feed: &str,
+        hub: &str,
+        digest: &str,
+        lease: Duration,
+    ) -> Result<Option<HubClaim>> {
+        websub::pg_claim(&self.pool, site, feed, hub, digest, lease).await
+    }
+
+    async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool> {
+        websub::pg_settle(&self.pool, claim, settle).await
     }
 
     async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {

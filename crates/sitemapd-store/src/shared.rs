@@ -17,8 +17,9 @@ use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::{
     BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, CrawlLog, EntryStream, FeedDeleted,
-    FeedEntry, FeedRead, FeedReads, HealthQueue, NewsRead, Outbox, PageEntry, PageRow, PoolStatus, RemovedList,
-    RemovedRead, Result, Settle, Settled, SiteUrl, StoreReads, UrlRow, Written, page_columns, url_columns,
+    FeedEntry, FeedRead, FeedReads, HealthQueue, HubClaim, HubOutbox, HubRow, HubSettle, NewsRead, Outbox, PageEntry,
+    PageRow, PoolStatus, RemovedList, RemovedRead, Result, Settle, Settled, SiteUrl, StoreReads, UrlRow, Written,
+    page_columns, url_columns,
 };
 use sitemapd_core::domain::{Loc, Section, Site, SiteSpec, Sites};
 use sitemapd_core::page::{PageState, StoredUrl};
@@ -667,6 +668,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn health_host_slot(&self, host: &str, gap: Duration, hold: Duration) -> Result<Duration>;
     /// [`RemovedList::purge_removed`].
     async fn purge_removed(&self, limit: u32) -> Result<u64>;
+    /// [`HubOutbox::hub_rows`].
+    async fn hub_rows(&self, site: i64) -> Result<Vec<HubRow>>;
+    /// [`HubOutbox::hub_claim`].
+    async fn hub_claim(
+        &self,
+        site: i64,
+        feed: &str,
+        hub: &str,
+        digest: &str,
+        lease: Duration,
+    ) -> Result<Option<HubClaim>>;
+    /// [`HubOutbox::hub_settle`].
+    async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool>;
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// [`StoreReads::page_urls`]: the shared query on a connection of the pool (Postgres: with its planner settings).
@@ -868,6 +882,26 @@ impl<B: Backend> RemovedList for B {
     }
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
         Backend::purge_removed(self, limit).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> HubOutbox for B {
+    async fn hub_rows(&self, site: i64) -> Result<Vec<HubRow>> {
+        Backend::hub_rows(self, site).await
+    }
+    async fn hub_claim(
+        &self,
+        site: i64,
+        feed: &str,
+        hub: &str,
+        digest: &str,
+        lease: Duration,
+    ) -> Result<Option<HubClaim>> {
+        Backend::hub_claim(self, site, feed, hub, digest, lease).await
+    }
+    async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool> {
+        Backend::hub_settle(self, claim, settle).await
     }
 }
 

@@ -25,6 +25,7 @@ use super::health::{self, BrakeOrder, BrakeState, CheckClaim, CheckResult, Check
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::watch::{self, FileWatch, Trouble};
+use super::websub::{self, HubClaim, HubRow, HubSettle};
 use super::write::{self, Upsert, Writes};
 use super::{
     DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
@@ -621,6 +622,40 @@ impl Backend for SqliteStore {
             Ok(Duration::from_micros(u64::try_from(wait).unwrap_or(0)))
         };
         self.noted(slot.await)
+    }
+
+    async fn hub_rows(&self, site: i64) -> Result<Vec<HubRow>> {
+        websub::sqlite_rows(Backend::pool(self), site).await
+    }
+
+    // WebSub's claims and settles write under the writer lock, like the outbox's (see above).
+    async fn hub_claim(
+        &self,
+        site: i64,
+        feed: &str,
+        hub: &str,
+        digest: &str,
+        lease: Duration,
+    ) -> Result<Option<HubClaim>> {
+        let _writer = self.lock_writer().await?;
+        let claimed = async {
+            let mut tx = self.begin_write().await?;
+            let claim = websub::sqlite_claim(&mut tx, site, feed, hub, digest, lease).await?;
+            tx.commit().await?;
+            Ok(claim)
+        };
+        self.noted(claimed.await)
+    }
+
+    async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool> {
+        let _writer = self.lock_writer().await?;
+        let settled = async {
+            let mut tx = self.begin_write().await?;
+            let settled = websub::sqlite_settle(&mut tx, claim, settle).await?;
+            tx.commit().await?;
+            Ok(settled)
+        };
+        self.noted(settled.await)
     }
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {

@@ -150,7 +150,7 @@ pub enum Outcome {
 /// schema; 429 too many requests. 5xx are the server's trouble, and any other 4xx is ours and will not change by
 /// itself.
 pub fn classify(status: StatusCode, retry_after: Option<&HeaderValue>, now: SystemTime) -> Outcome {
-    let after = || retry_after.and_then(|v| parse_retry_after(v, now));
+    let after = || retry_after.and_then(|v| crate::http_client::retry_after(v, now));
     match status.as_u16() {
         200..=299 => Outcome::Sent,
         400 => Outcome::Dropped("bad_request"),
@@ -168,16 +168,6 @@ pub fn classify(status: StatusCode, retry_after: Option<&HeaderValue>, now: Syst
         // 1xx: the endpoint is confused; a retry is bounded.
         _ => Outcome::Retry { reason: "unexpected_status", after: None },
     }
-}
-
-/// `Retry-After` as delta-seconds or an HTTP date (RFC 9110 §10.2.3); `None` when it is neither.
-fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
-    let value = value.to_str().ok()?.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// The delay before the `attempt`-th retry of a batch (1 after its first failure): `base` doubled with each failed
