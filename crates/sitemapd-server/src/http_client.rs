@@ -22,6 +22,18 @@ pub fn builder() -> anyhow::Result<reqwest::ClientBuilder> {
     Ok(reqwest::Client::builder().tls_backend_preconfigured(tls).user_agent(USER_AGENT))
 }
 
+/// The client of a notification (IndexNow, WebSub): every request bounded by `timeout` (connecting by at most 10 s
+/// of it). It follows no redirect: a 302 or 303 would turn the `POST` into a bodiless `GET`, and a 307 or 308 would
+/// tell whatever host the endpoint names. A 3xx is an answer.
+pub fn notifier(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    builder()?
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout)
+        .build()
+        .context("cannot build the HTTP client")
+}
+
 /// An error and its causes, `: `-separated (reqwest's own message names only the URL).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut shown = e.to_string();
@@ -43,4 +55,14 @@ pub fn retry_after(value: &reqwest::header::HeaderValue, now: SystemTime) -> Opt
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_notifier_builds_with_the_preconfigured_tls() {
+        notifier(Duration::from_secs(5)).expect("reqwest takes the rustls configuration");
+    }
 }

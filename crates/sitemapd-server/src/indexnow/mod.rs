@@ -21,7 +21,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-pub use self::sender::{Sender, SenderOptions, client, from_config, start};
+pub use self::sender::{Sender, SenderOptions, from_config, start};
 use crate::backoff::{self, Backoff};
 use crate::config::Config;
 use crate::domain::{PublicUrl, Sites};

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
 use async_trait::async_trait;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -56,19 +55,6 @@ impl SenderOptions {
     }
 }
 
-/// The HTTP client ([`crate::http_client`]): every request bounded by `timeout` (connecting by at most 10 s of it).
-/// It follows no redirect: a 302 or 303 would turn the `POST` into a bodiless `GET` whose 200 is no delivery, and a
-/// 307 or 308 would send the key and the URL list to whatever host the endpoint names. A 3xx is an answer
-/// ([`classify`]).
-pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
-    crate::http_client::builder()?
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .timeout(timeout)
-        .build()
-        .context("cannot build the HTTP client")
-}
-
 /// Starts the sender for the sites that notify (see [`targets`]) on its own; `None` when none does.
 pub fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<Option<Running>> {
     Ok(from_config(store, config)?.map(worker::spawn))
@@ -111,7 +97,7 @@ enum Next {
 
 impl Sender {
     pub fn new(store: Arc<dyn Store>, targets: Vec<Target>, options: SenderOptions) -> anyhow::Result<Self> {
-        let client = client(options.timeout)?;
+        let client = crate::http_client::notifier(options.timeout)?;
         Ok(Self { store, targets, options, client })
     }
 
@@ -303,11 +289,6 @@ async fn body_start(mut response: reqwest::Response) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_client_builds_with_the_preconfigured_tls() {
-        client(Duration::from_secs(5)).expect("reqwest takes the rustls configuration");
-    }
 
     #[test]
     fn the_lease_outlasts_a_request() {

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;
 
-pub use self::publisher::{PARALLEL, Publisher, PublisherOptions, Target, client, from_config, targets};
+pub use self::publisher::{PARALLEL, Publisher, PublisherOptions, Target, from_config, targets};
 use crate::backoff::{self, Backoff};
 use crate::sitemap::Serving;
 

@@ -79,18 +79,6 @@ pub fn targets(config: &Config, sites: &Sites) -> Vec<Target> {
         .collect()
 }
 
-/// The HTTP client ([`crate::http_client`]): every request bounded by `timeout` (connecting by at most 10 s of it).
-/// It follows no redirect: a 302 or 303 would turn the `POST` into a bodiless `GET`, and a 307 or 308 would tell
-/// whatever host the hub names. A 3xx is an answer ([`classify`]).
-pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
-    crate::http_client::builder()?
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .timeout(timeout)
-        .build()
-        .context("cannot build the HTTP client")
-}
-
 /// The publisher for the sites that publish (see [`targets`]), a worker; `None` when none does.
 pub fn from_config(
     store: Arc<dyn Store>,
@@ -136,7 +124,7 @@ impl Publisher {
         targets: Vec<Target>,
         options: PublisherOptions,
     ) -> anyhow::Result<Self> {
-        let client = client(options.timeout)?;
+        let client = crate::http_client::notifier(options.timeout)?;
         Ok(Self { store, feeds, targets, options, client })
     }
 }
@@ -322,11 +310,6 @@ impl Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_client_builds_with_the_preconfigured_tls() {
-        client(Duration::from_secs(5)).expect("reqwest takes the rustls configuration");
-    }
 
     #[test]
     fn the_lease_outlasts_a_request() {
