@@ -362,13 +362,17 @@ fn longest_loc(tail: &str) -> String {
 /// Every feed the API's writes make (the site's, two sections'), with tombstones, locs with `&`, `'` and
 /// non-ASCII characters, the longest loc, every lastmod precision (none, a date, minutes, seconds, fractions, an
 /// offset), an update and deletes, a title and hub URLs with `&`, `'` and `<`: valid, exactly the stored changes
-/// in order, read so by both readers, the hubs as links.
+/// in order, read so by both readers, the hubs as links (a hub's user name and password, which the publisher sends
+/// to the hub, never in the public feed).
 async fn feeds_hold_exactly_the_stored_changes(b: Backend) {
     let vars = [
         ("SITEMAPD_FEEDS", "true"),
         ("SITEMAPD_REMOVED_RETENTION", "30d"),
         ("SITEMAPD_FEED_TITLES", "default=Example & 'Co' — Ünï <news>"),
-        ("SITEMAPD_FEED_HUBS", "default=https://hub.example.net/publish?a=1&b='2', https://hub2.example.net/"),
+        (
+            "SITEMAPD_FEED_HUBS",
+            "default=https://hub.example.net/publish?a=1&b='2', https://pub:s3cret@hub2.example.net/",
+        ),
     ];
     let app = TestApp::spawn(b, &vars).await;
     let loc = |p: &str| format!("{PUBLIC_URL}/{p}");
@@ -411,6 +415,7 @@ async fn feeds_hold_exactly_the_stored_changes(b: Backend) {
         let body = check_feed(&app, &path, &want, updated_s).await;
         // The hubs, as links rel="hub" (feedparser keeps every link of the feed), as the configuration reads them
         // (a URL's `'` in a query is percent-encoded).
+        assert!(!String::from_utf8_lossy(&body).contains("s3cret"), "{path}: a hub's password is published");
         let links = read_feed(Reader::Feedparser, &body)["links"].clone();
         let hubs: Vec<&str> = links
             .as_array()

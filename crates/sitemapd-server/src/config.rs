@@ -597,7 +597,8 @@ settings! {
         /// WebSub hubs told of each change to a site's feeds (`POST hub.mode=publish&hub.url=<feed URL>`), and named
         /// in its feeds as `<link rel="hub">`: comma-separated http or https URLs, `URL` alone for the site `default`
         /// or `SITE=URL`, several per site allowed (e.g. `https://pubsubhubbub.appspot.com/`). Empty: no hubs. A hub
-        /// URL is no secret; it is logged without a user name or password it holds.
+        /// URL is no secret; a user name and password it holds are sent to the hub only: never logged, never in
+        /// a feed.
         hubs: FeedHubs = "SITEMAPD_FEED_HUBS", default "", flat feed_hubs, parse FeedHubs::parse,
             show FeedHubs::shown;
         /// The least time between two notifications of one feed to one hub (1s to 1h): a burst of writes is told
@@ -1140,7 +1141,7 @@ pub fn check_feed_title(title: &str) -> Result<(), String> {
 
 /// The WebSub hubs by site (`feeds.hubs`: comma-separated, blanks ignored): `URL` for the default site, or
 /// `SITE=URL`; several per site. Each an absolute http or https URL without a fragment. Not secrets, but a URL's
-/// user name and password are left out of the logged form.
+/// user name and password are left out of the logged form and of the feeds' `<link rel="hub">`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FeedHubs(Vec<(String, Vec<url::Url>)>);
 

@@ -19,7 +19,9 @@ pub(super) async fn build<S: Serving>(state: &S, feed: &FeedRef) -> Result<FeedB
     let section = feed.section.as_ref().map(|(id, _)| *id);
     let read = state.feed_reads().feed(feed.site, section, config.feeds.entries, tombstones).await?;
     let title = title(config.feeds.titles.for_site(&site.name), site, feed.section.as_ref().map(|(_, n)| n.as_str()));
-    let hubs: Vec<&str> = config.feeds.hubs.for_site(&site.name).iter().map(url::Url::as_str).collect();
+    // A hub's user name and password are for the publisher's requests to it (`websub`), never for the public feed.
+    let hubs: Vec<String> = config.feeds.hubs.for_site(&site.name).iter().map(crate::config::shown_hub_url).collect();
+    let hubs: Vec<&str> = hubs.iter().map(String::as_str).collect();
     let meta = FeedMeta { id: &feed.public_url, title: &title, site_url: site.public_url.as_str(), hubs: &hubs };
     let rendered = render(&meta, &items(read), config.feeds.entries as usize, MAX_FEED_BYTES);
     let identity = Bytes::from(rendered.bytes);
