@@ -6,7 +6,7 @@ CREATE TABLE websub (
     site_id      BIGINT NOT NULL,
     -- The feed's path under the site's public URL (`feed.atom`, `feed-<section>.atom`).
     feed         TEXT NOT NULL,
-    -- The hub's URL, as configured.
+    -- The hub's URL as configured, less a user name and password (those are sent to the hub, never stored).
     hub          TEXT NOT NULL,
     -- The feed's digest (its ETag's) when the hub last accepted a notification of it; NULL: never.
     delivered    TEXT,

@@ -9,7 +9,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{Backend, PUBLIC_URL, TestApp, TestResponse, gunzip};
+use crate::support::{Backend, PUBLIC_URL, TestApp, TestResponse, gunzip, until_the_next_second};
 
 const ON: (&str, &str) = ("SITEMAPD_FEEDS", "true");
 /// Asks for the current state (one read of the change counter), so that a write through another process is seen.
@@ -312,6 +312,48 @@ async fn deletions_are_tombstones_with_the_removed_sitemap_on(b: Backend) {
     assert_eq!(items(&feed), added(&["keep"]), "{feed}");
 }
 
+/// A record that leaves the feed with no tombstone (deleted with the removed-URLs sitemap off) takes its time with
+/// it, but the feed's `Last-Modified` does not go back: it is at least its pages' last change, so a client that
+/// sends only `If-Modified-Since` gets the changed feed, not a 304.
+async fn last_modified_never_goes_back(b: Backend) {
+    let app = TestApp::spawn(b, &[ON]).await;
+    put(&app, &[entry("older", None)]).await;
+    until_the_next_second().await;
+    put(&app, &[entry("newest", None)]).await;
+    let before = app.get("/feed.atom", &[CURRENT]).await;
+    assert_eq!(items(&before.text()), added(&["newest", "older"]));
+    let modified = |r: &TestResponse| httpdate::parse_http_date(r.header("last-modified").unwrap()).unwrap();
+    until_the_next_second().await;
+    delete(&app, &["newest"]).await;
+    let after = app.get("/feed.atom", &[CURRENT]).await;
+    assert_eq!(items(&after.text()), added(&["older"]));
+    assert!(modified(&after) > modified(&before), "Last-Modified went back or stayed: {:?}", after.headers);
+    let since = before.header("last-modified").unwrap();
+    let r = app.get("/feed.atom", &[CURRENT, ("if-modified-since", since)]).await;
+    assert_eq!(r.status, StatusCode::OK, "the feed changed since {since}");
+}
+
+/// Tombstones are listed until the purge deletes them, and the purge moves the site's change counter even when the
+/// removed-URLs stamp does not (the purged tombstone was not the newest): what the WebSub publisher watches, so
+/// that hubs are told of the feed the purge changed.
+async fn a_purged_tombstone_leaves_the_feed(b: Backend) {
+    let app = TestApp::spawn(b, &[ON, ("SITEMAPD_REMOVED_RETENTION", "1d")]).await;
+    put(&app, &[entry("keep", None), entry("old", None), entry("young", None)]).await;
+    delete(&app, &["old"]).await;
+    delete(&app, &["young"]).await;
+    // Two days old by the database's clock, which the purge reads.
+    let two_days_us = 2 * 86_400 * 1_000_000_i64;
+    app.exec_sql(&format!("UPDATE removed SET removed_us = removed_us - {two_days_us} WHERE loc = '{}'", url("old")))
+        .await;
+    let listed = items(&app.get("/feed.atom", &[CURRENT]).await.text());
+    assert!(listed.contains(&format!("-{}", url("old"))), "{listed:?}");
+    let changes = app.store.changes(1).await.unwrap();
+    assert_eq!(sitemapd::sitemap::removed::purge(&*app.store).await.unwrap(), 1);
+    assert!(app.store.changes(1).await.unwrap() > changes, "the purge moved no change counter");
+    let listed = items(&app.get("/feed.atom", &[CURRENT]).await.text());
+    assert_eq!(listed, vec![format!("-{}", url("young")), format!("+{}", url("keep"))]);
+}
+
 /// Two processes on one database answer every feed with the same bytes and validators, in both codings.
 async fn two_processes_answer_alike(b: Backend) {
     let app = TestApp::spawn(b, &[ON, ("SITEMAPD_REMOVED_RETENTION", "7d")]).await;
@@ -363,4 +405,6 @@ both_backends!(
     deletions_are_tombstones_with_the_removed_sitemap_on,
     two_processes_answer_alike,
     robots_lookup_and_view_name_the_feeds,
+    last_modified_never_goes_back,
+    a_purged_tombstone_leaves_the_feed,
 );

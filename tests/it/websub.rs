@@ -91,7 +91,12 @@ impl FeedDigests for Stub {
 }
 
 fn options(interval: Duration) -> PublisherOptions {
-    PublisherOptions { interval, poll: Duration::from_millis(20), timeout: Duration::from_secs(5) }
+    PublisherOptions {
+        interval,
+        poll: Duration::from_millis(20),
+        timeout: Duration::from_secs(5),
+        settle: Duration::ZERO,
+    }
 }
 
 fn publisher(app: &TestApp, feeds: Arc<dyn FeedDigests>, hub: &FakeHub, interval: Duration) -> Running {
@@ -217,7 +222,9 @@ fn real_publisher(app: &TestApp, state: &AppState) -> (Arc<Counted<Served<AppSta
     let feeds = Counted::new(Served(state.clone()));
     let targets = sitemapd::websub::targets(&app.config, &app.store.sites());
     assert_eq!(targets.len(), 1);
-    let options = PublisherOptions::from_config(&app.config);
+    // No settling: the tests that use it count looks, and a look waits for no other replica here
+    // (`a_hub_reads_the_change_from_a_replica_that_serves_it_late` tests the settling).
+    let options = PublisherOptions { settle: Duration::ZERO, ..PublisherOptions::from_config(&app.config) };
     let running = worker::spawn(Publisher::new(app.store.clone(), feeds.clone(), targets, options).unwrap());
     (feeds, running)
 }
@@ -278,8 +285,12 @@ async fn a_write_through_another_process_is_told_whatever_the_cache(b: Backend) 
     serve(state.clone(), &hub).await;
     let feeds = Counted::new(Served(state.clone()));
     let targets = sitemapd::websub::targets(&app.config, &app.store.sites());
-    // No interval: each change may be told at once.
-    let options = PublisherOptions { interval: Duration::ZERO, ..PublisherOptions::from_config(&app.config) };
+    // No interval: each change may be told at once; no settling (this process serves the hub).
+    let options = PublisherOptions {
+        interval: Duration::ZERO,
+        settle: Duration::ZERO,
+        ..PublisherOptions::from_config(&app.config)
+    };
     let running = worker::spawn(Publisher::new(app.store.clone(), feeds.clone(), targets, options).unwrap());
     eventually("the empty feed is told", || async { hub.fetches().len() == 1 }).await;
     // `app`'s router has a state of its own: the publisher's learns of the write from the database only.
@@ -287,6 +298,34 @@ async fn a_write_through_another_process_is_told_whatever_the_cache(b: Backend) 
     let written = format!("<link href=\"{PUBLIC_URL}/elsewhere\"/>");
     eventually("the hub read the write", || async { hub.fetches().iter().any(|f| f.body.contains(&written)) }).await;
     assert_eq!(hub.notifications().len(), 2, "{:?}", hub.notifications());
+    running.stop(Duration::from_secs(5)).await;
+}
+
+/// The hub fetches the feed as soon as it is told, perhaps from another replica, which serves it from a page table
+/// up to `cache.state_ttl` old (5 s here). The publisher waits that long after it sees a change (`settle`), so the
+/// hub reads the change there; told at once (no settling), it would read the old feed from that replica, and the
+/// notification would be spent on it.
+async fn a_hub_reads_the_change_from_a_replica_that_serves_it_late(b: Backend) {
+    let hub = FakeHub::start(&[]);
+    let mut vars = feed_vars(&hub, "1s").to_vec();
+    vars.push(("SITEMAPD_STATE_TTL", "5s"));
+    let app = TestApp::spawn(b, &vars).await;
+    // The publisher's process, and the replica the hub fetches from: two states on one database.
+    let publishing = AppState::new(app.store.clone(), &app.config);
+    let replica = AppState::new(app.store.clone(), &app.config);
+    serve(replica.clone(), &hub).await;
+    let options = PublisherOptions { interval: Duration::ZERO, ..PublisherOptions::from_config(&app.config) };
+    assert!(options.settle > Duration::from_secs(5), "{options:?}");
+    let targets = sitemapd::websub::targets(&app.config, &app.store.sites());
+    let feeds = Counted::new(Served(publishing.clone()));
+    let running = worker::spawn(Publisher::new(app.store.clone(), feeds, targets, options).unwrap());
+    // The first look tells the empty feed at once; the replica reads its page table for the hub's fetch.
+    eventually("the empty feed is told and read", || async { hub.fetches().len() == 1 }).await;
+    put(&app, "late").await;
+    let written = format!("<link href=\"{PUBLIC_URL}/late\"/>");
+    eventually("the hub is told of the write", || async { hub.fetches().len() == 2 }).await;
+    let fetch = &hub.fetches()[1];
+    assert!(fetch.body.contains(&written), "the hub read the old feed from the replica: {}", fetch.body);
     running.stop(Duration::from_secs(5)).await;
 }
 
@@ -321,6 +360,7 @@ both_backends!(
     a_burst_of_changes_is_told_once_per_interval,
     a_burst_of_writes_is_told_once_and_the_hub_reads_the_feed,
     a_write_through_another_process_is_told_whatever_the_cache,
+    a_hub_reads_the_change_from_a_replica_that_serves_it_late,
     the_workers_list_publishes_and_retries_a_5xx,
 );
 

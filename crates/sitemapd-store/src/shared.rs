@@ -72,6 +72,8 @@ const TOUCH_REMOVED_SQL: &str = "INSERT INTO removed_state (site_id, modified_us
 const RAISE_REMOVED_SQL: &str = "INSERT INTO removed_state (site_id, modified_us) VALUES ($2, $1) \
      ON CONFLICT (site_id) DO UPDATE SET modified_us = excluded.modified_us \
      WHERE excluded.modified_us > removed_state.modified_us";
+/// A change of `$1` that moves no page: what makes every process read its page table again.
+const COUNT_CHANGE_SQL: &str = "UPDATE sites SET changes = changes + 1 WHERE id = $1";
 /// At most `$3` of a site's tombstones deleted before `$2`, oldest first (the index, forwards).
 const PURGE_REMOVED_SQL: &str = "DELETE FROM removed WHERE site_id = $1 AND loc IN (SELECT loc FROM removed \
      WHERE site_id = $1 AND removed_us < $2 ORDER BY site_id, removed_us LIMIT $3) RETURNING removed_us";
@@ -536,7 +538,10 @@ where
             .fetch_all(&mut *conn)
             .await?;
         if let Some(newest) = purged.iter().map(|(us,)| *us).max() {
-            sqlx::query(RAISE_REMOVED_SQL).bind(newest + window_us).bind(site).execute(conn).await?;
+            sqlx::query(RAISE_REMOVED_SQL).bind(newest + window_us).bind(site).execute(&mut *conn).await?;
+            // The feeds list tombstones until they are purged: the change counter moves with them, so that every
+            // replica builds its feeds anew (and WebSub looks), whether or not the stamp above moved.
+            sqlx::query(COUNT_CHANGE_SQL).bind(site).execute(conn).await?;
         }
         Ok(purged.len() as u64)
     }

@@ -12,7 +12,10 @@ use crate::sitemap::Serving;
 use crate::store::{FeedRead, Result, StoreError};
 
 /// Reads and renders `feed`. Tombstones are read only with the removed-URLs sitemap on (they are kept only then).
-pub(super) async fn build<S: Serving>(state: &S, feed: &FeedRef) -> Result<FeedBody> {
+/// Its `Last-Modified` is the later of its newest item and `pages_modified_us` (the last change to a page of its
+/// section or site): its `<updated>` stays the newest item's, so that a change that leaves its items as they are
+/// moves no byte and no ETag.
+pub(super) async fn build<S: Serving>(state: &S, feed: &FeedRef, pages_modified_us: i64) -> Result<FeedBody> {
     let config = state.config();
     let site = state.sites().by_id(feed.site).ok_or(StoreError::Other(sqlx::Error::RowNotFound))?;
     let tombstones = !config.sitemaps.removed_retention.is_zero();
@@ -33,7 +36,7 @@ pub(super) async fn build<S: Serving>(state: &S, feed: &FeedRef) -> Result<FeedB
         identity,
         gzip,
         digest,
-        modified_us: rendered.updated_us,
+        modified_us: rendered.updated_us.max(pages_modified_us),
         entries: rendered.items - rendered.deleted,
         deleted: rendered.deleted,
     })

@@ -75,7 +75,8 @@ pub struct FeedBody {
     pub gzip: Bytes,
     /// A digest of `identity`: the ETags are made from it.
     pub digest: String,
-    /// The feed's `<updated>`, its `Last-Modified`: the newest stored change among its items (0: none).
+    /// Its `Last-Modified`: the later of its `<updated>` (the newest stored change among its items; 0: none) and
+    /// the last change to a page of its section or site, so that it never goes back.
     pub modified_us: i64,
     /// Its entries and tombstones (for the view).
     pub entries: usize,
@@ -114,7 +115,18 @@ pub async fn current<S: Serving>(state: &S, feed: &FeedRef) -> Result<FeedBody> 
 /// `feed` as of `directory`'s read: built on first use.
 async fn built<S: Serving>(state: &S, directory: &Directory, feed: &FeedRef) -> Result<Arc<FeedBody>> {
     let key = feed.section.as_ref().map(|(id, _)| *id);
-    directory.built(key, || build::build(state, feed)).await
+    directory.built(key, || build::build(state, feed, pages_modified_us(directory, key))).await
+}
+
+/// The last change to a page of the feed's section (`None`: of the site), as `directory` read the pages. A record
+/// that leaves the feed (deleted without tombstones, or excluded by URL health) changes its page, not the feed's
+/// newest item: the feed's `Last-Modified` is the later of the two, so that it never goes back.
+fn pages_modified_us(directory: &Directory, section: Option<i64>) -> i64 {
+    match section {
+        Some(section) => directory.section_pages(section).map(|p| p.modified_us).max(),
+        None => directory.pages().iter().map(|p| p.modified_us).max(),
+    }
+    .unwrap_or(0)
 }
 
 /// The feeds' routes, beside the sitemaps' and under their answer layer ([`sitemap::router_with`]): with

@@ -37,6 +37,11 @@ pub struct PublisherOptions {
     pub poll: Duration,
     /// The longest one request may take, connecting included.
     pub timeout: Duration,
+    /// How long after it sees a change the publisher waits before it looks (`cache.state_ttl` and a quarter of a
+    /// second): a hub fetches the feed as soon as it is told, perhaps from another replica, which serves it from a
+    /// page table up to `cache.state_ttl` old. Told sooner, the hub could read the old feed there and the
+    /// notification be spent on it.
+    pub settle: Duration,
 }
 
 impl PublisherOptions {
@@ -45,6 +50,7 @@ impl PublisherOptions {
             interval: config.feeds.hub_interval,
             poll: config.tuning.websub_poll,
             timeout: config.tuning.websub_timeout,
+            settle: config.cache.state_ttl + Duration::from_millis(250),
         }
     }
 
@@ -115,6 +121,8 @@ struct SiteState {
     wake: Option<Instant>,
     /// Failed looks in a row.
     failures: u32,
+    /// A change was seen and the look waits for `settle` (until `wake`).
+    settling: bool,
 }
 
 impl Publisher {
@@ -147,17 +155,38 @@ impl Worker for Publisher {
                 let changes = match self.feeds.changes(target.site_id).await {
                     Ok(changes) => changes,
                     Err(e) => {
-                        tracing::warn!(site = %target.site, error = %format!("{e:#}"), "WebSub: cannot read the change counter; trying again later");
+                        // Its wake moved on too: one that had fallen due would otherwise end the sleep at once, a
+                        // read a turn for as long as the database fails.
+                        state.failures = state.failures.saturating_add(1);
+                        let wait = retry.after(state.failures);
+                        tracing::warn!(site = %target.site, error = %format!("{e:#}"), retry_in_ms = wait.as_millis() as u64, "WebSub: cannot read the change counter; trying again later");
+                        state.wake = Some(Instant::now() + wait);
                         continue;
                     }
                 };
+                let moved = state.seen != Some(changes);
+                // A change seen after the first look waits for the other replicas to serve it ([`PublisherOptions::
+                // settle`]), once: a change seen while waiting is in the same look, so steady writes delay a
+                // notification by `settle` at most.
+                if moved && state.seen.is_some() && !state.settling && !self.options.settle.is_zero() {
+                    state.settling = true;
+                    state.wake = Some(Instant::now() + self.options.settle);
+                    continue;
+                }
                 let due = state.wake.is_some_and(|wake| Instant::now() >= wake);
-                if state.seen == Some(changes) && !due {
+                // Look when a wake fell due, or at a change that does not wait (the first look, or no settling).
+                let look = due || (moved && !state.settling);
+                if !look {
                     continue;
                 }
                 match self.look(target).await {
                     Ok(next) => {
-                        *state = SiteState { seen: Some(changes), wake: next.map(|d| Instant::now() + d), failures: 0 };
+                        *state = SiteState {
+                            seen: Some(changes),
+                            wake: next.map(|d| Instant::now() + d),
+                            failures: 0,
+                            settling: false,
+                        };
                     }
                     Err(e) => {
                         state.failures = state.failures.saturating_add(1);
@@ -168,7 +197,12 @@ impl Worker for Publisher {
                             retry_in_ms = wait.as_millis() as u64,
                             "WebSub: cannot read the feeds or their deliveries; trying again later"
                         );
-                        *state = SiteState { seen: Some(changes), wake: Some(Instant::now() + wait), ..*state };
+                        *state = SiteState {
+                            seen: Some(changes),
+                            wake: Some(Instant::now() + wait),
+                            settling: false,
+                            ..*state
+                        };
                     }
                 }
             }
@@ -189,10 +223,13 @@ impl Publisher {
         let rows = self.store.hub_rows(target.site_id).await.context("the delivery rows")?;
         let rows: HashMap<(&str, &str), &HubRow> =
             rows.iter().map(|r| ((r.feed.as_str(), r.hub.as_str()), r)).collect();
+        // A row is keyed by the hub as logged (`shown_hub_url`): its password is not stored, and a new one is the
+        // same hub.
         let (mut owed, mut next, mut sends) = (0usize, None::<Duration>, Vec::new());
         for feed in &feeds {
             for hub in &target.hubs {
-                let row = rows.get(&(feed.path.as_str(), hub.as_str()));
+                let key = shown_hub_url(hub);
+                let row = rows.get(&(feed.path.as_str(), key.as_str()));
                 if row.and_then(|r| r.delivered.as_deref()) == Some(feed.digest.as_str()) {
                     continue;
                 }
@@ -223,7 +260,8 @@ impl Publisher {
     /// tried again (another publisher's claim, a retry delay).
     async fn deliver(&self, target: &Target, feed: &FeedState, hub: &url::Url) -> Option<Duration> {
         let lease = self.options.lease();
-        let claimed = self.store.hub_claim(target.site_id, &feed.path, hub.as_str(), &feed.digest, lease).await;
+        let key = shown_hub_url(hub);
+        let claimed = self.store.hub_claim(target.site_id, &feed.path, &key, &feed.digest, lease).await;
         let claim = match claimed {
             Ok(Some(claim)) => claim,
             // Another publisher holds it (or has just delivered it): its lease bounds the wait.
