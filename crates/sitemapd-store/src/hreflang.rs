@@ -26,6 +26,9 @@ pub(crate) const CLUSTER_PROBLEMS_SQL: &str = "SELECT href, kind, hreflang, clus
 /// A row of `hreflang_nodes`: href, cluster, site id, declaration (JSON).
 pub(crate) type NodeRow = (String, String, Option<i64>, Option<String>);
 
+/// A cluster as read: its key, its node rows in href order, its problems.
+pub(crate) type ClusterRows = (String, Vec<NodeRow>, Vec<super::StoredProblem>);
+
 /// A stored declaration (`hreflang_nodes.declared`). Only this version writes it, so a row that does not read back
 /// was changed by hand: it is logged and read as declaring nothing.
 pub(crate) fn read_declared(href: &str, json: Option<&str>) -> Option<Vec<sitemapd_core::domain::ext::Alternate>> {

@@ -266,7 +266,7 @@ pub(crate) trait Sql: Database {
     fn hreflang_cluster_in(
         conn: &mut Self::Connection,
         href: &str,
-    ) -> impl Future<Output = Result<Option<(String, Vec<NodeRow>, Vec<StoredProblem>)>>> + Send;
+    ) -> impl Future<Output = Result<Option<hreflang::ClusterRows>>> + Send;
 }
 
 impl<DB> Sql for DB
@@ -648,10 +648,7 @@ where
         })
     }
 
-    async fn hreflang_cluster_in(
-        conn: &mut Self::Connection,
-        href: &str,
-    ) -> Result<Option<(String, Vec<NodeRow>, Vec<StoredProblem>)>> {
+    async fn hreflang_cluster_in(conn: &mut Self::Connection, href: &str) -> Result<Option<hreflang::ClusterRows>> {
         let key: Option<(String,)> =
             sqlx::query_as(hreflang::CLUSTER_OF_SQL).bind(href).fetch_optional(&mut *conn).await?;
         let Some((key,)) = key else { return Ok(None) };
