@@ -361,6 +361,67 @@ async fn a_batch_without_alternates_costs_one_probe(b: Backend) {
     assert_eq!(store.hreflang_summary(1).await.unwrap().members, 3);
 }
 
+/// A cluster may span sites: each member renders by its own site's policy, its problems are listed by its own
+/// site, and a change of one site's policy at open re-renders that site's members only.
+async fn a_cluster_across_sites_renders_each_member_by_its_own_policy(b: Backend) {
+    const SITES: &str = "default=https://www.example.com/, shop=https://shop.example.com/";
+    let app = TestApp::spawn(b, &[("SITEMAPD_SITES", SITES)]).await;
+    let sites = app.store.sites();
+    let shop = sites.by_name("shop").unwrap().id;
+    let open_with = |www: Policy, shop: Policy| {
+        let mut o = options(&app.config);
+        o.serving = false;
+        o.hreflang = BTreeMap::from([("default".to_owned(), www), ("shop".to_owned(), shop)]);
+        async move { sitemapd::store::open(&o).await.unwrap() }
+    };
+    let (a, b_) = ("https://www.example.com/a", "https://shop.example.com/b");
+    let declare = |loc: &str, alternates: &[(&str, &str)]| {
+        let alternates: Vec<Value> = alternates.iter().map(|(l, h)| json!({"hreflang": l, "href": h})).collect();
+        Entry::from_json(json!({"loc": loc, "alternates": alternates}), &*sites).unwrap()
+    };
+    let alternates = |store: Arc<dyn Store>, loc: &'static str| async move {
+        let found = store.find(&sitemapd::domain::Loc::parse(loc, &*store.sites()).unwrap()).await.unwrap();
+        let ext = found.expect("stored").url.fields.ext.map(|x| x.alternates).unwrap_or_default();
+        ext.into_iter().map(|a| (a.hreflang, a.href)).collect::<Vec<_>>()
+    };
+    let pair = |l: &str, h: &str| (l.to_owned(), h.to_owned());
+    let store = open_with(Policy::Complete, Policy::AsSent).await;
+    store.upsert(&[declare(a, &[("en", a), ("de", b_)]), declare(b_, &[("de", b_)])]).await.unwrap();
+    assert_eq!(alternates(store.clone(), a).await, [pair("de", b_), pair("en", a)]);
+    assert_eq!(alternates(store.clone(), b_).await, [pair("de", b_)], "shop is as_sent");
+    let listed = |site: i64| {
+        let store = store.clone();
+        async move {
+            let problems = store.hreflang_problems(site, None, 100).await.unwrap();
+            problems.into_iter().map(|p| (p.kind, p.href, p.cluster)).collect::<Vec<_>>()
+        }
+    };
+    let key = b_.to_owned();
+    assert_eq!(listed(1).await, [("cross_site".to_owned(), a.to_owned(), key.clone())]);
+    assert_eq!(
+        listed(shop).await,
+        [
+            ("cross_site".to_owned(), b_.to_owned(), key.clone()),
+            ("missing_return".to_owned(), b_.to_owned(), key.clone())
+        ]
+    );
+    assert_eq!(
+        (store.hreflang_summary(shop).await.unwrap().clusters, store.hreflang_summary(1).await.unwrap().clusters),
+        (1, 1)
+    );
+    store.close().await;
+
+    let store = open_with(Policy::Complete, Policy::Complete).await;
+    assert_eq!(alternates(store.clone(), b_).await, [pair("de", b_), pair("en", a)], "shop re-rendered at open");
+    assert_eq!(alternates(store.clone(), a).await, [pair("de", b_), pair("en", a)]);
+    let problems = store.hreflang_problems(shop, None, 100).await.unwrap();
+    assert_eq!(
+        problems.iter().map(|p| p.kind.as_str()).collect::<Vec<_>>(),
+        ["cross_site"],
+        "complete returns the link"
+    );
+}
+
 both_backends!(
     clusters_are_the_same_whatever_the_order_of_writes,
     a_delete_removes_the_member_from_the_others,
@@ -370,4 +431,5 @@ both_backends!(
     a_policy_switch_at_open_rerenders_and_back_restores_the_bytes,
     clusters_are_built_at_open,
     a_batch_without_alternates_costs_one_probe,
+    a_cluster_across_sites_renders_each_member_by_its_own_policy,
 );
