@@ -1483,12 +1483,12 @@ impl Config {
             check_sites: self.health.check.iter().map(|(site, _)| site.to_owned()).collect(),
             removed_days: days_of(self.sitemaps.removed_retention),
             serving: true,
-            hreflang: self
-                .site_specs()
-                .iter()
-                .map(|s| (s.name.clone(), self.sitemaps.hreflang.policy(&s.name)))
-                .collect(),
         }
+    }
+
+    /// Each configured site's hreflang policy, by name (`sitemaps.hreflang`).
+    pub fn hreflang_policies(&self) -> BTreeMap<String, HreflangPolicy> {
+        self.site_specs().into_iter().map(|s| (s.name.clone(), self.sitemaps.hreflang.policy(&s.name))).collect()
     }
 }
 
@@ -2260,7 +2260,7 @@ mod tests {
         }
         // Into the store's options: every configured site by name.
         let c = load(&[two, ("SITEMAPD_HREFLANG", "shop=complete")]).unwrap();
-        let by_site = c.store_options().hreflang;
+        let by_site = c.hreflang_policies();
         assert_eq!(by_site.get("shop").map(|p| p.as_str()), Some("complete"));
         assert_eq!(by_site.get("default").map(|p| p.as_str()), Some("as_sent"));
         // Logged as read.
