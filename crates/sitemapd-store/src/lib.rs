@@ -595,6 +595,11 @@ pub struct StoreOptions {
     /// The removed-URLs sitemap's retention in days (`removed_days`): a deleted record's loc is kept as a tombstone
     /// that long; 0 keeps none (the sitemap is off). On, the index lists one more sitemap ([`Shape::max_pages`]).
     pub removed_days: u32,
+    /// Each site's hreflang policy, by name (`[sitemaps] hreflang`): what its members render, their declaration
+    /// (`as_sent`) or their cluster's complete set (`complete`). A site not named is `as_sent`. Read by the store at
+    /// `migrate` ([`write::Shape::hreflang`], by site id), where a site whose stored rendering follows another
+    /// policy is re-rendered.
+    pub hreflang: BTreeMap<String, sitemapd_core::hreflang::Policy>,
     /// Whether this process serves the database (SQLite: it stamps the file and watches it, see `watch.rs`);
     /// false for the CLI's commands, which share the file with a running server.
     pub serving: bool,
@@ -729,6 +734,14 @@ fn unregistered(specs: &[SiteSpec]) -> Arc<Sites> {
     Arc::new(Sites::new(
         specs.iter().zip(1..).map(|(spec, id)| sitemapd_core::domain::Site::new(id, spec.clone())).collect(),
     ))
+}
+
+/// Each configured policy by the id of its site (names of sites not configured are left out).
+fn policies(
+    sites: &Sites,
+    names: &BTreeMap<String, sitemapd_core::hreflang::Policy>,
+) -> BTreeMap<i64, sitemapd_core::hreflang::Policy> {
+    names.iter().filter_map(|(n, p)| Some((sites.by_name(n)?.id, *p))).collect()
 }
 
 /// The ids of the sites named in `names`.

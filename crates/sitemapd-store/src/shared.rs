@@ -262,6 +262,28 @@ pub(crate) trait Sql: Database {
     ) -> impl Future<Output = Result<Vec<StoredProblem>>> + Send;
     /// A site's hreflang counts ([`HreflangReads::hreflang_summary`]), every kind of problem but those with none.
     fn hreflang_summary(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<HreflangSummary>> + Send;
+    /// `site`'s stored hreflang policy (`sites.hreflang`; `None`: its clusters are not built).
+    fn hreflang_policy(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Option<String>>> + Send;
+    /// Stores `site`'s hreflang policy: its clusters are built and rendered by it.
+    fn set_hreflang_policy(
+        conn: &mut Self::Connection,
+        site: i64,
+        policy: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// `site`'s records that may declare alternates, in id order after `after`, at most `limit`.
+    fn declaring_after(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
+    /// The keys of the clusters with a stored member in `site`, in order after `after`, at most `limit`.
+    fn site_clusters_after(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
     /// The cluster `href` is in: its key, its node rows in href order and its problems; `None`: in no cluster.
     fn hreflang_cluster_in(
         conn: &mut Self::Connection,
@@ -284,6 +306,7 @@ where
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     (String, i64): for<'r> FromRow<'r, DB::Row>,
     NodeRow: for<'r> FromRow<'r, DB::Row>,
+    (Option<String>,): for<'r> FromRow<'r, DB::Row>,
     StoredProblem: for<'r> FromRow<'r, DB::Row>,
     FetchRecord: for<'r> FromRow<'r, DB::Row>,
     FeedEntry: for<'r> FromRow<'r, DB::Row>,
@@ -646,6 +669,42 @@ where
             members: count(members),
             problems: kinds.into_iter().map(|(kind, n)| (kind, count(n))).collect(),
         })
+    }
+
+    async fn hreflang_policy(conn: &mut Self::Connection, site: i64) -> Result<Option<String>> {
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as(hreflang::POLICY_SQL).bind(site).fetch_optional(conn).await?;
+        Ok(row.and_then(|(policy,)| policy))
+    }
+
+    async fn set_hreflang_policy(conn: &mut Self::Connection, site: i64, policy: &str) -> Result<()> {
+        sqlx::query(hreflang::SET_POLICY_SQL).bind(site).bind(policy).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn declaring_after(conn: &mut Self::Connection, site: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let rows: Vec<UrlRow> = sqlx::query_as(hreflang::DECLARING_SQL)
+            .bind(site)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn site_clusters_after(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(hreflang::SITE_CLUSTERS_SQL)
+            .bind(site)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await?;
+        Ok(rows.into_iter().map(|(k,)| k).collect())
     }
 
     async fn hreflang_cluster_in(conn: &mut Self::Connection, href: &str) -> Result<Option<hreflang::ClusterRows>> {
