@@ -1482,8 +1482,7 @@ impl Config {
             notify_sites: self.indexnow.keys.iter().map(|(site, _)| site.to_owned()).collect(),
             check_sites: self.health.check.iter().map(|(site, _)| site.to_owned()).collect(),
             removed_days: days_of(self.sitemaps.removed_retention),
-            // Until the setting (`[sitemaps] hreflang`) is read: every site `as_sent`.
-            hreflang: Default::default(),
+            hreflang: self.hreflang_policies(),
             serving: true,
         }
     }
@@ -2262,7 +2261,7 @@ mod tests {
         }
         // Into the store's options: every configured site by name.
         let c = load(&[two, ("SITEMAPD_HREFLANG", "shop=complete")]).unwrap();
-        let by_site = c.hreflang_policies();
+        let by_site = c.store_options().hreflang;
         assert_eq!(by_site.get("shop").map(|p| p.as_str()), Some("complete"));
         assert_eq!(by_site.get("default").map(|p| p.as_str()), Some("as_sent"));
         // Logged as read.
