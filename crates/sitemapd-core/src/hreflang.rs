@@ -244,10 +244,12 @@ pub fn resolve(cluster: &[Member], policy_of: impl Fn(i64) -> Policy) -> Resolut
     let mut defaults: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut invalid: BTreeMap<(&str, &str), (Unread, BTreeSet<&str>)> = BTreeMap::new();
     let mut claimants: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut names: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (&by, member) in &nodes {
         for a in member.declaration().unwrap_or_default() {
             let href = a.href.as_str();
             claimants.entry(href).or_default().insert(by);
+            names.entry(by).or_default().insert(href);
             if a.hreflang == X_DEFAULT {
                 defaults.entry(href).or_default().insert(by);
                 continue;
@@ -335,10 +337,11 @@ pub fn resolve(cluster: &[Member], policy_of: impl Fn(i64) -> Policy) -> Resolut
     }
 
     // Rule 7.
+    let in_set: BTreeSet<&str> = set.iter().map(|a| a.href.as_str()).collect();
     let complete: BTreeMap<String, Option<Vec<Alternate>>> = nodes
         .values()
         .filter(|m| m.stored)
-        .map(|m| (m.href.clone(), set.iter().any(|a| a.href == m.href).then(|| set.clone())))
+        .map(|m| (m.href.clone(), in_set.contains(m.href.as_str()).then(|| set.clone())))
         .collect();
 
     // Rule 8: a member naming a stored, declaring member of a served site whose page, as sent, does not name it.
@@ -357,7 +360,8 @@ pub fn resolve(cluster: &[Member], policy_of: impl Fn(i64) -> Policy) -> Resolut
                 && target.stored
                 && target.site.is_some()
                 && policy(to) == Policy::AsSent
-                && target.declaration().is_some_and(|d| !d.iter().any(|b| b.href == from))
+                && target.declaration().is_some()
+                && !names.get(to).is_some_and(|n| n.contains(from))
             {
                 unreturned.entry(to).or_default().insert(from);
             }
