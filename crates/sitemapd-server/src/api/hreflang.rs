@@ -266,42 +266,20 @@ pub(crate) async fn record_cluster(
     Ok(Some(RecordCluster::new(state, state.sites.by_id(site), loc, rendered, view)))
 }
 
-/// URL-safe base64 without padding (RFC 4648 §5): the cursor's text. A few lines rather than a dependency.
+/// URL-safe base64 without padding (RFC 4648 §5): the cursor's text. The `base64` crate (already built for sqlx),
+/// whose decoder refuses padding, foreign characters, impossible lengths and stray bits past the last byte, so that
+/// each cursor has one spelling.
 mod base64url {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
     pub(super) fn encode(bytes: &[u8]) -> String {
-        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-        for chunk in bytes.chunks(3) {
-            let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-            for i in 0..=chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            }
-        }
-        out
+        URL_SAFE_NO_PAD.encode(bytes)
     }
 
     /// `None` for a character outside the alphabet, padding, or a length no encoding has.
     pub(super) fn decode(text: &str) -> Option<Vec<u8>> {
-        if text.len() % 4 == 1 {
-            return None;
-        }
-        let mut out = Vec::with_capacity(text.len() * 3 / 4);
-        for chunk in text.as_bytes().chunks(4) {
-            let mut n = 0u32;
-            for (i, c) in chunk.iter().enumerate() {
-                let v = ALPHABET.iter().position(|a| a == c)? as u32;
-                n |= v << (18 - 6 * i);
-            }
-            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-            // The bits past the last whole byte must be zero, so that each text has one meaning.
-            let kept = chunk.len() - 1;
-            if bytes[kept..].iter().any(|b| *b != 0) && kept < 3 {
-                return None;
-            }
-            out.extend_from_slice(&bytes[..kept]);
-        }
-        Some(out)
+        URL_SAFE_NO_PAD.decode(text).ok()
     }
 }
 
