@@ -576,11 +576,11 @@ async fn a_completed_entry_that_outgrows_its_page_moves(backend: Backend) {
     let before = pages(&app).await;
     let page1 = &before["/sitemap-1.xml"].1;
     let room = max as usize - page1.len();
-    assert!(room < 1600, "page 1 is full: {room} bytes left");
-    // m/de names m/en and many external versions: m/en's completed entry grows by more than page 1 has left.
+    assert!(room < 2000, "page 1 is full: {room} bytes left (the last filler did not fit)");
+    // m/de names m/en and 8 external versions (~3.7 kB): m/en's completed entry grows by more than page 1 has left.
     let mut alternates = vec![("de", "m/de".to_owned()), ("en", "m/en".to_owned())];
     let langs = ["es", "fr", "it", "ja", "nl", "pl", "pt", "sv"];
-    alternates.extend(langs.iter().map(|l| (*l, format!("https://example.org/{l}/{}", "x".repeat(300)))));
+    alternates.extend(langs.iter().map(|l| (*l, format!("https://example.org/{l}/{}", "x".repeat(400)))));
     let alternates: Vec<(&str, &str)> = alternates.iter().map(|(l, h)| (*l, h.as_str())).collect();
     put(&app, &[entry("m/de", &alternates)]).await;
     let after = pages(&app).await;
@@ -597,7 +597,7 @@ async fn a_completed_entry_that_outgrows_its_page_moves(backend: Backend) {
     for (path, (_, body)) in &after {
         assert!(body.len() as u64 <= max, "{path}: {} bytes, over the limit {max}", body.len());
     }
-    let all: Vec<(&str, &[u8])> = after.iter().map(|(p, (_, b))| (p.as_str(), &b[..])).collect();
+    let all: Vec<(&str, &[u8])> = after.iter().map(|(p, (_, b))| (p.trim_start_matches('/'), &b[..])).collect();
     validate_xsd(&all);
 }
 
@@ -625,7 +625,7 @@ async fn a_completed_entry_larger_than_any_page_keeps_its_declaration(backend: B
     for (path, (_, body)) in &after {
         assert!(body.len() as u64 <= max, "{path}: {} bytes, over the limit {max}", body.len());
     }
-    let all: Vec<(&str, &[u8])> = after.iter().map(|(p, (_, b))| (p.as_str(), &b[..])).collect();
+    let all: Vec<(&str, &[u8])> = after.iter().map(|(p, (_, b))| (p.trim_start_matches('/'), &b[..])).collect();
     validate_xsd(&all);
 }
 
@@ -661,7 +661,7 @@ async fn every_completed_page_is_valid_and_read_back_by_the_importer(backend: Ba
     let all = pages(&app).await;
     let (links, _) = rendered(&app).await;
     assert_eq!(links, readers_want(), "{backend:?}");
-    let bodies: Vec<(&str, &[u8])> = all.iter().map(|(p, (_, b))| (p.as_str(), &b[..])).collect();
+    let bodies: Vec<(&str, &[u8])> = all.iter().map(|(p, (_, b))| (p.trim_start_matches('/'), &b[..])).collect();
     validate_xsd(&bodies);
     // sitemapd's importer reads every page into a fresh service (as_sent: stored as read): the same alternates.
     let dir = tempfile::tempdir().unwrap();
