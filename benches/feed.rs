@@ -48,6 +48,7 @@ fn options(url: String) -> StoreOptions {
         notify_sites: Default::default(),
         check_sites: Default::default(),
         removed_days: 30,
+        hreflang: Default::default(),
         serving: false,
     }
 }

@@ -14,7 +14,7 @@ type Layers = &'static [(&'static str, &'static [&'static str])];
 
 /// crates/sitemapd-server.
 const SERVER: Layers = &[
-    ("core (crates/sitemapd-core)", &["backoff", "crawler", "domain", "health", "page", "placement"]),
+    ("core (crates/sitemapd-core)", &["backoff", "crawler", "domain", "health", "hreflang", "page", "placement"]),
     ("leaves (telemetry re-exports crates/sitemapd-metrics)", &["access", "http_client", "redact", "telemetry"]),
     ("the store (crates/sitemapd-store), the worker shape", &["store", "worker"]),
     ("admission and batching (crates/sitemapd-ingest)", &["ingest"]),
@@ -47,6 +47,7 @@ const ROOT: Layers = &[
             "error",
             "feed",
             "health",
+            "hreflang",
             "http_client",
             "indexnow",
             "ingest",

@@ -14,6 +14,7 @@ use crate::support::{Backend, PUBLIC_URL, TestApp};
 use crate::{both_backends, through_pooler};
 
 mod feeds;
+mod hreflang;
 
 fn public() -> PublicUrl {
     PublicUrl::parse(PUBLIC_URL).unwrap()

@@ -1404,6 +1404,8 @@ impl Config {
             notify_sites: self.indexnow.keys.iter().map(|(site, _)| site.to_owned()).collect(),
             check_sites: self.health.check.iter().map(|(site, _)| site.to_owned()).collect(),
             removed_days: days_of(self.sitemaps.removed_retention),
+            // Until the setting (`[sitemaps] hreflang`) is read: every site `as_sent`.
+            hreflang: Default::default(),
             serving: true,
         }
     }

@@ -4,7 +4,7 @@
 //! The modules, bottom first (`tests/layers.rs` holds a module to the rows below its own):
 
 // The layers below, crates of their own: `crate::domain`, `crate::store` and the rest keep their paths.
-pub use sitemapd_core::{backoff, crawler, domain, health, page, placement};
+pub use sitemapd_core::{backoff, crawler, domain, health, hreflang, page, placement};
 pub use sitemapd_ingest as ingest;
 pub use sitemapd_store as store;
 

@@ -7,6 +7,7 @@
 
 mod crawls;
 mod health;
+mod hreflang;
 mod outbox;
 pub mod postgres;
 mod shared;
@@ -37,7 +38,7 @@ pub use self::sqlite::SqliteStore;
 pub use self::websub::{HubClaim, HubRow, HubSettle};
 pub use self::write::{DEFAULT_SITE_ID, Shape, Upsert};
 use sitemapd_core::domain::Extensions;
-use sitemapd_core::domain::ext::News;
+use sitemapd_core::domain::ext::{Alternate, News};
 use sitemapd_core::domain::{Entry, Loc, Priority, Section, SiteSpec, Sites};
 use sitemapd_core::page::EntryTooLarge;
 use sitemapd_core::page::{Fields, Gzip, Limits, NsCounts, PageState, StoredUrl, page_bytes, section_of};
@@ -178,7 +179,8 @@ pub struct SiteUrl {
 /// What a store reads of the core: sites, records, pages, news. Handlers reach the store through
 /// [`crate::AppState::reads`] (this) and [`crate::AppState::upsert`] / [`crate::AppState::delete`], which bring what
 /// derives from the store up to date after every write: a handler cannot write and forget to. Each feature's reads
-/// and writes are its own trait ([`Outbox`], [`CrawlLog`], [`HealthQueue`], [`RemovedList`], [`FeedReads`]).
+/// and writes are its own trait ([`Outbox`], [`CrawlLog`], [`HealthQueue`], [`RemovedList`], [`FeedReads`],
+/// [`HreflangReads`]).
 #[async_trait]
 pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
@@ -387,12 +389,85 @@ pub trait FeedReads: Send + Sync + 'static {
     async fn feed(&self, site: i64, section: Option<i64>, limit: u32, tombstones: bool) -> Result<FeedRead>;
 }
 
+/// A key of the problems' keyset order ([`HreflangReads::hreflang_problems`]): a problem's (href, kind, hreflang).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProblemKey {
+    pub href: String,
+    pub kind: String,
+    pub hreflang: String,
+}
+
+/// A problem of an hreflang cluster as stored (`hreflang_problems`): what is wrong with `href` (for `hreflang`, ""
+/// when none), of which kind (`duplicate_language`, …), in which cluster (its key), said for people.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct StoredProblem {
+    pub href: String,
+    pub kind: String,
+    pub hreflang: String,
+    pub cluster: String,
+    pub message: String,
+}
+
+impl StoredProblem {
+    /// Its place in the keyset order.
+    pub fn key(&self) -> ProblemKey {
+        ProblemKey { href: self.href.clone(), kind: self.kind.clone(), hreflang: self.hreflang.clone() }
+    }
+}
+
+/// A site's hreflang counts: the clusters with a stored member in it, its stored members in clusters, and its
+/// problems by kind (every kind, 0 included).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HreflangSummary {
+    pub clusters: u64,
+    pub members: u64,
+    pub problems: BTreeMap<String, u64>,
+}
+
+/// One hreflang cluster as stored: its key (its smallest href), its members in href order, its resolved set (what
+/// its members render under the policy `complete`) and its problems (in every site).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterView {
+    pub key: String,
+    pub members: Vec<ClusterMember>,
+    pub set: Vec<Alternate>,
+    pub problems: Vec<StoredProblem>,
+}
+
+/// A member of a cluster: its href, the site of its stored record (`None`: not stored), and its declaration (the
+/// alternates it was sent with) when it declares.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterMember {
+    pub href: String,
+    pub site_id: Option<i64>,
+    pub stored: bool,
+    pub declared: Option<Vec<Alternate>>,
+}
+
+/// hreflang clusters (migration 0018): the problems and counts of a site, and the cluster of a URL. Kept by every
+/// write in its transaction (`hreflang.rs`), whatever the site's policy; read where pages are read (the replica,
+/// when one is configured).
+#[async_trait]
+pub trait HreflangReads: Send + Sync + 'static {
+    /// Problems of `site`, in (href, kind, hreflang) order, after the `after` key, at most `limit`: a range of the
+    /// primary key of `hreflang_problems`.
+    async fn hreflang_problems(&self, site: i64, after: Option<&ProblemKey>, limit: u32) -> Result<Vec<StoredProblem>>;
+    /// Counts for a site: clusters with a stored member in it, its stored members in clusters, problems by kind.
+    /// O(the site's members and problems), through their indexes.
+    async fn hreflang_summary(&self, site: i64) -> Result<HreflangSummary>;
+    /// The cluster a URL is in (any site): its key, members (href, site_id, stored, declared), the resolved set and
+    /// its problems, read in one snapshot; `None` when the URL is in no cluster.
+    async fn hreflang_cluster(&self, href: &str) -> Result<Option<ClusterView>>;
+}
+
 /// A store: the core's reads and writes (each write returns what it changed), every feature's trait, and its life
 /// cycle. One struct per backend implements them all, so an `Arc<dyn Store>` is the whole store, and a feature's
 /// methods are called on it as they are (a trait object's supertraits' methods need no import); a part of the
 /// server that needs one feature alone may take `&dyn Outbox` (and so on), which `&dyn Store` converts to.
 #[async_trait]
-pub trait Store: StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads + HubOutbox {
+pub trait Store:
+    StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads + HubOutbox + HreflangReads
+{
     /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
     /// idempotent. Reads need it first.
     async fn migrate(&self) -> anyhow::Result<()>;
@@ -520,6 +595,11 @@ pub struct StoreOptions {
     /// The removed-URLs sitemap's retention in days (`removed_days`): a deleted record's loc is kept as a tombstone
     /// that long; 0 keeps none (the sitemap is off). On, the index lists one more sitemap ([`Shape::max_pages`]).
     pub removed_days: u32,
+    /// Each site's hreflang policy, by name (`[sitemaps] hreflang`): what its members render, their declaration
+    /// (`as_sent`) or their cluster's complete set (`complete`). A site not named is `as_sent`. Read by the store at
+    /// `migrate` ([`write::Shape::hreflang`], by site id), where a site whose stored rendering follows another
+    /// policy is re-rendered.
+    pub hreflang: BTreeMap<String, sitemapd_core::hreflang::Policy>,
     /// Whether this process serves the database (SQLite: it stamps the file and watches it, see `watch.rs`);
     /// false for the CLI's commands, which share the file with a running server.
     pub serving: bool,
@@ -654,6 +734,14 @@ fn unregistered(specs: &[SiteSpec]) -> Arc<Sites> {
     Arc::new(Sites::new(
         specs.iter().zip(1..).map(|(spec, id)| sitemapd_core::domain::Site::new(id, spec.clone())).collect(),
     ))
+}
+
+/// Each configured policy by the id of its site (names of sites not configured are left out).
+fn policies(
+    sites: &Sites,
+    names: &BTreeMap<String, sitemapd_core::hreflang::Policy>,
+) -> BTreeMap<i64, sitemapd_core::hreflang::Policy> {
+    names.iter().filter_map(|(n, p)| Some((sites.by_name(n)?.id, *p))).collect()
 }
 
 /// The ids of the sites named in `names`.

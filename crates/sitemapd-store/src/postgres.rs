@@ -1,7 +1,7 @@
 //! The Postgres store. Writers take one transaction-scoped advisory lock, so page accounting never races; the
 //! clock is the database's, so every replica stamps changes from one clock.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -14,6 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use super::CheckSettled;
 use super::crawls::{self, FetchRecord, PageRead};
 use super::health::{self, BrakeMode, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
+use super::hreflang::{self, NodeRow, ProblemRow};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::websub::{self, HubClaim, HubRow, HubSettle};
@@ -22,6 +23,7 @@ use super::{
     DeleteCounts, EntryStream, Pooler, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, url_columns,
 };
 use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
+use sitemapd_core::hreflang::Policy;
 use sitemapd_core::page::{Limits, PageState, StoredUrl};
 use sitemapd_core::placement::{NewUrl, Stamps, UpsertCounts};
 
@@ -52,6 +54,9 @@ pub const WRITE_SETTINGS_AND_NOW: &str = "SELECT (extract(epoch FROM clock_times
 
 /// The planner setting of [`WRITE_SETTINGS_AND_NOW`] alone, for a lookup in a transaction of its own.
 pub const LOOKUP_SETTINGS: &str = "SELECT set_config('enable_seqscan', 'off', true)";
+
+/// hreflang's probe of a write: the nodes of its locs and of the hrefs they name (a test pins its plan).
+pub const HREFLANG_PROBE_SQL: &str = super::hreflang::PG_NODES_SQL;
 
 /// The stored rows of a batch's locs (under [`WRITE_SETTINGS_AND_NOW`]).
 pub const LOOKUP_SQL: &str = concat!("SELECT ", url_columns!(), " FROM urls WHERE loc = ANY($1)");
@@ -96,7 +101,10 @@ pub struct PgStore {
     pooler: Pooler,
     /// Whether reads go to `read_pool` now; a probe task brings it back after a failure.
     replica: Arc<Replica>,
-    shape: write::Shape,
+    /// The layout, as configured; with each site's hreflang policy by id once `migrate` registered the sites.
+    base_shape: write::Shape,
+    shape: OnceLock<write::Shape>,
+    hreflang_names: BTreeMap<String, Policy>,
     specs: Vec<SiteSpec>,
     sites: OnceLock<Arc<Sites>>,
     /// The sites whose changes are queued for notification, and those whose URLs are checked (URL health), by
@@ -179,7 +187,9 @@ impl PgStore {
             read_pool,
             pooler: options.pooler,
             replica,
-            shape: options.shape(),
+            base_shape: options.shape(),
+            shape: OnceLock::new(),
+            hreflang_names: options.hreflang.clone(),
             specs: options.sites.clone(),
             sites: OnceLock::new(),
             notify_names: options.notify_sites.clone(),
@@ -195,10 +205,30 @@ impl PgStore {
         let specs = sites.iter().map(|s| SiteSpec { name: s.name.clone(), public_url: s.public_url.clone() }).collect();
         let (notify_names, check_names, queues) = (BTreeSet::new(), BTreeSet::new(), OnceLock::new());
         let sites = OnceLock::from(Arc::new(sites));
-        let (guess, shape) = (write::Guess::default(), write::Shape::uniform(limits));
+        let (guess, base_shape) = (write::Guess::default(), write::Shape::uniform(limits));
+        let (shape, hreflang_names) = (OnceLock::new(), BTreeMap::new());
         let replica = Arc::default();
         let pooler = Pooler::None;
-        Self { pool, read_pool: None, pooler, replica, shape, specs, sites, notify_names, check_names, queues, guess }
+        Self {
+            pool,
+            read_pool: None,
+            pooler,
+            replica,
+            base_shape,
+            shape,
+            hreflang_names,
+            specs,
+            sites,
+            notify_names,
+            check_names,
+            queues,
+            guess,
+        }
+    }
+
+    /// How pages are laid out, with each site's hreflang policy once `migrate` registered the sites.
+    fn shape(&self) -> &write::Shape {
+        self.shape.get().unwrap_or(&self.base_shape)
     }
 
     /// The sites whose writes queue notifications and checks (none before `migrate`).
@@ -487,6 +517,78 @@ impl Writes for sqlx::Postgres {
     }
 
     const CLAIM_CHECKS_SQL: &'static str = health::PG_CLAIM_SQL;
+
+    async fn hreflang_nodes(conn: &mut PgConnection, hrefs: &[&str]) -> Result<Vec<NodeRow>> {
+        Ok(sqlx::query_as(hreflang::PG_NODES_SQL).bind(hrefs).fetch_all(conn).await?)
+    }
+
+    async fn hreflang_cluster_nodes(conn: &mut PgConnection, keys: &[&str]) -> Result<Vec<NodeRow>> {
+        Ok(sqlx::query_as(hreflang::PG_CLUSTER_NODES_SQL).bind(keys).fetch_all(conn).await?)
+    }
+
+    async fn hreflang_cluster_problems(conn: &mut PgConnection, keys: &[&str]) -> Result<Vec<ProblemRow>> {
+        Ok(sqlx::query_as(hreflang::PG_CLUSTER_PROBLEMS_SQL).bind(keys).fetch_all(conn).await?)
+    }
+
+    async fn hreflang_put_nodes(conn: &mut PgConnection, rows: &[NodeRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let hrefs: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let clusters: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        let sites: Vec<Option<i64>> = rows.iter().map(|r| r.2).collect();
+        let declared: Vec<Option<&str>> = rows.iter().map(|r| r.3.as_deref()).collect();
+        sqlx::query(hreflang::PG_PUT_NODES_SQL)
+            .bind(hrefs)
+            .bind(clusters)
+            .bind(sites)
+            .bind(declared)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn hreflang_drop_nodes(conn: &mut PgConnection, hrefs: &[&str]) -> Result<()> {
+        if hrefs.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(hreflang::PG_DROP_NODES_SQL).bind(hrefs).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn hreflang_put_problems(conn: &mut PgConnection, rows: &[ProblemRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let column = |f: fn(&ProblemRow) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
+        let sites: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        sqlx::query(hreflang::PG_PUT_PROBLEMS_SQL)
+            .bind(sites)
+            .bind(column(|r| &r.1))
+            .bind(column(|r| &r.2))
+            .bind(column(|r| &r.3))
+            .bind(column(|r| &r.4))
+            .bind(column(|r| &r.5))
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn hreflang_drop_problems(conn: &mut PgConnection, rows: &[ProblemRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let column = |f: fn(&ProblemRow) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
+        let sites: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        sqlx::query(hreflang::PG_DROP_PROBLEMS_SQL)
+            .bind(sites)
+            .bind(column(|r| &r.1))
+            .bind(column(|r| &r.2))
+            .bind(column(|r| &r.3))
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -497,12 +599,18 @@ impl Store for PgStore {
             Pooler::Transaction => self.migrate_in_one_transaction().await?,
         }
         // Under the write lock, so that replicas starting together repair once.
-        write::repair(self.begin_write().await?, self.shape.limits).await?;
+        write::repair(self.begin_write().await?, self.shape().limits).await?;
         let sites = sqlx::Postgres::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Postgres::stored_sites(&self.pool).await?, &sites);
         let notify = super::site_ids(&sites, &self.notify_names);
         let _ = self.queues.set(write::Queues { notify, check: super::site_ids(&sites, &self.check_names) });
-        let _ = self.sites.set(Arc::new(sites));
+        let hreflang = super::policies(&sites, &self.hreflang_names);
+        let _ = self.shape.set(write::Shape { hreflang, ..self.base_shape.clone() });
+        let sites = Arc::new(sites);
+        let _ = self.sites.set(sites.clone());
+        // Each batch of the hreflang build or re-render under the write lock, so that replicas starting together
+        // share the work (what one did, the other finds done).
+        hreflang::open_tasks(|| self.begin_write(), &sites, self.shape()).await?;
         Ok(())
     }
 
@@ -532,7 +640,7 @@ impl Store for PgStore {
         // connection there. While writers queue for the write lock, each holds one of the pooler's server
         // connections; the lock holder's second half would wait for one behind them, until they time out.
         let pool = Some(&self.pool).filter(|_| self.pooler == Pooler::None);
-        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.queues(), pool).await
+        write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.shape()), self.queues(), pool).await
     }
 
     async fn delete(&self, locs: &[Loc]) -> Result<Written<DeleteCounts>> {
@@ -540,7 +648,7 @@ impl Store for PgStore {
         if locs.is_empty() {
             return Ok(Written::default());
         }
-        write::delete(self.begin_write().await?, &locs, self.queues(), self.shape.removed_days > 0).await
+        write::delete(self.begin_write().await?, &Backend::sites(self), &locs, self.queues(), self.shape()).await
     }
 }
 
@@ -622,10 +730,10 @@ impl Backend for PgStore {
     }
 
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
-        if self.shape.removed_days == 0 {
+        if self.shape().removed_days == 0 {
             return Ok(0);
         }
-        write::purge_removed(self.begin_write().await?, &Backend::sites(self), self.shape.removed_days, limit).await
+        write::purge_removed(self.begin_write().await?, &Backend::sites(self), self.shape().removed_days, limit).await
     }
 
     async fn claim_notifications(&self, site: i64, limit: u32, lease: Duration) -> Result<Option<Claim>> {

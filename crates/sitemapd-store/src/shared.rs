@@ -15,11 +15,13 @@ use std::time::Duration;
 
 use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
+use super::hreflang::{self, NodeRow};
 use super::{
-    BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, CrawlLog, EntryStream, FeedDeleted,
-    FeedEntry, FeedRead, FeedReads, HealthQueue, HubClaim, HubOutbox, HubRow, HubSettle, NewsRead, Outbox, PageEntry,
-    PageRow, PoolStatus, RemovedList, RemovedRead, Result, Settle, Settled, SiteUrl, StoreReads, UrlRow, Written,
-    page_columns, url_columns,
+    BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, ClusterMember, ClusterView, CrawlLog,
+    EntryStream, FeedDeleted, FeedEntry, FeedRead, FeedReads, HealthQueue, HreflangReads, HreflangSummary, HubClaim,
+    HubOutbox, HubRow, HubSettle, NewsRead, Outbox, PageEntry, PageRow, PoolStatus, ProblemKey, RemovedList,
+    RemovedRead, Result, Settle, Settled, SiteUrl, StoreReads, StoredProblem, UrlRow, Written, page_columns,
+    url_columns,
 };
 use sitemapd_core::domain::{Loc, Section, Site, SiteSpec, Sites};
 use sitemapd_core::page::{PageState, StoredUrl};
@@ -251,6 +253,42 @@ pub(crate) trait Sql: Database {
         since_us: i64,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
+    /// A site's hreflang problems after `after`, at most `limit` ([`HreflangReads::hreflang_problems`]).
+    fn hreflang_problems(
+        pool: &Pool<Self>,
+        site: i64,
+        after: Option<&ProblemKey>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StoredProblem>>> + Send;
+    /// A site's hreflang counts ([`HreflangReads::hreflang_summary`]), every kind of problem but those with none.
+    fn hreflang_summary(pool: &Pool<Self>, site: i64) -> impl Future<Output = Result<HreflangSummary>> + Send;
+    /// `site`'s stored hreflang policy (`sites.hreflang`; `None`: its clusters are not built).
+    fn hreflang_policy(conn: &mut Self::Connection, site: i64) -> impl Future<Output = Result<Option<String>>> + Send;
+    /// Stores `site`'s hreflang policy: its clusters are built and rendered by it.
+    fn set_hreflang_policy(
+        conn: &mut Self::Connection,
+        site: i64,
+        policy: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// `site`'s records that may declare alternates, in id order after `after`, at most `limit`.
+    fn declaring_after(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StoredUrl>>> + Send;
+    /// The keys of the clusters with a stored member in `site`, in order after `after`, at most `limit`.
+    fn site_clusters_after(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// The cluster `href` is in: its key, its node rows in href order and its problems; `None`: in no cluster.
+    fn hreflang_cluster_in(
+        conn: &mut Self::Connection,
+        href: &str,
+    ) -> impl Future<Output = Result<Option<hreflang::ClusterRows>>> + Send;
 }
 
 impl<DB> Sql for DB
@@ -267,6 +305,9 @@ where
     (i64, String): for<'r> FromRow<'r, DB::Row>,
     (String, Option<String>, i64): for<'r> FromRow<'r, DB::Row>,
     (String, i64): for<'r> FromRow<'r, DB::Row>,
+    NodeRow: for<'r> FromRow<'r, DB::Row>,
+    (Option<String>,): for<'r> FromRow<'r, DB::Row>,
+    StoredProblem: for<'r> FromRow<'r, DB::Row>,
     FetchRecord: for<'r> FromRow<'r, DB::Row>,
     FeedEntry: for<'r> FromRow<'r, DB::Row>,
     PageRead: for<'r> FromRow<'r, DB::Row>,
@@ -597,6 +638,85 @@ where
         let query = sqlx::query_as(crawls::LAGS_SQL).bind(site).bind(since_us).bind(i64::from(limit));
         Ok(query.fetch_all(conn).await?)
     }
+
+    async fn hreflang_problems(
+        pool: &Pool<Self>,
+        site: i64,
+        after: Option<&ProblemKey>,
+        limit: u32,
+    ) -> Result<Vec<StoredProblem>> {
+        let limit = i64::from(limit);
+        let query = match after {
+            None => sqlx::query_as(hreflang::PROBLEMS_SQL).bind(site).bind(limit),
+            Some(k) => sqlx::query_as(hreflang::PROBLEMS_AFTER_SQL)
+                .bind(site)
+                .bind(k.href.as_str())
+                .bind(k.kind.as_str())
+                .bind(k.hreflang.as_str())
+                .bind(limit),
+        };
+        Ok(query.fetch_all(pool).await?)
+    }
+
+    async fn hreflang_summary(pool: &Pool<Self>, site: i64) -> Result<HreflangSummary> {
+        let (clusters, members): (i64, i64) =
+            sqlx::query_as(hreflang::SUMMARY_NODES_SQL).bind(site).fetch_one(pool).await?;
+        let kinds: Vec<(String, i64)> =
+            sqlx::query_as(hreflang::SUMMARY_PROBLEMS_SQL).bind(site).fetch_all(pool).await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(HreflangSummary {
+            clusters: count(clusters),
+            members: count(members),
+            problems: kinds.into_iter().map(|(kind, n)| (kind, count(n))).collect(),
+        })
+    }
+
+    async fn hreflang_policy(conn: &mut Self::Connection, site: i64) -> Result<Option<String>> {
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as(hreflang::POLICY_SQL).bind(site).fetch_optional(conn).await?;
+        Ok(row.and_then(|(policy,)| policy))
+    }
+
+    async fn set_hreflang_policy(conn: &mut Self::Connection, site: i64, policy: &str) -> Result<()> {
+        sqlx::query(hreflang::SET_POLICY_SQL).bind(site).bind(policy).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn declaring_after(conn: &mut Self::Connection, site: i64, after: i64, limit: u32) -> Result<Vec<StoredUrl>> {
+        let rows: Vec<UrlRow> = sqlx::query_as(hreflang::DECLARING_SQL)
+            .bind(site)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn site_clusters_after(
+        conn: &mut Self::Connection,
+        site: i64,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(hreflang::SITE_CLUSTERS_SQL)
+            .bind(site)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await?;
+        Ok(rows.into_iter().map(|(k,)| k).collect())
+    }
+
+    async fn hreflang_cluster_in(conn: &mut Self::Connection, href: &str) -> Result<Option<hreflang::ClusterRows>> {
+        let key: Option<(String,)> =
+            sqlx::query_as(hreflang::CLUSTER_OF_SQL).bind(href).fetch_optional(&mut *conn).await?;
+        let Some((key,)) = key else { return Ok(None) };
+        let nodes: Vec<NodeRow> =
+            sqlx::query_as(hreflang::CLUSTER_NODES_SQL).bind(key.as_str()).fetch_all(&mut *conn).await?;
+        let problems: Vec<StoredProblem> =
+            sqlx::query_as(hreflang::CLUSTER_PROBLEMS_SQL).bind(key.as_str()).fetch_all(&mut *conn).await?;
+        Ok(Some((key, nodes, problems)))
+    }
 }
 
 /// The records of a listing as they stream, cut once their rendered sizes pass [`super::LIST_MAX_BYTES`]: with
@@ -916,5 +1036,38 @@ impl<B: Backend> FeedReads for B {
         let read = async { B::Db::feed_in(self.snapshot().await?, site, section, limit, tombstones).await };
         let on_replica = self.on_replica();
         self.reading(on_replica, read.await)
+    }
+}
+
+#[async_trait]
+impl<B: Backend> HreflangReads for B {
+    async fn hreflang_problems(&self, site: i64, after: Option<&ProblemKey>, limit: u32) -> Result<Vec<StoredProblem>> {
+        let on_replica = self.on_replica();
+        self.reading(on_replica, B::Db::hreflang_problems(self.read_pool(), site, after, limit).await)
+    }
+    async fn hreflang_summary(&self, site: i64) -> Result<HreflangSummary> {
+        let on_replica = self.on_replica();
+        let mut summary = self.reading(on_replica, B::Db::hreflang_summary(self.read_pool(), site).await)?;
+        hreflang::all_kinds(&mut summary);
+        Ok(summary)
+    }
+    async fn hreflang_cluster(&self, href: &str) -> Result<Option<ClusterView>> {
+        let read = async {
+            let mut tx = self.snapshot().await?;
+            let found = B::Db::hreflang_cluster_in(&mut tx, href).await?;
+            tx.commit().await?;
+            Ok(found)
+        };
+        let on_replica = self.on_replica();
+        let Some((key, nodes, problems)) = self.reading(on_replica, read.await)? else { return Ok(None) };
+        let members: Vec<ClusterMember> = nodes
+            .into_iter()
+            .map(|(href, _, site_id, declared)| {
+                let declared = hreflang::read_declared(&href, declared.as_deref());
+                ClusterMember { stored: site_id.is_some(), href, site_id, declared }
+            })
+            .collect();
+        let set = hreflang::resolved_set(&Backend::sites(self), &members);
+        Ok(Some(ClusterView { key, members, set, problems }))
     }
 }

@@ -7,7 +7,7 @@
 //! writes spread over the pool, each batch of a bulk load started from an empty cache and read the unique index of
 //! locs from the file again, and each commit's checkpoint wrote the pages it had just written to the log.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -22,6 +22,7 @@ use tokio::sync::Mutex;
 use super::CheckSettled;
 use super::crawls::{self, FetchRecord, PageRead};
 use super::health::{self, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
+use super::hreflang::{self, NodeRow, ProblemRow};
 use super::outbox::{self, Claim, Settle, Settled};
 use super::shared::{Backend, Sql};
 use super::watch::{self, FileWatch, Trouble};
@@ -31,6 +32,7 @@ use super::{
     DeleteCounts, EntryStream, Result, SiteUrl, Store, StoreOptions, UrlRow, Written, distinct, now_us, url_columns,
 };
 use sitemapd_core::domain::{Entry, Loc, Priority, SiteSpec, Sites};
+use sitemapd_core::hreflang::Policy;
 use sitemapd_core::page::{Fields, PageState, StoredUrl};
 use sitemapd_core::placement::{NewUrl, Stamps, UpsertCounts};
 
@@ -41,6 +43,9 @@ const LOG_TARGET: &str = "sitemapd::store::sqlite";
 /// A page's entries in page order: a search of `urls_site_page_id`, already in order (a test pins the plan);
 /// excluded records (URL health) skipped.
 pub const PAGE_ENTRIES_SQL: &str = "SELECT loc, lastmod, changefreq, priority, ext FROM urls WHERE site_id = ?1 AND page_id = ?2 AND NOT excluded ORDER BY id";
+
+/// hreflang's probe of a write: the nodes of its locs and of the hrefs they name (a test pins its plan).
+pub const HREFLANG_PROBE_SQL: &str = super::hreflang::SQLITE_NODES_SQL;
 
 /// The stored rows of a batch's locs, given as one JSON array.
 const LOOKUP_SQL: &str =
@@ -62,7 +67,10 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// One connection, for every statement that writes.
     write_pool: SqlitePool,
-    shape: write::Shape,
+    /// The layout, as configured; with each site's hreflang policy by id once `migrate` registered the sites.
+    base_shape: write::Shape,
+    shape: OnceLock<write::Shape>,
+    hreflang_names: BTreeMap<String, Policy>,
     writer: Mutex<()>,
     /// The longest a writer waits for the in-process write lock (then the store counts as unavailable: 503).
     lock_timeout: Duration,
@@ -131,7 +139,9 @@ impl SqliteStore {
         Ok(Self {
             pool,
             write_pool,
-            shape: options.shape(),
+            base_shape: options.shape(),
+            shape: OnceLock::new(),
+            hreflang_names: options.hreflang.clone(),
             writer: Mutex::new(()),
             lock_timeout: Duration::from_secs(5),
             watch,
@@ -184,6 +194,11 @@ impl SqliteStore {
             }
         }
         result
+    }
+
+    /// How pages are laid out, with each site's hreflang policy once `migrate` registered the sites.
+    fn shape(&self) -> &write::Shape {
+        self.shape.get().unwrap_or(&self.base_shape)
     }
 
     /// The sites whose writes queue notifications and checks (none before `migrate`).
@@ -350,6 +365,57 @@ impl Writes for sqlx::Sqlite {
     }
 
     const CLAIM_CHECKS_SQL: &'static str = health::SQLITE_CLAIM_SQL;
+
+    async fn hreflang_nodes(conn: &mut SqliteConnection, hrefs: &[&str]) -> Result<Vec<NodeRow>> {
+        let json = serde_json::to_string(hrefs).expect("strings serialize");
+        Ok(sqlx::query_as(hreflang::SQLITE_NODES_SQL).bind(json).fetch_all(conn).await?)
+    }
+
+    async fn hreflang_cluster_nodes(conn: &mut SqliteConnection, keys: &[&str]) -> Result<Vec<NodeRow>> {
+        let json = serde_json::to_string(keys).expect("strings serialize");
+        Ok(sqlx::query_as(hreflang::SQLITE_CLUSTER_NODES_SQL).bind(json).fetch_all(conn).await?)
+    }
+
+    async fn hreflang_cluster_problems(conn: &mut SqliteConnection, keys: &[&str]) -> Result<Vec<ProblemRow>> {
+        let json = serde_json::to_string(keys).expect("strings serialize");
+        Ok(sqlx::query_as(hreflang::SQLITE_CLUSTER_PROBLEMS_SQL).bind(json).fetch_all(conn).await?)
+    }
+
+    async fn hreflang_put_nodes(conn: &mut SqliteConnection, rows: &[NodeRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(rows).expect("rows serialize");
+        sqlx::query(hreflang::SQLITE_PUT_NODES_SQL).bind(json).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn hreflang_drop_nodes(conn: &mut SqliteConnection, hrefs: &[&str]) -> Result<()> {
+        if hrefs.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(hrefs).expect("strings serialize");
+        sqlx::query(hreflang::SQLITE_DROP_NODES_SQL).bind(json).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn hreflang_put_problems(conn: &mut SqliteConnection, rows: &[ProblemRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(rows).expect("rows serialize");
+        sqlx::query(hreflang::SQLITE_PUT_PROBLEMS_SQL).bind(json).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn hreflang_drop_problems(conn: &mut SqliteConnection, rows: &[ProblemRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(rows).expect("rows serialize");
+        sqlx::query(hreflang::SQLITE_DROP_PROBLEMS_SQL).bind(json).execute(conn).await?;
+        Ok(())
+    }
 }
 
 /// Rows per multi-row `INSERT` (11 parameters each: well within SQLite's 32,766).
@@ -393,12 +459,17 @@ impl Store for SqliteStore {
         sqlx::migrate!("../../migrations/sqlite").run(&self.pool).await?;
         let _writer = self.lock_writer().await?;
         let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
-        write::repair(tx, self.shape.limits).await?;
+        write::repair(tx, self.shape().limits).await?;
         let sites = sqlx::Sqlite::register_sites(&self.pool, &self.specs).await?;
         super::warn_unserved(sqlx::Sqlite::stored_sites(&self.pool).await?, &sites);
         let notify = super::site_ids(&sites, &self.notify_names);
         let _ = self.queues.set(write::Queues { notify, check: super::site_ids(&sites, &self.check_names) });
-        let _ = self.sites.set(Arc::new(sites));
+        let hreflang = super::policies(&sites, &self.hreflang_names);
+        let _ = self.shape.set(write::Shape { hreflang, ..self.base_shape.clone() });
+        let sites = Arc::new(sites);
+        let _ = self.sites.set(sites.clone());
+        // Still under the writer lock: each batch of the hreflang build or re-render is a write of its own.
+        hreflang::open_tasks(|| self.begin_write(), &sites, self.shape()).await?;
         Ok(())
     }
 
@@ -449,7 +520,8 @@ impl Store for SqliteStore {
         let sites = Backend::sites(self);
         let begin = || self.begin_write();
         let written =
-            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, &self.shape), self.queues(), None).await;
+            write::upsert_guessing(&self.guess, begin, &sites, entries, (mode, self.shape()), self.queues(), None)
+                .await;
         self.noted(written)
     }
 
@@ -460,7 +532,7 @@ impl Store for SqliteStore {
         }
         let _writer = self.lock_writer().await?;
         let deleted = match self.begin_write().await {
-            Ok(tx) => write::delete(tx, &locs, self.queues(), self.shape.removed_days > 0).await,
+            Ok(tx) => write::delete(tx, &Backend::sites(self), &locs, self.queues(), self.shape()).await,
             Err(e) => Err(e),
         };
         self.noted(deleted)
@@ -526,13 +598,13 @@ impl Backend for SqliteStore {
     }
 
     async fn purge_removed(&self, limit: u32) -> Result<u64> {
-        if self.shape.removed_days == 0 {
+        if self.shape().removed_days == 0 {
             return Ok(0);
         }
         let _writer = self.lock_writer().await?;
         let purged = async {
             let tx = self.begin_write().await?;
-            write::purge_removed(tx, &Backend::sites(self), self.shape.removed_days, limit).await
+            write::purge_removed(tx, &Backend::sites(self), self.shape().removed_days, limit).await
         };
         self.noted(purged.await)
     }
@@ -844,6 +916,7 @@ mod tests {
             notify_sites: Default::default(),
             check_sites: Default::default(),
             removed_days: 0,
+            hreflang: Default::default(),
             serving: true,
         };
         let store = SqliteStore::connect(&options).await.unwrap();

@@ -13,15 +13,18 @@
 //! identical re-send) queues nothing. A site that does not notify costs no statement.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::Transaction;
 
 use super::health::Checks;
+use super::hreflang;
+use super::hreflang::{NodeRow, ProblemRow};
 use super::shared::Sql;
 use super::{DeleteCounts, Result, SiteUrl, StoreError, Written};
 use sitemapd_core::domain::{ChangeFreq, Entry, LastMod, Section, Sites};
+use sitemapd_core::hreflang::Policy;
 use sitemapd_core::page::{Fields, Limits, PageState, StoredUrl, section_of};
 use sitemapd_core::placement::{self, Changes, NewUrl, Stamps, UpsertCounts};
 
@@ -114,6 +117,33 @@ pub(crate) trait Writes: Sql {
         site: i64,
         walked: &[(i64, String)],
         now_us: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// hreflang: the nodes of `hrefs` (distinct): one probe of the primary key.
+    fn hreflang_nodes(conn: &mut Self::Connection, hrefs: &[&str])
+    -> impl Future<Output = Result<Vec<NodeRow>>> + Send;
+    /// hreflang: every node of the clusters `keys` (distinct), through `hreflang_nodes_cluster`.
+    fn hreflang_cluster_nodes(
+        conn: &mut Self::Connection,
+        keys: &[&str],
+    ) -> impl Future<Output = Result<Vec<NodeRow>>> + Send;
+    /// hreflang: the problems of the clusters `keys` (distinct), through `hreflang_problems_cluster`.
+    fn hreflang_cluster_problems(
+        conn: &mut Self::Connection,
+        keys: &[&str],
+    ) -> impl Future<Output = Result<Vec<ProblemRow>>> + Send;
+    /// hreflang: inserts `rows`, or replaces the stored rows of their hrefs.
+    fn hreflang_put_nodes(conn: &mut Self::Connection, rows: &[NodeRow]) -> impl Future<Output = Result<()>> + Send;
+    /// hreflang: deletes the nodes of `hrefs`.
+    fn hreflang_drop_nodes(conn: &mut Self::Connection, hrefs: &[&str]) -> impl Future<Output = Result<()>> + Send;
+    /// hreflang: inserts `rows`, or replaces the stored rows of their keys (site, href, kind, hreflang).
+    fn hreflang_put_problems(
+        conn: &mut Self::Connection,
+        rows: &[ProblemRow],
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// hreflang: deletes the problems of `rows`' keys (site, href, kind, hreflang).
+    fn hreflang_drop_problems(
+        conn: &mut Self::Connection,
+        rows: &[ProblemRow],
     ) -> impl Future<Output = Result<()>> + Send;
     /// URL health: the claim's statement (`$1` site, `$2` limit, `$3` claim, `$4` now, `$5` the lease's end);
     /// Postgres skips rows another claim has locked.
@@ -293,6 +323,9 @@ pub(crate) async fn upsert<DB: Checks>(
             existing.entry(found.site).or_default().push(found.url);
         }
     }
+    // hreflang: the nodes of the batch's locs and of the hrefs they name (one probe), before the import's merge,
+    // which merges onto what a record declared, not onto what it renders.
+    let probed = hreflang::probe::<DB>(&mut tx, &given_of(sites, entries)).await?;
     let merged;
     // Without news on either side, the import's merge is the API's replace: no copy.
     let has_news = |f: Option<&sitemapd_core::domain::Extensions>| f.is_some_and(|x| x.news.is_some());
@@ -310,16 +343,40 @@ pub(crate) async fn upsert<DB: Checks>(
                     names.extend(super::named_sections(rows).into_iter().map(|(id, name)| ((*site, id), name)));
                 }
             }
+            // A node's record renders its cluster perhaps: it merges onto its declaration.
+            let by_loc: HashMap<&str, &StoredUrl> = existing.values().flatten().map(|u| (u.loc.as_str(), u)).collect();
+            let declared: BTreeMap<&str, Fields> = probed
+                .iter()
+                .filter(|row| row.2.is_some())
+                .filter_map(|row| {
+                    let url = by_loc.get(row.0.as_str())?;
+                    let alternates = hreflang::read_declared(&row.0, row.3.as_deref()).unwrap_or_default();
+                    Some((url.loc.as_str(), hreflang::with_alternates(&url.fields, alternates)))
+                })
+                .collect();
             let stored: BTreeMap<&str, (&Fields, Option<Section>)> = existing
                 .iter()
                 .flat_map(|(site, urls)| urls.iter().map(move |u| (*site, u)))
-                .map(|(site, u)| (u.loc.as_str(), (&u.fields, names.get(&(site, section_of(u.page_id))).cloned())))
+                .map(|(site, u)| {
+                    let fields = declared.get(u.loc.as_str()).unwrap_or(&u.fields);
+                    (u.loc.as_str(), (fields, names.get(&(site, section_of(u.page_id))).cloned()))
+                })
                 .collect();
             merged = import_merge(entries, &stored);
             &merged[..]
         }
     };
     let groups = by_site(sites, entries)?;
+    // hreflang: the batch applied to its clusters; each entry stored with what it renders (a copy of the entry, so
+    // that an identical re-send is unchanged), the other members re-rendered after the batch.
+    let given: Vec<hreflang::Given> =
+        groups.iter().flat_map(|(site, entries)| entries.iter().map(|e| hreflang::Given::entry(*site, e))).collect();
+    let batch: HashMap<&str, &Entry> =
+        groups.iter().flat_map(|(_, es)| es.iter().map(|e| (e.loc.as_str(), e))).collect();
+    let ctx = hreflang::Ctx { sites, shape };
+    let outcome = hreflang::apply::<DB>(&mut tx, &ctx, &given, &batch, &[], Some(probed), Vec::new()).await?;
+    drop(batch);
+    let groups = rendered(groups, &outcome.render);
     let mut written = Written::default();
     // Records stored in a site other than the one their loc lies under leave it first. With one site written and
     // every record found stored in it (one site configured, always), none can: the map is not made.
@@ -361,9 +418,15 @@ pub(crate) async fn upsert<DB: Checks>(
         written.counts += plan.counts;
         merge(&mut written.changes, *site, plan.into_changes());
     }
+    // Only what the batch changed is queued: the re-rendered members' pages change, not their locs.
+    let queued = written.changes.clone();
+    for (site, others) in outcome.others {
+        let pages = hreflang::plan_others::<DB>(&mut tx, site, others, shape, now).await?;
+        merge(&mut written.changes, site, Changes { pages, locs: Vec::new() });
+    }
     recount_excluded::<DB>(&mut tx, &mut written.changes).await?;
-    enqueue::<DB>(&mut tx, &queues.notify, &written.changes).await?;
-    enqueue_checks::<DB>(&mut tx, &queues.check, &written.changes, now).await?;
+    enqueue::<DB>(&mut tx, &queues.notify, &queued).await?;
+    enqueue_checks::<DB>(&mut tx, &queues.check, &queued, now).await?;
     recheck_resent::<DB>(&mut tx, &queues.check, &groups, now).await?;
     tx.commit().await?;
     Ok(written)
@@ -378,12 +441,15 @@ pub struct Shape {
     /// The removed-URLs sitemap's retention in days (0: off, no tombstone kept). When on, it takes one of the
     /// index's entries (the news sitemap's is in [`placement::MAX_PAGES`] already).
     pub removed_days: u32,
+    /// Each site's hreflang policy, by id ([`StoreOptions::hreflang`](super::StoreOptions::hreflang)); a site not
+    /// listed is `as_sent`.
+    pub hreflang: BTreeMap<i64, Policy>,
 }
 
 impl Shape {
     /// One page size for every section, and every index entry but the news sitemap's for pages.
     pub fn uniform(limits: Limits) -> Self {
-        Self { limits, section_max_urls: BTreeMap::new(), removed_days: 0 }
+        Self { limits, section_max_urls: BTreeMap::new(), removed_days: 0, hreflang: BTreeMap::new() }
     }
 
     /// The pages of all sections a site's index has room for.
@@ -396,7 +462,7 @@ impl Shape {
 /// included: one a write names first is stored now, with the next id (the write lock is held, and the pages it
 /// is given are written in this transaction, so readers learn of both together). A write that names no section,
 /// to a deployment that sizes none, reads nothing.
-async fn layout<DB: Writes>(
+pub(crate) async fn layout<DB: Writes>(
     conn: &mut DB::Connection,
     site: i64,
     entries: &[Entry],
@@ -586,6 +652,41 @@ fn by_site<'e>(sites: &Sites, entries: &'e [Entry]) -> Result<Vec<(i64, Cow<'e, 
     Ok(groups.into_iter().map(|(site, entries)| (site, Cow::Owned(entries))).collect())
 }
 
+/// The hreflang probe's view of a batch: each entry with its declaration (its site, if under one: `by_site`
+/// refuses the others afterwards).
+fn given_of(sites: &Sites, entries: &[Entry]) -> Vec<hreflang::Given> {
+    entries.iter().map(|e| hreflang::Given::entry(sites.for_loc(e.loc.as_str()).map_or(0, |s| s.id), e)).collect()
+}
+
+/// `groups` with each entry rendering what [`hreflang::apply`] decided; borrowed as they were when nothing changes.
+fn rendered<'e>(
+    groups: Vec<(i64, Cow<'e, [Entry]>)>,
+    render: &HashMap<String, Vec<sitemapd_core::domain::ext::Alternate>>,
+) -> Vec<(i64, Cow<'e, [Entry]>)> {
+    if render.is_empty() {
+        return groups;
+    }
+    groups
+        .into_iter()
+        .map(|(site, entries)| {
+            let changed = entries.iter().any(|e| {
+                render.get(e.loc.as_str()).is_some_and(|alternates| hreflang::rendering(e, alternates).is_some())
+            });
+            if !changed {
+                return (site, entries);
+            }
+            let entries: Vec<Entry> = entries
+                .iter()
+                .map(|e| match render.get(e.loc.as_str()).and_then(|a| hreflang::rendering(e, a)) {
+                    Some(rendered) => rendered,
+                    None => e.clone(),
+                })
+                .collect();
+            (site, Cow::Owned(entries))
+        })
+        .collect()
+}
+
 /// Adds `more` to what a write changed in `site`.
 fn merge(changes: &mut BTreeMap<i64, Changes>, site: i64, more: Changes) {
     if more.is_empty() {
@@ -607,16 +708,19 @@ fn merge(changes: &mut BTreeMap<i64, Changes>, site: i64, more: Changes) {
 /// tombstone there ([`keep_removed`]). A loc stored nowhere changes nothing.
 pub(crate) async fn delete<DB: Checks>(
     mut tx: Transaction<'_, DB>,
+    sites: &Sites,
     locs: &[&str],
     queues: &Queues,
-    tombstones: bool,
+    shape: &Shape,
 ) -> Result<Written<DeleteCounts>> {
+    let tombstones = shape.removed_days > 0;
     let now = DB::now(&mut tx).await?;
     let mut found: BTreeMap<i64, Vec<StoredUrl>> = BTreeMap::new();
     for url in DB::lookup(&mut tx, locs).await? {
         found.entry(url.site).or_default().push(url.url);
     }
     let mut written = Written { counts: DeleteCounts { deleted: 0, missing: locs.len() as u64 }, ..Default::default() };
+    let mut gone: Vec<hreflang::Given> = Vec::new();
     for (site, urls) in found {
         let pages = DB::pages_in(&mut tx, site).await?;
         // Each record's section, in the order the plan lists their locs (the order it was given them).
@@ -631,11 +735,23 @@ pub(crate) async fn delete<DB: Checks>(
         write_changes::<DB>(&mut tx, site, &plan.pages, plan.news_changed, now).await?;
         written.counts.deleted += plan.deleted;
         written.counts.missing -= plan.deleted;
+        gone.extend(plan.locs.iter().map(|loc| hreflang::Given { href: loc.clone(), site: None, declared: None }));
         merge(&mut written.changes, site, plan.into_changes());
     }
+    // hreflang: the deleted locs leave their clusters (one probe when none was in one); the other members are
+    // re-rendered on the pages as the delete left them, and nothing is queued for them.
+    let queued = written.changes.clone();
+    if !gone.is_empty() {
+        let ctx = hreflang::Ctx { sites, shape };
+        let outcome = hreflang::apply::<DB>(&mut tx, &ctx, &gone, &HashMap::new(), &[], None, Vec::new()).await?;
+        for (site, others) in outcome.others {
+            let pages = hreflang::plan_others::<DB>(&mut tx, site, others, shape, now).await?;
+            merge(&mut written.changes, site, Changes { pages, locs: Vec::new() });
+        }
+    }
     recount_excluded::<DB>(&mut tx, &mut written.changes).await?;
-    enqueue::<DB>(&mut tx, &queues.notify, &written.changes).await?;
-    drop_checks::<DB>(&mut tx, &queues.check, &written.changes).await?;
+    enqueue::<DB>(&mut tx, &queues.notify, &queued).await?;
+    drop_checks::<DB>(&mut tx, &queues.check, &queued).await?;
     tx.commit().await?;
     Ok(written)
 }
