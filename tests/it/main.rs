@@ -31,6 +31,7 @@ mod health_site;
 mod health_store;
 mod health_view;
 mod hreflang;
+mod hreflang_api;
 mod hygiene;
 mod import;
 mod indexnow;

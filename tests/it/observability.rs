@@ -148,6 +148,7 @@ const WRITE_API: &[(&str, &str, &[&str])] = &[
     ("get", "/api/v1/health", &["200", "400", "401", "403", "503"]),
     ("post", "/api/v1/health/resume", &["200", "400", "401", "403", "503"]),
     ("post", "/api/v1/health/confirm", &["200", "400", "401", "403", "503"]),
+    ("get", "/api/v1/hreflang", &["200", "400", "401", "403", "503"]),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "options", "head", "trace"];

@@ -56,6 +56,16 @@ pub const HEALTH_PAUSED_HELP: &str = "1 while the site's URL health brake is pau
      across its latest checked URLs: nothing is excluded), else 0; by site";
 pub const HEALTH_BACKLOG: &str = "sitemapd_health_backlog_urls";
 pub const HEALTH_BACKLOG_HELP: &str = "URLs due for a check and not yet taken, by site (counted up to 1,000,000)";
+/// hreflang clusters' state gauges, computed at each scrape from the store (one summary read a site), not through
+/// the recorder, with their descriptions.
+pub const HREFLANG_CLUSTERS: &str = "sitemapd_hreflang_clusters";
+pub const HREFLANG_CLUSTERS_HELP: &str = "hreflang clusters with a stored member in the site (the URLs whose \
+     alternates name each other or a common URL), by site";
+pub const HREFLANG_MEMBERS: &str = "sitemapd_hreflang_members";
+pub const HREFLANG_MEMBERS_HELP: &str = "The site's stored URLs that are in an hreflang cluster, by site";
+pub const HREFLANG_PROBLEMS: &str = "sitemapd_hreflang_problems";
+pub const HREFLANG_PROBLEMS_HELP: &str = "hreflang problems the site lists, by site and kind (duplicate_language, \
+     conflicting_language, invalid_code, not_stored, missing_return, cross_site, too_large; every kind, 0 included)";
 /// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not
 /// through the recorder: per site and crawler, with their descriptions.
 pub const CRAWLER_LAST_VERIFIED_FETCH: &str = "sitemapd_crawler_last_verified_fetch_timestamp_seconds";

@@ -25,6 +25,8 @@ use crate::telemetry::AccessLog;
 
 pub mod reference;
 
+use crate::hreflang::Policy as HreflangPolicy;
+
 /// The protocol's maxima for one sitemap.
 pub const PROTOCOL_MAX_URLS: u32 = 50_000;
 pub const PROTOCOL_MAX_BYTES: u64 = 52_428_800;
@@ -409,6 +411,16 @@ settings! {
         /// docs/sitemaps.md.
         section_max_urls: BTreeMap<String, u32> = "SITEMAPD_SECTION_MAX_URLS", default "", flat section_max_urls,
             parse parse_section_max_urls;
+        /// hreflang clusters (docs/hreflang.md): the entries whose alternates name each other, or a common URL, form
+        /// a cluster, and each site renders its members' alternates by a policy: `as_sent` (each entry's
+        /// `alternates` as it sent them, byte for byte) or `complete` (each member lists the whole cluster, itself
+        /// included, one URL per language, conflicts resolved the same way every time). A policy alone is every
+        /// site's; `SITE=POLICY; …` gives sites their own (a policy alone among them: the others'). Sites not named:
+        /// `as_sent`. The clusters and their problems are kept and reported (`GET /api/v1/hreflang`, the view,
+        /// metrics) under both, so that a site sees them before it switches; switching re-renders the site's members
+        /// at start.
+        hreflang: HreflangPolicies = "SITEMAPD_HREFLANG", default "as_sent", flat hreflang,
+            parse HreflangPolicies::parse, show HreflangPolicies::shown;
         /// The gzip level (1 fastest .. 9 smallest) of sitemap responses. Part of every gzip ETag: keep it equal on
         /// all replicas.
         gzip_level: u32 = "SITEMAPD_GZIP_LEVEL", default 4, flat gzip_level, in 1..=9;
@@ -1080,6 +1092,64 @@ impl HealthSites {
     }
 }
 
+/// The hreflang policy of each site (`sitemaps.hreflang`): `as_sent` or `complete` alone (every site), or
+/// `SITE=POLICY` items separated by `;` (or `,`), with at most one policy alone among them (the sites not named;
+/// without one, `as_sent`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HreflangPolicies {
+    /// The policy of a site not named.
+    others: HreflangPolicy,
+    /// (site name, policy), in the order given.
+    sites: Vec<(String, HreflangPolicy)>,
+}
+
+impl HreflangPolicies {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let policy = |item: &str, raw: &str| {
+            HreflangPolicy::parse(raw).ok_or_else(|| {
+                anyhow::anyhow!("{named}: {item:?}: the policy is \"as_sent\" or \"complete\", not {raw:?}")
+            })
+        };
+        let mut others = None;
+        let mut sites: Vec<(String, HreflangPolicy)> = Vec::new();
+        for item in raw.split([';', ',']).map(str::trim).filter(|i| !i.is_empty()) {
+            let Some((site, value)) = item.split_once('=') else {
+                if others.is_some() {
+                    bail!("{named}: {item:?}: a policy alone is every other site's, and is given once");
+                }
+                others = Some(policy(item, item)?);
+                continue;
+            };
+            let (site, value) = (site.trim(), value.trim());
+            let value = policy(item, value)?;
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {item:?}: {e}"))?;
+            if sites.iter().any(|(s, _)| s == site) {
+                bail!("{named}: the site {site:?} is given twice; a site has one policy");
+            }
+            sites.push((site.to_owned(), value));
+        }
+        Ok(Self { others: others.unwrap_or_default(), sites })
+    }
+
+    /// The policy of the site named `site`.
+    pub fn policy(&self, site: &str) -> HreflangPolicy {
+        self.sites.iter().find(|(s, _)| s == site).map_or(self.others, |(_, p)| *p)
+    }
+
+    /// The sites named, in the order given.
+    pub fn named(&self) -> impl Iterator<Item = &str> {
+        self.sites.iter().map(|(site, _)| site.as_str())
+    }
+
+    /// As logged: the others' policy, then `SITE=POLICY` each.
+    fn shown(&self) -> Vec<String> {
+        std::iter::once(self.others.as_str().to_owned())
+            .chain(self.sites.iter().map(|(site, policy)| format!("{site}={}", policy.as_str())))
+            .collect()
+    }
+}
+
 /// The longest feed title, in characters.
 pub const MAX_FEED_TITLE_CHARS: usize = 200;
 
@@ -1333,6 +1403,14 @@ impl Config {
                 names.join(", ")
             );
         }
+        if let Some(name) = config.sitemaps.hreflang.named().find(|n| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "sitemaps.hreflang (SITEMAPD_HREFLANG): a policy is given for the site {name:?}, which is not \
+                 configured (sites: {}); a policy without SITE= is every other site's",
+                names.join(", ")
+            );
+        }
         if let Some((name, _)) = config.feeds.hubs.iter().find(|(n, _)| !specs.iter().any(|s| s.name == *n)) {
             let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
             bail!(
@@ -1404,10 +1482,14 @@ impl Config {
             notify_sites: self.indexnow.keys.iter().map(|(site, _)| site.to_owned()).collect(),
             check_sites: self.health.check.iter().map(|(site, _)| site.to_owned()).collect(),
             removed_days: days_of(self.sitemaps.removed_retention),
-            // Until the setting (`[sitemaps] hreflang`) is read: every site `as_sent`.
-            hreflang: Default::default(),
+            hreflang: self.hreflang_policies(),
             serving: true,
         }
+    }
+
+    /// Each configured site's hreflang policy, by name (`sitemaps.hreflang`).
+    pub fn hreflang_policies(&self) -> BTreeMap<String, HreflangPolicy> {
+        self.site_specs().into_iter().map(|s| (s.name.clone(), self.sitemaps.hreflang.policy(&s.name))).collect()
     }
 }
 
@@ -1786,7 +1868,7 @@ mod tests {
     /// are not one thing, so the count is held where it is: a new setting raises it here, on purpose.
     #[test]
     fn the_documented_settings_are_counted() {
-        assert_eq!(SETTINGS.len(), 62, "a setting added or removed: weigh it, then change this count");
+        assert_eq!(SETTINGS.len(), 63, "a setting added or removed: weigh it, then change this count");
         let mut paths: Vec<&str> = SETTINGS.iter().map(|s| s.path).collect();
         paths.sort_unstable();
         paths.dedup();
@@ -1934,7 +2016,7 @@ mod tests {
              max_line_bytes: 65536, max_json_entries: 50000, body_memory_bytes: 201326592, timeout: 5m, body_idle: \
              20s, min_receive_rate: 2048, ndjson_batch: 10000 }, sitemaps: Sitemaps { public_url: \
              \"http://localhost:8080/\", sites: [], page_max_urls: 50000, page_max_bytes: 52428800, section_max_urls: \
-             {}, gzip_level: 4, stream_timeout: 1m, render_concurrency: 0, news_window: 2d, removed_retention: 0, \
+             {}, hreflang: [\"as_sent\"], gzip_level: 4, stream_timeout: 1m, render_concurrency: 0, news_window: 2d, removed_retention: 0, \
              robots_tag: \"noindex\", robots_txt: false, robots_txt_body: \"\", view: true }, cache: Cache { bytes: \
              33554432, prerender: true, state_ttl: 1s }, log: Log { format: Text, access: WritesAndErrors }, crawlers: \
              Crawlers { telemetry: true, ranges: [], ranges_refresh: 1d, rdns: true, window: 7d }, health: Health { \
@@ -2146,6 +2228,44 @@ mod tests {
         // Logged as given.
         let c = load(&[("SITEMAPD_FEED_TITLES", "default=Example News")]).unwrap();
         assert!(format!("{c:?}").contains("titles: [\"default=Example News\"]"), "{c:?}");
+    }
+
+    #[test]
+    fn hreflang_policies_are_every_sites_or_per_site_and_name_configured_sites() {
+        let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let policies = |raw: &str| load(&[two, ("SITEMAPD_HREFLANG", raw)]).map(|c| c.sitemaps.hreflang);
+        let of = |p: &HreflangPolicies| (p.policy("default").as_str(), p.policy("shop").as_str());
+        assert_eq!(of(&load(&[two]).unwrap().sitemaps.hreflang), ("as_sent", "as_sent"), "the default");
+        assert_eq!(of(&policies("complete").unwrap()), ("complete", "complete"), "alone: every site's");
+        assert_eq!(of(&policies(" as_sent ").unwrap()), ("as_sent", "as_sent"));
+        assert_eq!(of(&policies("shop=complete").unwrap()), ("as_sent", "complete"), "not named: as_sent");
+        assert_eq!(of(&policies(" shop = complete ; default=as_sent; ").unwrap()), ("as_sent", "complete"));
+        assert_eq!(of(&policies("complete; shop=as_sent").unwrap()), ("complete", "as_sent"), "alone: the others'");
+        assert_eq!(of(&policies("shop=complete, default=complete").unwrap()), ("complete", "complete"));
+        assert_eq!(of(&policies("").unwrap()), ("as_sent", "as_sent"));
+        for (raw, says) in [
+            ("completed", "\"completed\": the policy is \"as_sent\" or \"complete\", not \"completed\""),
+            ("shop=Complete", "the policy is \"as_sent\" or \"complete\", not \"Complete\""),
+            ("shop=", "not \"\""),
+            ("complete; as_sent", "a policy alone is every other site's, and is given once"),
+            ("shop=complete; shop=as_sent", "the site \"shop\" is given twice"),
+            ("Shop Site=complete", "site name"),
+            (
+                "blog=complete",
+                "a policy is given for the site \"blog\", which is not configured (sites: default, shop)",
+            ),
+        ] {
+            let e = policies(raw).unwrap_err().to_string();
+            assert!(e.starts_with("sitemaps.hreflang (SITEMAPD_HREFLANG)"), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+        }
+        // Into the store's options: every configured site by name.
+        let c = load(&[two, ("SITEMAPD_HREFLANG", "shop=complete")]).unwrap();
+        let by_site = c.store_options().hreflang;
+        assert_eq!(by_site.get("shop").map(|p| p.as_str()), Some("complete"));
+        assert_eq!(by_site.get("default").map(|p| p.as_str()), Some("as_sent"));
+        // Logged as read.
+        assert!(format!("{c:?}").contains("hreflang: [\"as_sent\", \"shop=complete\"]"), "{c:?}");
     }
 
     #[test]

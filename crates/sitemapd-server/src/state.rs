@@ -18,7 +18,9 @@ use crate::placement::{Changes, UpsertCounts};
 use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
-use crate::store::{self, CrawlLog, DeleteCounts, FeedReads, HealthQueue, Outbox, RemovedList, Store, StoreReads};
+use crate::store::{
+    self, CrawlLog, DeleteCounts, FeedReads, HealthQueue, HreflangReads, Outbox, RemovedList, Store, StoreReads,
+};
 use crate::worker::{Supervisor, Worker};
 
 #[derive(Clone)]
@@ -191,6 +193,11 @@ impl Inner {
     /// URL health's queue: its reads, for the API, the view and `/metrics` (a settle that changes a page goes
     /// through the checker, which hands its changes to [`AppState::written`]).
     pub fn health_queue(&self) -> &dyn HealthQueue {
+        self.store.as_ref()
+    }
+
+    /// hreflang clusters' reads, for the API, the lookup, the view and `/metrics`.
+    pub fn hreflang(&self) -> &dyn HreflangReads {
         self.store.as_ref()
     }
 

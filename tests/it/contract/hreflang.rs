@@ -422,6 +422,23 @@ async fn a_cluster_across_sites_renders_each_member_by_its_own_policy(b: Backend
     );
 }
 
+/// `sitemapd import` merges a news entry onto what a record declared, not onto the complete set it renders: the
+/// declaration stays as sent, and the record renders its set still.
+async fn an_import_merges_onto_the_declaration(b: Backend) {
+    let app = app(b).await;
+    let store = open(&app, Some(Policy::Complete)).await;
+    store.upsert(&three()).await.unwrap();
+    let news = json!({"publication": {"name": "The Times", "language": "en"}, "publication_date": "2024-05-01",
+                      "title": "A"});
+    let article = Entry::from_json(json!({"loc": url("a"), "news": news}), &public()).unwrap();
+    let written = store.upsert_with(&[article], sitemapd::store::Upsert::Import).await.unwrap();
+    assert_eq!(written.counts.updated, 1, "its news is new");
+    assert_eq!(rendered(&*store, "a").await, set(&SET));
+    let cluster = store.hreflang_cluster(&url("a")).await.unwrap().unwrap();
+    let declared = cluster.members.iter().find(|m| m.href == url("a")).unwrap().declared.clone();
+    assert_eq!(declared, three()[0].ext.as_ref().map(|x| x.alternates.clone()), "a's declaration as sent");
+}
+
 both_backends!(
     clusters_are_the_same_whatever_the_order_of_writes,
     a_delete_removes_the_member_from_the_others,
@@ -432,4 +449,5 @@ both_backends!(
     clusters_are_built_at_open,
     a_batch_without_alternates_costs_one_probe,
     a_cluster_across_sites_renders_each_member_by_its_own_policy,
+    an_import_merges_onto_the_declaration,
 );

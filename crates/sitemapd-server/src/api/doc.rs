@@ -21,6 +21,7 @@ use crate::placement::UpsertCounts;
         (name = "urls", description = "URL records"),
         (name = "crawlers", description = "Which crawler read which sitemap, verified, and how long after a change"),
         (name = "health", description = "URL health: what checking the stored URLs found (404, redirect, noindex, …)"),
+        (name = "hreflang", description = "hreflang clusters: the URLs whose alternates name each other, and their problems"),
     ),
 )]
 pub struct ApiDoc;

@@ -13,6 +13,7 @@ use super::ApiQuery;
 use super::crawlers::RecordRead;
 use super::doc::{CommonErrors, ErrorBody};
 use super::health::UrlHealth;
+use super::hreflang::RecordCluster;
 use super::urls::{Changes, Scope, authorize, query_loc, shown};
 use crate::AppState;
 use crate::access::Access;
@@ -65,7 +66,9 @@ pub(crate) async fn get_urls(
         let names = state.section_names(found.site, [section_of(found.url.page_id)].into_iter()).await?;
         let crawlers = super::crawlers::record_reads(&state, found.site, found.url.id, found.url.page_id).await?;
         let health = Some(super::health::record_health(&state, found.site, &found.url.loc).await?);
-        let record = UrlRecord { crawlers, health, ..UrlRecord::new(&state, found, &names) };
+        let rendered = found.url.fields.ext.as_ref().map(|e| e.alternates.clone()).unwrap_or_default();
+        let hreflang = Some(super::hreflang::record_cluster(&state, found.site, &found.url.loc, rendered).await?);
+        let record = UrlRecord { crawlers, health, hreflang, ..UrlRecord::new(&state, found, &names) };
         return Ok(Json(record).into_response());
     }
     let section = query.section.as_deref().map(SectionFilter::parse).transpose()?;
@@ -312,7 +315,8 @@ pub(crate) struct UrlRecord {
     /// News, as stored (normalized); absent when the entry has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     news: Option<ext::News>,
-    /// hreflang alternates, sorted by `hreflang`; absent when the entry has none.
+    /// hreflang alternates as its page renders them, sorted by `hreflang` (under the `complete` policy, its
+    /// cluster's set: see `hreflang`); absent when it renders none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     alternates: Vec<ext::Alternate>,
     /// The section whose pages list it; `null`: the default section.
@@ -342,6 +346,11 @@ pub(crate) struct UrlRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<UrlHealth>)]
     health: Option<Option<UrlHealth>>,
+    /// Its hreflang cluster: the URLs whose alternates name each other or a common URL, the resolved set, what its
+    /// page renders, the cluster's problems. In the answer to `loc` only (`null` when it is in no cluster).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<RecordCluster>)]
+    hreflang: Option<Option<RecordCluster>>,
 }
 
 impl UrlRecord {
@@ -368,6 +377,7 @@ impl UrlRecord {
             alternates,
             crawlers: None,
             health: None,
+            hreflang: None,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! The API under `/api/v1`: bearer-token auth, request bodies, the URL handlers, the crawlers' report, URL health,
-//! and the OpenAPI document generated from their annotations.
+//! hreflang clusters, and the OpenAPI document generated from their annotations.
 
 mod body;
 mod crawlers;
 pub mod doc;
 mod health;
+mod hreflang;
 mod lookup;
 mod urls;
 
@@ -38,6 +39,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(health::get_health))
         .routes(routes!(health::resume_health))
         .routes(routes!(health::confirm_health))
+        .routes(routes!(hreflang::get_hreflang))
 }
 
 /// The OpenAPI 3 document of the write API.

@@ -11,12 +11,15 @@ use axum::response::{IntoResponse, Response};
 use crate::AppState;
 use crate::crawlers::report;
 use crate::health::Kind;
+use crate::hreflang::ProblemKind;
 use crate::page::{PageState, page_bytes, section_of};
 use crate::placement::MAX_PAGES;
 use crate::telemetry::{
     self, CRAWLER_LAST_VERIFIED_FETCH, CRAWLER_LAST_VERIFIED_FETCH_HELP, CRAWLER_UNSEEN_PAGES,
     CRAWLER_UNSEEN_PAGES_HELP, HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP,
-    HEALTH_PAUSED, HEALTH_PAUSED_HELP, HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, INDEXNOW_OUTBOX,
+    HEALTH_PAUSED, HEALTH_PAUSED_HELP, HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, HREFLANG_CLUSTERS,
+    HREFLANG_CLUSTERS_HELP, HREFLANG_MEMBERS, HREFLANG_MEMBERS_HELP, HREFLANG_PROBLEMS, HREFLANG_PROBLEMS_HELP,
+    INDEXNOW_OUTBOX,
 };
 
 /// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
@@ -183,9 +186,42 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
     if !state.config.health.check.is_empty() {
         health_gauges(&state, &mut text).await;
     }
+    hreflang_gauges(&state, &mut text).await;
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     let no_store = HeaderValue::from_static("no-store");
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()
+}
+
+/// hreflang clusters' gauges, for every configured site, from each one's summary (one read a site: O(its members
+/// and problem rows)): its clusters, its members, its problems by kind (every kind, 0 included). Computed here rather
+/// than kept in the recorder, as URL health's are: every replica reports the shared database's figures, nothing is
+/// read without a scraper, and a site whose summary cannot be read has no series this scrape (a warning is logged).
+async fn hreflang_gauges(state: &AppState, text: &mut String) {
+    let (mut clusters, mut members, mut problems) = (Vec::new(), Vec::new(), Vec::new());
+    for site in state.sites.iter() {
+        match state.hreflang().hreflang_summary(site.id).await {
+            Ok(s) => {
+                let name = &site.name;
+                clusters.push((format!("site=\"{name}\""), s.clusters));
+                members.push((format!("site=\"{name}\""), s.members));
+                for kind in ProblemKind::ALL {
+                    let n = s.problems.get(kind.as_str()).copied().unwrap_or(0);
+                    problems.push((format!("site=\"{name}\",kind=\"{}\"", kind.as_str()), n));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, site = %site.name, "metrics: cannot read the hreflang summary"),
+        }
+    }
+    for (metric, help, series) in [
+        (HREFLANG_CLUSTERS, HREFLANG_CLUSTERS_HELP, clusters),
+        (HREFLANG_MEMBERS, HREFLANG_MEMBERS_HELP, members),
+        (HREFLANG_PROBLEMS, HREFLANG_PROBLEMS_HELP, problems),
+    ] {
+        let _ = write!(text, "# HELP {metric} {help}\n# TYPE {metric} gauge\n");
+        for (labels, value) in series {
+            let _ = writeln!(text, "{metric}{{{labels}}} {value}");
+        }
+    }
 }
 
 /// URL health's gauges, for the sites that are checked (configured ones only), from each one's summary: problem

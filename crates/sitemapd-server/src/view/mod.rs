@@ -1,7 +1,7 @@
-//! The HTML view for people: per site, its pages and how full each is, what its crawlers read and what checking its
-//! URLs found; a page's entries (keyset-paged), and a record looked up by loc. Read-only, server-rendered (askama
-//! templates in `templates/view/`, HTML-escaped by default), no script, no external asset. An internal route like
-//! `/metrics` (`view`, on by default; off: 404).
+//! The HTML view for people: per site, its pages and how full each is, what its crawlers read, what checking its
+//! URLs found and its hreflang clusters; a page's entries (keyset-paged), and a record looked up by loc. Read-only,
+//! server-rendered (askama templates in `templates/view/`, HTML-escaped by default), no script, no external asset.
+//! An internal route like `/metrics` (`view`, on by default; off: 404).
 //!
 //! The handlers parse the request, read through [`source::ViewData`] (the only place that knows where the data
 //! comes from) and fill a template with what [`model`] makes of it. Every answer carries `X-Robots-Tag: noindex`,
@@ -20,8 +20,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 use self::model::{
-    CrawlerPanel, CrawlerRow, EntryRow, FeedRow, HealthPanel, PageRow, ReadCell, Record, RecordHealth, SectionRow,
-    grouped, pages_caption,
+    CrawlerPanel, CrawlerRow, EntryRow, FeedRow, HealthPanel, HreflangPanel, PageRow, ReadCell, Record, RecordHealth,
+    SectionRow, grouped, pages_caption,
 };
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
@@ -294,6 +294,8 @@ struct SiteScreen {
     majors: Vec<&'static str>,
     /// What checking its URLs found; `None` when the site is not checked.
     health: Option<HealthPanel>,
+    /// Its hreflang clusters.
+    hreflang: HreflangPanel,
     /// Its Atom feeds; `None` with feeds off.
     feeds: Option<Vec<FeedRow>>,
     /// The most items a feed holds (`feeds.entries`).
@@ -321,6 +323,7 @@ async fn site_pages(
     let telemetry = data.crawlers(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let health = data.health(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let feeds = data.feeds(&site).await.map_err(|e| ViewError::store(e, depth))?;
+    let hreflang = data.hreflang(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let section = |p: &PageState| names.name(section_of(p.id)).flatten();
     let listed = pages.iter().filter(|p| p.url_count > 0).count() as i64;
     let reads = telemetry.as_ref().map(|t| ReadIndex::new(&t.seen, &t.fetches));
@@ -364,6 +367,14 @@ async fn site_pages(
         majors: if crawlers.is_some() { Crawler::MAJOR.map(Crawler::shown).to_vec() } else { Vec::new() },
         crawlers,
         health: health.map(|h| HealthPanel::new(h.policy, &h.summary, &h.urls, h.more, h.now_us)),
+        hreflang: HreflangPanel::new(
+            &site.name,
+            &site.public_url,
+            hreflang.policy,
+            &hreflang.summary,
+            &hreflang.problems,
+            hreflang.more,
+        ),
         feeds: feeds.map(|feeds| feeds.iter().map(|(feed, body)| FeedRow::new(feed, body)).collect()),
         feed_entries: state.config.feeds.entries,
         rows,

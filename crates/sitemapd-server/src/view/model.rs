@@ -4,11 +4,13 @@
 
 use crate::crawlers::report::{CrawlerReport, PageReads};
 use crate::domain::Extensions;
+use crate::domain::Loc;
 use crate::domain::ext::Video;
 use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
 use crate::health::{Kind, Policy};
+use crate::hreflang::{Policy as HreflangPolicy, ProblemKind};
 use crate::page::{PageState, StoredUrl, number_of, page_bytes, section_of};
-use crate::store::{HealthSummary, UrlCheck};
+use crate::store::{HealthSummary, HreflangSummary, StoredProblem, UrlCheck};
 
 use super::source::ViewSite;
 
@@ -289,6 +291,115 @@ impl HealthPanel {
                 examples: b.evidence.as_ref().map(|e| e.examples.clone()).unwrap_or_default(),
                 since: Ago::new(now_us, b.since_us),
             }),
+        }
+    }
+}
+
+/// A site's hreflang panel: its policy, its clusters and members, its problems by kind, and the first problems.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HreflangPanel {
+    /// `as_sent` or `complete`.
+    pub policy: &'static str,
+    /// What the policy does, in a sentence.
+    pub policy_says: &'static str,
+    pub clusters: String,
+    pub members: String,
+    /// No cluster has a stored member in the site.
+    pub none: bool,
+    /// Every kind, in `ProblemKind::ALL` order.
+    pub kinds: Vec<HreflangKindRow>,
+    pub problems: Vec<HreflangProblemRow>,
+    /// Whether more problems exist than are listed.
+    pub more: bool,
+    /// The API's listing of them all, for this site: its path, and the link to it from the site's screen (relative,
+    /// as every link of the view).
+    pub api: String,
+    pub api_href: String,
+}
+
+/// One kind of hreflang problem in the panel's counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HreflangKindRow {
+    /// Its stable name (`duplicate_language`), as the API and the metrics name it.
+    pub name: &'static str,
+    /// In words.
+    pub words: &'static str,
+    pub count: String,
+    pub none: bool,
+}
+
+/// One hreflang problem in the panel's list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HreflangProblemRow {
+    pub href: String,
+    /// Its lookup screen, when the URL lies under the site's public URL.
+    pub lookup: Option<String>,
+    pub kind: &'static str,
+    pub hreflang: String,
+    pub message: String,
+}
+
+/// A kind of hreflang problem in words, for a count.
+pub fn hreflang_kind_words(kind: ProblemKind) -> &'static str {
+    match kind {
+        ProblemKind::DuplicateLanguage => "Two URLs claim one language",
+        ProblemKind::ConflictingLanguage => "One URL claimed with two languages",
+        ProblemKind::InvalidCode => "A code Google does not read",
+        ProblemKind::NotStored => "Names a URL of a site here that is not stored",
+        ProblemKind::MissingReturn => "No return link (as_sent)",
+        ProblemKind::CrossSite => "Spans configured sites (allowed)",
+        ProblemKind::TooLarge => "Set too large for a page",
+    }
+}
+
+impl HreflangPanel {
+    pub fn new(
+        site: &str,
+        public_url: &PublicUrl,
+        policy: HreflangPolicy,
+        s: &HreflangSummary,
+        problems: &[StoredProblem],
+        more: bool,
+    ) -> Self {
+        let kinds = ProblemKind::ALL
+            .iter()
+            .map(|kind| {
+                let n = s.problems.get(kind.as_str()).copied().unwrap_or(0);
+                HreflangKindRow {
+                    name: kind.as_str(),
+                    words: hreflang_kind_words(*kind),
+                    count: grouped(n as i64),
+                    none: n == 0,
+                }
+            })
+            .collect();
+        let encoded: String = url::form_urlencoded::byte_serialize(site.as_bytes()).collect();
+        Self {
+            policy: policy.as_str(),
+            policy_says: match policy {
+                HreflangPolicy::AsSent => "each URL's alternates are rendered as it sent them",
+                HreflangPolicy::Complete => {
+                    "each stored member of a cluster is rendered with the whole cluster, itself included, one URL \
+                     per language"
+                }
+            },
+            clusters: grouped(s.clusters as i64),
+            members: grouped(s.members as i64),
+            none: s.clusters == 0,
+            kinds,
+            problems: problems
+                .iter()
+                .map(|p| HreflangProblemRow {
+                    lookup: Loc::parse(&p.href, public_url).ok().map(|loc| lookup_href("./", loc.as_str())),
+                    href: p.href.clone(),
+                    kind: ProblemKind::parse(&p.kind).map_or("unknown", ProblemKind::as_str),
+                    hreflang: p.hreflang.clone(),
+                    message: p.message.clone(),
+                })
+                .collect(),
+            more,
+            api: format!("/api/v1/hreflang?site={encoded}"),
+            api_href: format!("../../api/v1/hreflang?site={encoded}"),
         }
     }
 }
@@ -779,6 +890,49 @@ mod tests {
     use super::*;
     use crate::domain::ext::{Alternate, Image, News, Publication};
     use crate::page::{Fields, Limits, NsCounts};
+
+    #[test]
+    fn the_hreflang_panel_lists_every_kind_and_links_the_sites_own_urls() {
+        let public_url = PublicUrl::parse("https://www.example.com/").unwrap();
+        let summary = HreflangSummary {
+            clusters: 1234,
+            members: 5678,
+            problems: [("not_stored".to_owned(), 2), ("cross_site".to_owned(), 1)].into_iter().collect(),
+        };
+        let problem = |href: &str, kind: &str, hreflang: &str| StoredProblem {
+            href: href.into(),
+            kind: kind.into(),
+            hreflang: hreflang.into(),
+            cluster: "https://www.example.com/a".into(),
+            message: "Say <what>.".into(),
+        };
+        let problems = [
+            problem("https://www.example.com/de?x=1&y=2", "not_stored", "de"),
+            problem("https://shop.example.net/fr", "not_stored", "fr"),
+            problem("https://www.example.com/a", "cross_site", ""),
+        ];
+        let panel = HreflangPanel::new("my site", &public_url, HreflangPolicy::Complete, &summary, &problems, true);
+        assert_eq!((panel.policy, panel.clusters.as_str(), panel.members.as_str()), ("complete", "1,234", "5,678"));
+        assert!(!panel.none && panel.more);
+        let kinds: Vec<(&str, &str, bool)> = panel.kinds.iter().map(|k| (k.name, k.count.as_str(), k.none)).collect();
+        assert_eq!(kinds.len(), 7, "every kind");
+        assert!(kinds.contains(&("not_stored", "2", false)) && kinds.contains(&("too_large", "0", true)), "{kinds:?}");
+        let links: Vec<Option<&str>> = panel.problems.iter().map(|p| p.lookup.as_deref()).collect();
+        assert_eq!(
+            links,
+            [
+                Some("./lookup?loc=https%3A%2F%2Fwww.example.com%2Fde%3Fx%3D1%26y%3D2"),
+                None,
+                Some("./lookup?loc=https%3A%2F%2Fwww.example.com%2Fa")
+            ],
+            "a URL of another host has no lookup here"
+        );
+        assert_eq!(panel.api, "/api/v1/hreflang?site=my+site");
+        assert_eq!(panel.api_href, "../../api/v1/hreflang?site=my+site");
+        let empty =
+            HreflangPanel::new("default", &public_url, HreflangPolicy::AsSent, &HreflangSummary::default(), &[], false);
+        assert!(empty.none && empty.problems.is_empty() && empty.policy == "as_sent");
+    }
 
     #[test]
     fn numbers_are_grouped_by_thousands() {

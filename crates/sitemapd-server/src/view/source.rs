@@ -1,7 +1,7 @@
 //! What the view reads, and the only place that knows how: the sites, and per site its page table, one page's
-//! state, one page's records by keyset, one record by loc, its crawler telemetry and its feeds. The handlers reach the store
-//! through this alone, so that serving several sites changes these bodies (per-site store calls, the configured
-//! sites) and not the handlers or the templates.
+//! state, one page's records by keyset, one record by loc, its crawler telemetry, its feeds and its hreflang
+//! clusters. The handlers reach the store through this alone, so that serving several sites changes these bodies
+//! (per-site store calls, the configured sites) and not the handlers or the templates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,12 +11,29 @@ use crate::crawlers::report::{self, PageReads, ReadIndex};
 use crate::domain::{Loc, PublicUrl, SectionNames};
 use crate::feed::{FeedBody, FeedRef};
 use crate::health::Policy;
+use crate::hreflang::Policy as HreflangPolicy;
 use crate::page::{Limits, PageState, StoredUrl, section_of};
-use crate::store::{self, FetchRecord, HealthSummary, PageRead, ProblemFilter, UrlCheck};
+use crate::store::{
+    self, FetchRecord, HealthSummary, HreflangSummary, PageRead, ProblemFilter, StoredProblem, UrlCheck,
+};
 
 /// The most problem URLs the site screen lists: the first of the definite problems by record id, then the transient
 /// failures.
 pub const HEALTH_URLS: u32 = 100;
+
+/// The most hreflang problems the site screen lists (the API lists them all).
+pub const HREFLANG_PROBLEMS: u32 = 20;
+
+/// A site's hreflang clusters as read for one screen.
+#[derive(Clone, Debug)]
+pub struct SiteHreflang {
+    pub policy: HreflangPolicy,
+    pub summary: HreflangSummary,
+    /// At most [`HREFLANG_PROBLEMS`], in the API's order.
+    pub problems: Vec<StoredProblem>,
+    /// Whether more follow.
+    pub more: bool,
+}
 
 /// A site as the view shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,6 +186,17 @@ impl<'a> ViewData<'a> {
             more = true;
         }
         Ok(Some(SiteHealth { policy, summary, urls, more, now_us }))
+    }
+
+    /// The site's hreflang clusters (two reads: the summary, O(its members and problem rows); the first
+    /// [`HREFLANG_PROBLEMS`] problems, through their key).
+    pub async fn hreflang(&self, site: &ViewSite) -> store::Result<SiteHreflang> {
+        let reads = self.state.hreflang();
+        let summary = reads.hreflang_summary(site.id).await?;
+        let mut problems = reads.hreflang_problems(site.id, None, HREFLANG_PROBLEMS + 1).await?;
+        let more = problems.len() > HREFLANG_PROBLEMS as usize;
+        problems.truncate(HREFLANG_PROBLEMS as usize);
+        Ok(SiteHreflang { policy: self.state.config.sitemaps.hreflang.policy(&site.name), summary, problems, more })
     }
 
     /// A record's URL health: its check (`None` inside: not tracked) and when it was read; `None` when the site is
