@@ -30,6 +30,7 @@ mod health_crawler_view;
 mod health_site;
 mod health_store;
 mod health_view;
+mod hreflang;
 mod hreflang_api;
 mod hygiene;
 mod import;

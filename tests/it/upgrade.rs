@@ -562,6 +562,175 @@ async fn every_file_as_recorded(backend: Backend, feeds: bool) -> (TestApp, Fixt
     (app, fixture)
 }
 
+/// The release before hreflang clusters (27b8998, migrations 1 to 17; `tests/fixtures/v0017/`, made by
+/// `make.sh … current-hreflang` from its release build): v0015's data set and settings, then entries whose
+/// alternates form three clusters (one-way links, x-default, an external and a not-stored href, a duplicate and a
+/// conflicting language, es-419, a member in the blog section). Opened with `hreflang` at its default (`as_sent`),
+/// every file it recorded is served byte for byte (status, validators, headers, bytes), read at the time it was
+/// recorded; opening it changes no page's row.
+async fn the_release_before_hreflang_clusters_is_served_byte_for_byte(backend: Backend) {
+    let (app, _fixture) = v0017_opened(backend, &[]).await;
+    let recorded = Recorded::load("v0017", backend);
+    for (path, headers, old) in v0017_fetches(&recorded) {
+        let r = app.get(&path, headers).await;
+        assert_recorded(&r, old, &format!("{backend:?} as_sent {path} {headers:?}"));
+    }
+}
+
+/// What `complete` renders for each loc of v0017 whose rendering it changes (docs/hreflang.md): cluster a whole
+/// (the one-way links returned, x-default and the external es kept, the not-stored it left out); in b, en-2 lost
+/// en to en-1 (the smaller href of two self-claims) and renders none, fr gains en; in c, /c/pt is pt (its own
+/// word over /c/en's es) and es-419 is dropped. /b/en-1 and /p/29 render what they declared: their pages change
+/// only if another entry on them does.
+fn v0017_completed() -> BTreeMap<String, Vec<(String, String)>> {
+    let p = support::PUBLIC_URL;
+    let l = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(h, href)| {
+                ((*h).to_owned(), if href.starts_with("https:") { (*href).to_owned() } else { format!("{p}{href}") })
+            })
+            .collect()
+    };
+    let a = l(&[
+        ("de", "/de/a"),
+        ("en", "/en/a"),
+        ("es", "https://example.es/a"),
+        ("fr", "/fr/a"),
+        ("ja", "/blog/ja/a"),
+        ("x-default", "/en/a"),
+    ]);
+    let b = l(&[("en", "/b/en-1"), ("fr", "/b/fr")]);
+    let c = l(&[("en", "/c/en"), ("pt", "/c/pt")]);
+    let mut out = BTreeMap::new();
+    for path in ["/en/a", "/de/a", "/fr/a", "/blog/ja/a"] {
+        out.insert(format!("{p}{path}"), a.clone());
+    }
+    out.insert(format!("{p}/b/en-2"), Vec::new());
+    out.insert(format!("{p}/b/fr"), b);
+    for path in ["/c/en", "/c/pt"] {
+        out.insert(format!("{p}{path}"), c.clone());
+    }
+    out
+}
+
+/// hreflang `complete` on v0017: the pages that hold a loc whose rendering changes ([`v0017_completed`]) change
+/// (new bytes and ETag, each such `<url>` the cluster's set, every other `<url>` as before, valid), in each of
+/// their three representations; every other page, text sitemap, section page, the news and removed-URLs sitemaps
+/// and robots.txt are served byte for byte as recorded. The comparison is against the same database opened with
+/// `as_sent` (itself the recorded bytes, see the test above).
+async fn the_release_before_hreflang_clusters_completed_changes_only_the_members_pages(backend: Backend) {
+    let recorded = Recorded::load("v0017", backend);
+    let (as_sent, _a) = v0017_opened(backend, &[]).await;
+    let (complete, _c) = v0017_opened(backend, &[("SITEMAPD_HREFLANG", "complete")]).await;
+    let completed = v0017_completed();
+    // The pages (paths) holding a loc whose rendering changes: the default section's from `entries`, blog's from
+    // `sections`.
+    let mut changed: Vec<String> = Vec::new();
+    for loc in completed.keys() {
+        let path = match recorded.json["entries"][loc].as_i64() {
+            Some(n) => format!("/sitemap-{n}.xml"),
+            None => {
+                let page =
+                    recorded.json["answers"]["sections"][loc].as_str().unwrap_or_else(|| panic!("{loc} recorded"));
+                format!("/{}", page.rsplit('/').next().unwrap())
+            }
+        };
+        changed.push(path);
+    }
+    changed.sort();
+    changed.dedup();
+    let mut unchanged = 0;
+    for (path, headers, old) in v0017_fetches(&recorded) {
+        let what = format!("{backend:?} complete {path} {headers:?}");
+        let r = complete.get(&path, headers).await;
+        let xml_path = path.trim_end_matches(".gz").to_owned();
+        if path == "/sitemap.xml" || path == "/sitemap-blog.xml" || path == "/sitemap-blog.xml.gz" {
+            // An index lists the changed pages' new <lastmod>.
+            assert_eq!(r.status.as_u16(), 200, "{what}");
+            assert_ne!(r.header("etag"), old["etag"].as_str(), "{what}: a page it lists changed");
+            continue;
+        }
+        if !changed.contains(&xml_path) {
+            let txt = path.strip_suffix(".txt").or_else(|| path.strip_suffix(".txt.gz"));
+            if let Some(txt) = txt
+                && changed.contains(&format!("{txt}.xml"))
+            {
+                // The text form of a changed page lists the same locs.
+                let before = as_sent.get(&path, headers).await;
+                assert_eq!((r.status, &r.body), (before.status, &before.body), "{what}: the same locs");
+                continue;
+            }
+            assert_recorded(&r, old, &what);
+            unchanged += 1;
+            continue;
+        }
+        assert_eq!(r.status.as_u16(), 200, "{what}");
+        assert_ne!(r.header("etag"), old["etag"].as_str(), "{what}: a changed page needs a new ETag");
+        assert_ne!(sha256_hex(&r.body), old["sha256"].as_str().unwrap(), "{what}: the same bytes");
+        let before = as_sent.get(&path, headers).await;
+        let text = |r: &TestResponse| {
+            if r.header("content-encoding") == Some("gzip") || path.ends_with(".gz") {
+                gunzip(&r.body)
+            } else {
+                r.text()
+            }
+        };
+        let (now, was) = (text(&r), text(&before));
+        validate_xsd(&[("page.xml", now.as_bytes())]);
+        let (now_links, was_links) = (crate::hreflang::alternates_in(&now), crate::hreflang::alternates_in(&was));
+        assert_eq!(xml_texts(&now, "loc"), xml_texts(&was, "loc"), "{what}: the same entries in the same order");
+        let mut want = was_links.clone();
+        for (loc, links) in &completed {
+            if want.contains_key(loc) {
+                want.insert(loc.clone(), links.clone());
+            }
+        }
+        assert_ne!(want, was_links, "{what}: nothing on it changes");
+        assert_eq!(now_links, want, "{what}: the completed alternates");
+        // Every other <url> is the very bytes it was.
+        let others = |xml: &str| -> Vec<String> {
+            xml.split("<url>")
+                .filter(|u| !completed.keys().any(|l| u.contains(&format!("<loc>{l}</loc>"))))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(others(&now), others(&was), "{what}: the other entries");
+    }
+    assert!(unchanged > 30, "{backend:?}: most files are unchanged ({unchanged})");
+    assert!(changed.len() >= 3, "{changed:?}");
+}
+
+/// The settings v0017 was written with (those of v0015), its fixture opened with `more` on top, its clock at the
+/// time of the recording.
+async fn v0017_opened(backend: Backend, more: &[(&str, &str)]) -> (TestApp, Fixture) {
+    let fixture = fixture_db("v0017", backend).await;
+    assert_eq!(latest_migration(&fixture.url).await, 17, "tests/fixtures/v0017 must be written by 27b8998");
+    let recorded = Recorded::load("v0017", backend);
+    let at_us = recorded.json["answers"]["recorded_at_us"].as_i64().expect("recorded_at_us");
+    let mut settings = EVERY_FILE.to_vec();
+    settings.extend_from_slice(more);
+    let before = page_rows(&fixture.url).await;
+    let app = open_with_clock(&fixture.url, &settings, std::sync::Arc::new(move || at_us)).await;
+    assert_eq!(latest_migration(&fixture.url).await, shipped_migration(backend), "every migration is applied");
+    if more.is_empty() {
+        assert_eq!(page_rows(&fixture.url).await, before, "{backend:?}: opening the database changed a page's row");
+    }
+    (app, fixture)
+}
+
+/// Every fetch recorded in v0017: the index, each page three ways, then every other file two ways.
+fn v0017_fetches(recorded: &Recorded) -> Vec<(String, Headers, &Value)> {
+    let answers = &recorded.json["answers"];
+    let mut fetches = every_recorded_fetch(recorded);
+    let files = answers["files"].as_object().expect("every file recorded");
+    for (path, old) in files {
+        fetches.push((path.clone(), &[], &old["identity"]));
+        fetches.push((path.clone(), &[("accept-encoding", "gzip")], &old["gzip"]));
+    }
+    fetches
+}
+
 /// Opens the database of fixture `set` with this version and compares every answer with the recorded ones.
 /// The fixture comes back with the app: the database lives as long as it does.
 async fn answers_stay_byte_for_byte(set: &str, backend: Backend) -> (TestApp, Fixture) {
@@ -619,6 +788,13 @@ async fn compare_answers_with(
 
 /// Every fetch `make.sh` recorded, with its answer: the index two ways, then each page three ways.
 fn recorded_fetches(recorded: &Recorded) -> Vec<(String, Headers, &Value)> {
+    let fetches = every_recorded_fetch(recorded);
+    assert_eq!(fetches.len(), 2 + 3 * 6, "the index twice and six pages three ways");
+    fetches
+}
+
+/// [`recorded_fetches`] for any number of pages.
+fn every_recorded_fetch(recorded: &Recorded) -> Vec<(String, Headers, &Value)> {
     let mut fetches: Vec<(String, Headers, &Value)> = vec![
         ("/sitemap.xml".to_owned(), &[], &recorded.json["answers"]["index"]["identity"]),
         ("/sitemap.xml".to_owned(), &[("accept-encoding", "gzip")], &recorded.json["answers"]["index"]["gzip"]),
@@ -628,7 +804,6 @@ fn recorded_fetches(recorded: &Recorded) -> Vec<(String, Headers, &Value)> {
             fetches.push((format!("/sitemap-{page}{suffix}"), headers, recorded.answer(page, name)));
         }
     }
-    assert_eq!(fetches.len(), 2 + 3 * 6, "the index twice and six pages three ways");
     fetches
 }
 
@@ -654,6 +829,9 @@ crate::both_backends!(
     the_release_before_sections_is_served_byte_for_byte,
     the_release_before_crawler_telemetry_is_served_byte_for_byte,
     the_release_before_feeds_is_served_byte_for_byte,
+    the_release_before_hreflang_clusters_is_served_byte_for_byte,
+    #[cfg_attr(sitemapd_no_xmllint, ignore = "needs xmllint (libxml2-utils)")]
+    the_release_before_hreflang_clusters_completed_changes_only_the_members_pages,
     #[cfg_attr(
         any(sitemapd_no_xmllint, sitemapd_no_trang, sitemapd_no_node, sitemapd_no_feedparser, sitemapd_no_rss_parser),
         ignore = "needs xmllint, trang, node and the feed readers (tests/feeds/setup.sh)"
