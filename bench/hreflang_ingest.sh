@@ -14,6 +14,8 @@
 #   BENCH_HREFLANG_LAYOUT=adjacent bench/hreflang_ingest.sh   # a cluster's members on consecutive lines (default:
 #                                                             # spread over the whole stream)
 #   BENCH_HREFLANG_ROUNDS=3 bench/hreflang_ingest.sh          # the three loads, in turn, this many times
+#   BENCH_HREFLANG_MODES="plain sent" BIN=old/sitemapd bench/hreflang_ingest.sh
+#                                # sent: the clusters without SITEMAPD_HREFLANG, for a binary from before issue 40
 #   BENCH_OUT=dir bench/hreflang_ingest.sh                    # into an existing results directory; no build
 #
 # Needs PostgreSQL on 127.0.0.1:5432 with trust auth, python3 and curl. Creates the databases
@@ -30,6 +32,7 @@ readonly ROWS=${BENCH_HREFLANG_ROWS:-1000000}
 readonly BACKENDS=${BENCH_HREFLANG_BACKENDS:-pg sqlite}
 readonly LAYOUT=${BENCH_HREFLANG_LAYOUT:-spread}
 readonly ROUNDS=${BENCH_HREFLANG_ROUNDS:-1}
+readonly MODES=${BENCH_HREFLANG_MODES:-plain as_sent complete}
 readonly PG=postgres://postgres@127.0.0.1:5432
 readonly PUBLIC=https://www.example.com
 readonly TOKEN=bench-token
@@ -57,7 +60,7 @@ fresh() {
     echo "$PG/sitemapd_hreflang_$mode"
   else
     rm -rf "$DATA/sqlite-$mode" && mkdir -p "$DATA/sqlite-$mode"
-    echo "sqlite://$PWD/$DATA/sqlite-$mode/sitemapd.db"
+    echo "sqlite://$(cd "$DATA/sqlite-$mode" && pwd)/sitemapd.db"
   fi
 }
 
@@ -70,7 +73,7 @@ drop() {
   fi
 }
 
-# One load: a fresh database, sitemapd on it (with SITEMAPD_HREFLANG=policy unless the mode is plain), the file
+# One load: a fresh database, sitemapd on it (with SITEMAPD_HREFLANG=mode when the mode is a policy), the file
 # sent; then its CPU seconds and, with clusters, a digest of its pages. Writes hreflang-<backend>-<mode>-<round>.json.
 load() {
   local backend=$1 mode=$2 round=$3 file url name
@@ -79,7 +82,7 @@ load() {
   [ "$mode" = plain ] && file=$DATA/plain-$ROWS.ndjson
   url=$(fresh "$backend" "$mode")
   local policy=()
-  [ "$mode" = plain ] || policy=(SITEMAPD_HREFLANG="$mode")
+  case $mode in as_sent | complete) policy=(SITEMAPD_HREFLANG="$mode") ;; esac
   env DATABASE_URL="$url" SITEMAPD_BIND="127.0.0.1:$PORT" SITEMAPD_PUBLIC_URL="$PUBLIC" \
     SITEMAPD_API_TOKENS="$TOKEN" SITEMAPD_API_TIMEOUT=1h SITEMAPD_CACHE_BYTES=0 RUST_LOG=sitemapd=warn \
     "${policy[@]}" "$BIN" >"$OUT/hreflang-$name.log" 2>&1 &
@@ -130,7 +133,7 @@ fi
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) x $(nproc)"
   echo "load=$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "postgres=$(psql -h 127.0.0.1 -U postgres -Atc 'show server_version')"
-  echo "hreflang_rows=$ROWS layout=$LAYOUT rounds=$ROUNDS backends=$BACKENDS"
+  echo "hreflang_rows=$ROWS layout=$LAYOUT rounds=$ROUNDS backends=$BACKENDS modes=$MODES"
 } >>"$OUT/machine.txt"
 
 # --- 1. the data ------------------------------------------------------------------------------------------------
@@ -145,7 +148,7 @@ cp "$DATA/data-$ROWS-$LAYOUT.json" "$OUT/hreflang-data.json"
 # --- 2. the loads: plain, as_sent, complete in turn, each into a fresh database ----------------------------------
 for round in $(seq 1 "$ROUNDS"); do
   for backend in $BACKENDS; do
-    for mode in plain as_sent complete; do
+    for mode in $MODES; do
       load "$backend" "$mode" "$round"
     done
   done
@@ -157,24 +160,26 @@ python3 - "$OUT" >"$OUT/hreflang-summary.md" <<'PYEOF'
 import glob, json, os, sys
 d = sys.argv[1]
 data = json.load(open(os.path.join(d, "hreflang-data.json")))
-runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(d, "hreflang-*-*-*.json")))]
+runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(d, "hreflang-*-*-*.json")))
+        if not p.endswith(".load.json")]
 at = {(r["backend"], r["mode"], r["round"]): r for r in runs}
 print(f"{data['rows']:,} rows; {data['clustered_rows']:,} in {data['clusters']:,} clusters of 2-30 "
       f"(mean {data['mean_size']:.1f}, {data['layout']}), {data['links']:,} links once all are stored; NDJSON "
       f"{data['plain_bytes'] / 1e6:.0f} MB plain, {data['clusters_bytes'] / 1e6:.0f} MB with the clusters.\n")
-print("| backend | round | plain rows/s | as_sent rows/s | complete rows/s | as_sent / plain | complete / plain "
-      "| complete / as_sent | CPU s plain / as_sent / complete | pages as_sent = complete |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for (backend, mode, rnd), r in sorted(at.items()):
-    if mode != "plain":
-        continue
-    a, c = at.get((backend, "as_sent", rnd)), at.get((backend, "complete", rnd))
+modes = [m for m in ("plain", "sent", "as_sent", "complete") if any(k[1] == m for k in at)]
+others = [m for m in modes if m != "plain"]
+print("| backend | round | " + " | ".join(f"{m} rows/s" for m in modes) + " | "
+      + " | ".join(f"{m} / plain" for m in others) + " | CPU s " + " / ".join(modes) + " | pages alike |")
+print("|---|---|" + "---|" * (len(modes) + len(others) + 2))
+for backend, rnd in sorted({(k[0], k[2]) for k in at}):
+    got = {m: at.get((backend, m, rnd)) for m in modes}
     rate = lambda x: f"{x['rows_per_s']:,.0f}" if x else "-"
     ratio = lambda x, y: f"{x['rows_per_s'] / y['rows_per_s']:.2f}x" if x and y else "-"
-    same = "-" if not (a and c) else ("yes" if a["pages_sha256"] == c["pages_sha256"] else "**no**")
-    cpu = " / ".join(str(x["cpu_s"]) if x else "-" for x in (r, a, c))
-    print(f"| {backend} | {rnd} | {rate(r)} | {rate(a)} | {rate(c)} | {ratio(a, r)} | {ratio(c, r)} | {ratio(c, a)} "
-          f"| {cpu} | {same} |")
+    digests = {x["pages_sha256"] for m, x in got.items() if x and m != "plain"}
+    same = "-" if len(others) < 2 else ("yes" if len(digests) == 1 else "**no**")
+    cpu = " / ".join(str(x["cpu_s"]) if x else "-" for x in got.values())
+    print(f"| {backend} | {rnd} | " + " | ".join(rate(got[m]) for m in modes) + " | "
+          + " | ".join(ratio(got[m], got.get("plain")) for m in others) + f" | {cpu} | {same} |")
 PYEOF
 cat "$OUT/hreflang-summary.md"
 log "done: $OUT"
