@@ -40,7 +40,9 @@ async fn upsert_returns_counts_and_stores_normalized_entries(b: Backend) {
                "crawlers": {"googlebot": {"last_read": null, "read_since_change": false},
                             "bingbot": {"last_read": null, "read_since_change": false}},
                // The site's URLs are not checked (health_check).
-               "health": null})
+               "health": null,
+               // It declares no alternates: it is in no hreflang cluster.
+               "hreflang": null})
     );
     // Look-ups normalize like writes do.
     assert_eq!(app.find("https://WWW.example.com:443/a?x=1&y=2").await.status, StatusCode::OK);

@@ -980,9 +980,29 @@ fn a_closed_log_output_does_not_stop_the_service() {
         let bind = format!("127.0.0.1:{port}");
         let vars = [("SITEMAPD_BIND", bind.as_str()), ("SITEMAPD_LOG_FORMAT", format), ("RUST_LOG", "trace")];
         let mut child = sitemapd(dir.path(), &vars).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn_guarded();
+        // The log (standard output) is read until sitemapd is healthy: a start logs more at trace than a pipe's
+        // 64 KiB buffer holds, and an unread full pipe blocks its writer, which is not what is tested here. Then
+        // both are closed: the reader stops at its next read, which the requests below give it, and drops its end.
+        let healthy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (healthy, mut log) = (healthy.clone(), child.stdout.take().unwrap());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while !healthy.load(std::sync::atomic::Ordering::SeqCst) && log.read(&mut buf).is_ok_and(|n| n > 0) {}
+            })
+        };
         wait_until_healthy(port, &mut child);
-        drop(child.stdout.take());
+        healthy.store(true, std::sync::atomic::Ordering::SeqCst);
         drop(child.stderr.take());
+        for _ in 0..100 {
+            if reader.is_finished() {
+                break;
+            }
+            let _ = get(port, "/nothing-here");
+            // Not a gate: whether the reader is done is asserted after.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(reader.is_finished(), "{format}: the log is still read");
         for path in ["/healthz", "/readyz", "/sitemap.xml", "/nothing-here", "/api/v1/urls?bogus=1"] {
             for _ in 0..5 {
                 let status = get(port, path).map(|(s, _)| s);
