@@ -8,8 +8,9 @@
 //! 1. every stored member's declaration claims "href H is language L" for each of its alternates;
 //! 2. a claim whose code Google does not read (a UN M.49 region such as `es-419`, a withdrawn ISO 639-1 code such
 //!    as `iw`, anything [`parse_hreflang`] refuses) is dropped: [`ProblemKind::InvalidCode`];
-//! 3. a URL claimed with several languages keeps one: its own declaration's, else the one most claims give, else
-//!    the smallest code: [`ProblemKind::ConflictingLanguage`];
+//! 3. a URL's languages are those its own declaration gives it (several when one page serves several regions,
+//!    `en-GB` and `en-IE`); a URL that declares none keeps the one most claims give, else the smallest code; any
+//!    other code claimed for it is dropped: [`ProblemKind::ConflictingLanguage`];
 //! 4. a language claimed for several URLs keeps one, ranked by (declares itself so, number of claims, smaller
 //!    href); `x-default` apart (most claims, then smaller href), so a URL may be a language and the default:
 //!    [`ProblemKind::DuplicateLanguage`];
@@ -282,26 +283,33 @@ pub fn resolve(cluster: &[Member], policy_of: impl Fn(i64) -> Policy) -> Resolut
         report(ProblemKind::InvalidCode, href, code, &|p| invalid_code(href, code, *why, by, p));
     }
 
-    // Rule 3: one language per URL.
-    let mut language_of: BTreeMap<&str, Claim> = BTreeMap::new();
+    // Rule 3: a URL's languages. What it declares for itself, all of it (one page may serve several regions:
+    // `en-GB` and `en-IE` both naming `/en/`, which Google reads); else the one claim ranked first.
+    let mut language_of: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
     for (&href, claimed) in &languages {
         let rank = |(code, by): (&String, &BTreeSet<&str>)| Claim {
             code: code.clone(),
             own: by.contains(href),
             count: by.len(),
         };
-        let won = claimed.iter().map(rank).min_by(Claim::order).expect("a claimed href has a language");
-        for (code, by) in claimed.iter().filter(|(code, _)| **code != won.code) {
+        let mut claims: Vec<Claim> = claimed.iter().map(rank).collect();
+        claims.sort_by(Claim::order);
+        let kept: Vec<Claim> =
+            if claims[0].own { claims.iter().filter(|c| c.own).cloned().collect() } else { claims[..1].to_vec() };
+        let won = &kept[0];
+        for (code, by) in claimed.iter().filter(|(code, _)| !kept.iter().any(|k| k.code == **code)) {
             let lost = by.len();
-            report(ProblemKind::ConflictingLanguage, href, code, &|p| conflicting(href, code, by, lost, &won, p));
+            report(ProblemKind::ConflictingLanguage, href, code, &|p| conflicting(href, code, by, lost, won, p));
         }
-        language_of.insert(href, won);
+        language_of.insert(href, kept);
     }
 
     // Rule 4: one URL per language, among the URLs that may be rendered (rule 5).
     let mut by_language: BTreeMap<&str, Vec<(&str, &Claim)>> = BTreeMap::new();
-    for (&href, claim) in language_of.iter().filter(|(h, _)| !withheld(h)) {
-        by_language.entry(claim.code.as_str()).or_default().push((href, claim));
+    for (&href, claims) in language_of.iter().filter(|(h, _)| !withheld(h)) {
+        for claim in claims {
+            by_language.entry(claim.code.as_str()).or_default().push((href, claim));
+        }
     }
     let mut set: Vec<Alternate> = Vec::new();
     for (&code, hrefs) in &mut by_language {
@@ -331,7 +339,7 @@ pub fn resolve(cluster: &[Member], policy_of: impl Fn(i64) -> Policy) -> Resolut
 
     // Rule 5's report: on the href, naming who claims it.
     for (&href, by) in claimants.iter().filter(|(h, _)| withheld(h)) {
-        let code = language_of.get(href).map(|c| c.code.as_str());
+        let code = language_of.get(href).map(|c| c[0].code.as_str());
         let code = code.or_else(|| defaults.contains_key(href).then_some(X_DEFAULT)).unwrap_or_default();
         report(ProblemKind::NotStored, href, code, &|p| not_stored(href, code, by, p));
     }
@@ -646,6 +654,24 @@ mod tests {
             assert_eq!(renders(&r, &m.href), Some(r.set.as_slice()));
         }
         assert_eq!(r.problems, []);
+    }
+
+    #[test]
+    fn one_page_may_serve_several_regions_it_declares_itself() {
+        // EN serves en-GB and en-IE (Google reads that); DE names EN as en-US, which EN does not say of itself.
+        let cluster = [
+            stored(EN, &[("en-GB", EN), ("en-IE", EN), ("de", DE)]),
+            stored(DE, &[("de", DE), ("en-GB", EN), ("en-US", EN)]),
+        ];
+        let r = resolve(&cluster, complete);
+        assert_eq!(r.set, alts(&[("de", DE), ("en-GB", EN), ("en-IE", EN)]));
+        assert_eq!(renders(&r, EN), Some(r.set.as_slice()));
+        assert_eq!(renders(&r, DE), Some(r.set.as_slice()));
+        assert_eq!(kinds(&r), [(ProblemKind::ConflictingLanguage, EN, "en-US", EN)]);
+        // A URL that declares nothing keeps one language: two codes from others are a conflict.
+        let r = resolve(&[stored(EN, &[("en", EN), ("de", DE)]), stored(FR, &[("fr", FR), ("de-AT", DE)])], complete);
+        assert_eq!(r.set, alts(&[("de", DE), ("en", EN), ("fr", FR)]));
+        assert_eq!(kinds(&r), [(ProblemKind::ConflictingLanguage, DE, "de-AT", EN)]);
     }
 
     #[test]
