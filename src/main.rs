@@ -44,7 +44,10 @@ async fn main() -> ExitCode {
     }
     let log_format = config.log.format;
     // `export` writes its data, `import` and `publish` their summary, to standard output: their log goes to stderr.
-    init_tracing(log_format, matches!(command, Command::Export { .. } | Command::Import { .. } | Command::Publish { .. }));
+    init_tracing(
+        log_format,
+        matches!(command, Command::Export { .. } | Command::Import { .. } | Command::Publish { .. }),
+    );
     for deprecated in config.deprecations() {
         tracing::warn!("{deprecated}");
     }

@@ -2655,7 +2655,8 @@ mod tests {
         let db = ("DATABASE_URL", "sqlite:///var/lib/sitemapd/sitemapd.db");
         let targets = |raw: &str| load(&[two, db, ("SITEMAPD_PUBLISH_TARGETS", raw)]).map(|c| c.publish.targets);
         let www = format!("file://{}/www", dir.path().display());
-        let t = targets(&format!(" s3://bucket/maps , shop=gs://b2/ , shop = az://c/p/q/ , azure://c2 , {www} ,")).unwrap();
+        let t =
+            targets(&format!(" s3://bucket/maps , shop=gs://b2/ , shop = az://c/p/q/ , azure://c2 , {www} ,")).unwrap();
         let shown: Vec<(String, String)> = t.iter().map(|t| (t.site.clone(), t.url.to_string())).collect();
         assert_eq!(
             shown,
@@ -2669,10 +2670,19 @@ mod tests {
         );
         assert!(targets("").unwrap().is_empty() && targets(" , ").unwrap().is_empty());
         for (raw, says) in [
-            ("http://bucket/", "site default: the target http://bucket/ must be an s3://, gs://, az:// (or azure://) or file:/// URL, not http://"),
-            ("s3://key:Secret-Key@bucket/", "site default: the target s3://bucket/ must hold no user name or password: the store's credentials come from its own environment variables (AWS_*, GOOGLE_*, AZURE_*)"),
+            (
+                "http://bucket/",
+                "site default: the target http://bucket/ must be an s3://, gs://, az:// (or azure://) or file:/// URL, not http://",
+            ),
+            (
+                "s3://key:Secret-Key@bucket/",
+                "site default: the target s3://bucket/ must hold no user name or password: the store's credentials come from its own environment variables (AWS_*, GOOGLE_*, AZURE_*)",
+            ),
             ("s3://key@bucket/", "must hold no user name or password"),
-            ("s3://bucket/p?region=eu-west-1", "site default: the target s3://bucket/p?region=eu-west-1 must have no ?query"),
+            (
+                "s3://bucket/p?region=eu-west-1",
+                "site default: the target s3://bucket/p?region=eu-west-1 must have no ?query",
+            ),
             ("s3://bucket/#x", "must have no #fragment"),
             ("s3:///p/", "the target s3:///p/ must name a bucket: s3://BUCKET/PREFIX/"),
             ("s3://bucket:9000/", "must name no port"),
@@ -2699,7 +2709,8 @@ mod tests {
         }
         // A directory beside the database's is fine; so is any directory with Postgres.
         assert!(targets("file:///var/lib/www/").is_ok());
-        let pg = load(&[("DATABASE_URL", "postgres://u@h/d"), ("SITEMAPD_PUBLISH_TARGETS", "file:///var/lib/sitemapd/")]);
+        let pg =
+            load(&[("DATABASE_URL", "postgres://u@h/d"), ("SITEMAPD_PUBLISH_TARGETS", "file:///var/lib/sitemapd/")]);
         assert!(pg.is_ok());
         let shown = format!("{:?}", load(&[two, ("SITEMAPD_PUBLISH_TARGETS", "shop=s3://b/m")]).unwrap());
         assert!(shown.contains("targets: [\"shop=s3://b/m/\"]"), "{shown}");
@@ -2708,7 +2719,11 @@ mod tests {
     #[test]
     fn publish_public_urls_forms_and_durations_are_checked() {
         let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
-        let c = load(&[two, ("SITEMAPD_PUBLISH_PUBLIC_URLS", "https://cdn.example.net/maps; shop=https://cdn.example.net/shop/")]).unwrap();
+        let c = load(&[
+            two,
+            ("SITEMAPD_PUBLISH_PUBLIC_URLS", "https://cdn.example.net/maps; shop=https://cdn.example.net/shop/"),
+        ])
+        .unwrap();
         assert_eq!(c.publish.public_urls.for_site("default").unwrap().as_str(), "https://cdn.example.net/maps/");
         assert_eq!(c.publish.public_urls.for_site("shop").unwrap().as_str(), "https://cdn.example.net/shop/");
         for (raw, says) in [
@@ -2725,7 +2740,10 @@ mod tests {
         assert_eq!(forms(" txt.gz , XML ").unwrap(), Forms { xml_gz: false, txt: false, txt_gz: true });
         assert_eq!(forms("xml,txt,txt.gz,xml.gz").unwrap().others(), [".xml.gz", ".txt", ".txt.gz"]);
         for (raw, says) in [
-            ("xml.gz", "publish.forms (SITEMAPD_PUBLISH_FORMS) must include xml: the published index names each page's .xml file"),
+            (
+                "xml.gz",
+                "publish.forms (SITEMAPD_PUBLISH_FORMS) must include xml: the published index names each page's .xml file",
+            ),
             ("xml,html", "publish.forms (SITEMAPD_PUBLISH_FORMS): \"html\" is none of xml, xml.gz, txt, txt.gz"),
             ("xml,txt,txt", "publish.forms (SITEMAPD_PUBLISH_FORMS): the form txt is given twice"),
         ] {
@@ -3134,7 +3152,8 @@ mod tests {
         assert!(c.deprecations()[0].starts_with("indexnow_interval_ms in "), "{:?}", c.deprecations());
         let c = load(&[(
             TUNING_VARIABLE,
-            "health_poll=20ms, indexnow_interval=30ms,crawler_flush=5m, websub_poll=10ms, websub_timeout=1s",
+            "health_poll=20ms, indexnow_interval=30ms,crawler_flush=5m, websub_poll=10ms, websub_timeout=1s, \
+             publish_poll=50ms, publish_lease=2s",
         )])
         .unwrap();
         assert_eq!(
@@ -3145,6 +3164,8 @@ mod tests {
                 crawler_flush: secs(300),
                 websub_poll: millis(10),
                 websub_timeout: secs(1),
+                publish_poll: millis(50),
+                publish_lease: secs(2),
             }
         );
         assert!(!format!("{c:?}").contains("health_poll"), "not a setting: not logged");
@@ -3153,6 +3174,7 @@ mod tests {
         assert!(e.contains("health_poll must be from 10ms to 1m, not 0s"), "{e}");
         assert!(load(&[(TUNING_VARIABLE, "crawler_flush=6m")]).is_err());
         assert!(load(&[(TUNING_VARIABLE, "websub_timeout=50ms")]).is_err());
+        assert!(load(&[(TUNING_VARIABLE, "publish_lease=100ms")]).is_err());
         assert!(!reference::default_toml().contains("health_poll") && !reference::settings_table().contains("poll"));
     }
 }

@@ -28,7 +28,7 @@ use quick_xml::events::Event;
 
 pub use self::pass::{NoProgress, PassOptions, Progress, Target, pass, targets};
 pub use self::target::open;
-pub use self::worker::{Publisher, from_config};
+pub use self::worker::{AT_LEAST_EVERY, Publisher, from_config};
 use crate::config::Forms;
 use crate::domain::PublicUrl;
 use crate::sitemap::files::{Format, SitemapFile};
@@ -105,11 +105,7 @@ impl Manifest {
 
     /// Every file, in the order uploaded: the children, the section indexes, `sitemap.xml`.
     pub fn files(&self) -> impl Iterator<Item = &str> {
-        self.children
-            .iter()
-            .chain(&self.section_indexes)
-            .map(String::as_str)
-            .chain(std::iter::once(INDEX_FILE))
+        self.children.iter().chain(&self.section_indexes).map(String::as_str).chain(std::iter::once(INDEX_FILE))
     }
 
     /// How many files, the index included.
@@ -135,23 +131,24 @@ pub fn index_files(index: &[u8], public_url: &PublicUrl) -> anyhow::Result<Vec<S
     let mut reader = quick_xml::Reader::from_reader(index);
     let (mut files, mut loc, mut in_loc) = (Vec::new(), String::new(), false);
     loop {
-        let event = reader.read_event().with_context(|| format!("the index is no XML (at {})", reader.buffer_position()))?;
+        let event =
+            reader.read_event().with_context(|| format!("the index is no XML (at {})", reader.buffer_position()))?;
         match event {
-            Event::Start(e) if e.local_name().as_ref() == b"loc" => {
+            Event::Start(e) if e.local_name().as_ref() == "loc" => {
                 in_loc = true;
                 loc.clear();
             }
-            Event::Text(t) if in_loc => loc.push_str(&t.xml10_content().context("the index's text")?),
+            Event::Text(t) if in_loc => loc.push_str(&t.xml10_content()),
             Event::GeneralRef(r) if in_loc => {
                 let resolved = match r.resolve_char_ref().context("the index's character reference")? {
                     Some(c) => c.to_string(),
-                    None => quick_xml::escape::resolve_predefined_entity(&r.xml10_content().context("an entity")?)
+                    None => quick_xml::escape::resolve_predefined_entity(&r.xml10_content())
                         .with_context(|| format!("the index uses the undefined entity &{};", &*r))?
                         .to_owned(),
                 };
                 loc.push_str(&resolved);
             }
-            Event::End(e) if e.local_name().as_ref() == b"loc" => {
+            Event::End(e) if e.local_name().as_ref() == "loc" => {
                 in_loc = false;
                 files.push(file_of(loc.trim(), public_url)?.to_owned());
             }
@@ -377,7 +374,8 @@ mod tests {
     #[test]
     fn an_index_is_rewritten_to_where_its_files_are_served() {
         let (site, cdn) = (public("https://www.example.com/"), public("https://cdn.example.net/maps/"));
-        let bytes = Bytes::from(index(&["https://www.example.com/sitemap-1.xml", "https://www.example.com/sitemap-news.xml"]));
+        let bytes =
+            Bytes::from(index(&["https://www.example.com/sitemap-1.xml", "https://www.example.com/sitemap-news.xml"]));
         let rewritten = rewrite_index(&bytes, &site, &cdn);
         assert_eq!(index_files(&rewritten, &cdn).unwrap(), ["sitemap-1.xml", "sitemap-news.xml"]);
         assert!(index_files(&rewritten, &site).is_err());
@@ -388,10 +386,27 @@ mod tests {
 
     #[test]
     fn the_pause_points() {
-        for point in ["claimed", "child-uploaded:1", "child-recorded:12", "index-uploaded", "index-recorded", "marked", "deleted:3"] {
+        for point in [
+            "claimed",
+            "child-uploaded:1",
+            "child-recorded:12",
+            "index-uploaded",
+            "index-recorded",
+            "marked",
+            "deleted:3",
+        ] {
             assert!(is_pause_point(point), "{point}");
         }
-        for point in ["", "claim", "child-uploaded", "child-uploaded:0", "child-uploaded:01", "deleted:-1", "deleted:x", "marked:1"] {
+        for point in [
+            "",
+            "claim",
+            "child-uploaded",
+            "child-uploaded:0",
+            "child-uploaded:01",
+            "deleted:-1",
+            "deleted:x",
+            "marked:1",
+        ] {
             assert!(!is_pause_point(point), "{point}");
         }
     }
@@ -412,7 +427,10 @@ mod tests {
             done.summary("s3://bucket/maps/"),
             "s3://bucket/maps/: uploaded 5 objects (1234 bytes), 7 unchanged, deleted 2, 1 awaiting deletion, 0.46 s"
         );
-        assert_eq!(PassReport::Busy.summary("file:///srv/www/"), "file:///srv/www/: busy: another process holds its lease");
+        assert_eq!(
+            PassReport::Busy.summary("file:///srv/www/"),
+            "file:///srv/www/: busy: another process holds its lease"
+        );
         let empty = PassReport::Done {
             uploaded: 0,
             bytes: 0,

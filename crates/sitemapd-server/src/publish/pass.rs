@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
-use object_store::{Attribute, Attributes, ObjectStore, PutOptions, PutPayload};
+use object_store::{Attribute, Attributes, ObjectStore, ObjectStoreExt, PutOptions, PutPayload};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 use tower::ServiceExt;
@@ -190,7 +190,7 @@ pub async fn pass<S: Serving>(
         }
     }
     .await
-    .map_err(|e| anyhow::anyhow!(scrub(&format!("{e:#}"))));
+    .map_err(|e| anyhow::anyhow!(scrub(&one_line(&e))));
     telemetry::publish_pending(&target.label, 0);
     let released = match &outcome {
         Ok(_) => publish.publish_release(name, claim, Ok(())).await,
@@ -268,7 +268,11 @@ enum Fetched {
 
 /// What became of a child.
 enum Child {
-    Uploaded { key: String, version: String, bytes: u64 },
+    Uploaded {
+        key: String,
+        version: String,
+        bytes: u64,
+    },
     Unchanged,
     /// The held index names it and the service no longer serves it.
     Gone,
@@ -380,11 +384,14 @@ impl<S: Serving> Run<'_, S> {
         for file in &manifest.section_indexes {
             match self.fetch(file, None).await? {
                 Fetched::Body { version, content_type, body } => {
-                    let bytes = axum::body::to_bytes(body, usize::MAX).await.with_context(|| format!("cannot read {file}"))?;
+                    let bytes =
+                        axum::body::to_bytes(body, usize::MAX).await.with_context(|| format!("cannot read {file}"))?;
                     held.push(Held { file: file.clone(), bytes, version, content_type });
                 }
                 // The section emptied since sitemap.xml was read: the next pass publishes the index without it.
-                Fetched::Missing => bail!("{file}: the section's index has gone since {INDEX_FILE} was read; try again"),
+                Fetched::Missing => {
+                    bail!("{file}: the section's index has gone since {INDEX_FILE} was read; try again")
+                }
                 Fetched::Current => bail!("{file}: the service answered 304 to a request without a validator"),
             }
         }
@@ -450,7 +457,7 @@ impl<S: Serving> Run<'_, S> {
             Fetched::Missing => Child::Gone,
             Fetched::Body { version, content_type, body } => {
                 self.pause.hold().await;
-                let bytes = self.upload_stream(&key, content_type, body).await.with_context(|| format!("{file}"))?;
+                let bytes = self.upload_stream(&key, content_type, body).await.with_context(|| file.to_owned())?;
                 let n = self.counts.children_uploaded.fetch_add(1, Ordering::SeqCst) + 1;
                 self.pause.point(&format!("child-uploaded:{n}")).await;
                 self.record(&key, &version, bytes).await?;
@@ -468,7 +475,11 @@ impl<S: Serving> Run<'_, S> {
     /// Records `key` as uploaded; an error when the claim no longer holds the target.
     async fn record(&self, key: &str, version: &str, bytes: u64) -> anyhow::Result<()> {
         let size = i64::try_from(bytes).unwrap_or(i64::MAX);
-        let held = self.publish.publish_record(self.name(), self.claim, key, version, size).await.context("cannot record an upload")?;
+        let held = self
+            .publish
+            .publish_record(self.name(), self.claim, key, version, size)
+            .await
+            .context("cannot record an upload")?;
         if !held {
             return Err(self.lost());
         }
@@ -503,7 +514,10 @@ impl<S: Serving> Run<'_, S> {
                     self.pause.point("index-uploaded").await;
                 }
                 self.record(&key, &version, size).await?;
-                recorded.insert(key.clone(), PublishedObject { key: key.clone(), version, bytes: size as i64, gone_for: None });
+                recorded.insert(
+                    key.clone(),
+                    PublishedObject { key: key.clone(), version, bytes: size as i64, gone_for: None },
+                );
                 self.progress.done(&key, size);
             }
             let left = self.counts.pending.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
@@ -517,14 +531,25 @@ impl<S: Serving> Run<'_, S> {
     /// the manifest names again, unchanged, is unmarked.
     async fn marks(&self, manifest: &Manifest, recorded: &HashMap<String, PublishedObject>) -> anyhow::Result<()> {
         let named = self.keys(manifest);
-        let mut mark: Vec<String> =
-            recorded.values().filter(|o| o.gone_for.is_none() && !named.contains(&o.key)).map(|o| o.key.clone()).collect();
-        let mut unmark: Vec<String> =
-            recorded.values().filter(|o| o.gone_for.is_some() && named.contains(&o.key)).map(|o| o.key.clone()).collect();
+        let mut mark: Vec<String> = recorded
+            .values()
+            .filter(|o| o.gone_for.is_none() && !named.contains(&o.key))
+            .map(|o| o.key.clone())
+            .collect();
+        let mut unmark: Vec<String> = recorded
+            .values()
+            .filter(|o| o.gone_for.is_some() && named.contains(&o.key))
+            .map(|o| o.key.clone())
+            .collect();
         mark.sort_unstable();
         unmark.sort_unstable();
         if !mark.is_empty() {
-            if !self.publish.publish_mark_gone(self.name(), self.claim, &mark).await.context("cannot mark objects gone")? {
+            if !self
+                .publish
+                .publish_mark_gone(self.name(), self.claim, &mark)
+                .await
+                .context("cannot mark objects gone")?
+            {
                 return Err(self.lost());
             }
             self.counts.marked.store(mark.len() as u64, Ordering::Relaxed);
@@ -548,7 +573,8 @@ impl<S: Serving> Run<'_, S> {
         let mut awaiting = marked.len() as u64;
         for object in marked.iter().filter(|o| o.gone_for.is_some_and(|g| g >= self.options.grace)) {
             self.pause.hold().await;
-            let path = Path::parse(&object.key).with_context(|| format!("the recorded key {:?} is no object path", object.key))?;
+            let path = Path::parse(&object.key)
+                .with_context(|| format!("the recorded key {:?} is no object path", object.key))?;
             match self.target.store.delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot delete {}", object.key))),
@@ -556,7 +582,12 @@ impl<S: Serving> Run<'_, S> {
             let n = self.counts.deleted.fetch_add(1, Ordering::SeqCst) + 1;
             telemetry::publish_deleted(&self.target.label);
             self.pause.point(&format!("deleted:{n}")).await;
-            if !self.publish.publish_forget(self.name(), self.claim, &object.key).await.context("cannot record a deletion")? {
+            if !self
+                .publish
+                .publish_forget(self.name(), self.claim, &object.key)
+                .await
+                .context("cannot record a deletion")?
+            {
                 return Err(self.lost());
             }
             awaiting -= 1;
@@ -636,7 +667,6 @@ impl<S: Serving> Run<'_, S> {
                 size += chunk.len() as u64;
                 writer.put(chunk).await.context("cannot upload")?;
             }
-            writer.shutdown().await.context("cannot upload")?;
             Ok(())
         }
         .await;
@@ -645,6 +675,8 @@ impl<S: Serving> Run<'_, S> {
             let _ = writer.abort().await;
             return Err(e);
         }
+        // A writer is shut down once, and not aborted after (that panics): a failed upload is left to the store.
+        writer.shutdown().await.context("cannot upload")?;
         Ok(size)
     }
 
@@ -655,6 +687,22 @@ impl<S: Serving> Run<'_, S> {
         self.target.store.put_opts(&path, PutPayload::from_bytes(bytes), options).await.context("cannot upload")?;
         Ok(())
     }
+}
+
+/// `e` and its causes on one line (`: `-separated, line breaks as spaces), a cause that the line already holds said
+/// once: an object store's error repeats its source in its own message.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain().map(|c| c.to_string().split_whitespace().collect::<Vec<_>>().join(" ")) {
+        if cause.is_empty() || line.contains(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line
 }
 
 /// `message` with the values of the object stores' secret variables (`AWS_SECRET_ACCESS_KEY`, a session token, a

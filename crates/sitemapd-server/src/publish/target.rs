@@ -13,10 +13,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
+use object_store::client::{HttpClient, HttpConnector};
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::client::{HttpClient, HttpConnector};
 use object_store::{ClientConfigKey, ClientOptions, ObjectStore};
 
 /// The longest one request to an object store may take, and connecting to it.

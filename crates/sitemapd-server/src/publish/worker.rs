@@ -84,8 +84,7 @@ impl<S: Serving> Worker for Publisher<S> {
 
     async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
         let now = Instant::now();
-        let mut states =
-            vec![TargetState { seen: None, started: None, due: now, failures: 0 }; self.targets.len()];
+        let mut states = vec![TargetState { seen: None, started: None, due: now, failures: 0 }; self.targets.len()];
         let retry = Backoff::new(self.interval, AT_LEAST_EVERY.max(self.interval));
         loop {
             for (target, state) in self.targets.iter().zip(&mut states) {
