@@ -202,8 +202,7 @@ impl Inner {
         self.store.as_ref()
     }
 
-    /// Publishing's log: each target's state, for the view and `/metrics` (a pass writes it through the store it is
-    /// given).
+    /// Publishing's record of each target (its state, for the view and `/metrics`; the passes write it).
     pub fn publish_log(&self) -> &dyn PublishLog {
         self.store.as_ref()
     }
