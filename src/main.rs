@@ -43,8 +43,11 @@ async fn main() -> ExitCode {
         sitemapd::telemetry::zero_counters(&cli::serve::known_labels(&config));
     }
     let log_format = config.log.format;
-    // `export` writes its data, `import` its summary, to standard output: their log goes to stderr.
-    init_tracing(log_format, matches!(command, Command::Export { .. } | Command::Import { .. }));
+    // `export` writes its data, `import` and `publish` their summary, to standard output: their log goes to stderr.
+    init_tracing(
+        log_format,
+        matches!(command, Command::Export { .. } | Command::Import { .. } | Command::Publish { .. }),
+    );
     for deprecated in config.deprecations() {
         tracing::warn!("{deprecated}");
     }
@@ -54,6 +57,16 @@ async fn main() -> ExitCode {
             Ok(false) => ExitCode::FAILURE,
             Err(e) => {
                 say(format_args!("sitemapd import: {}", one_line(&e)));
+                if e.is::<Usage>() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            }
+        };
+    }
+    if let Command::Publish { .. } = command {
+        return match cli::publish::publish(command, &config).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                say(format_args!("sitemapd publish: {}", one_line(&e)));
                 if e.is::<Usage>() { ExitCode::from(2) } else { ExitCode::FAILURE }
             }
         };
@@ -87,6 +100,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Backup { file } => cli::backup::backup(&config, &file).await,
         Command::Export { site, output } => cli::export::run(&config, &options, site, output).await,
         Command::Import { .. } => unreachable!("run by import()"),
+        Command::Publish { .. } => unreachable!("run by publish()"),
         Command::Healthcheck => unreachable!("answered before telemetry starts"),
     }
 }

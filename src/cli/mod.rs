@@ -10,6 +10,7 @@ pub(crate) mod export;
 pub(crate) mod healthcheck;
 pub(crate) mod import;
 pub(crate) mod migrate;
+pub(crate) mod publish;
 pub(crate) mod serve;
 
 #[derive(Parser)]
@@ -104,6 +105,23 @@ pub(crate) enum Command {
         /// Seconds between progress lines when standard error is not a terminal (a terminal gets a progress bar).
         #[arg(long, value_name = "SECS", default_value_t = 5.0)]
         progress_interval: f64,
+    },
+    /// Publish the sitemaps to object storage: one pass over each target of `publish.targets` (S3, GCS, Azure, a
+    /// directory), in order: the files whose version moved since the last upload to that target, children before
+    /// their index; the files no index names any more deleted once `publish.grace` has passed. One line per
+    /// target on standard output, the log (and a progress bar on a terminal) on stderr. Exit status: 0 when every
+    /// target's pass completed, 1 when one failed or another process held its lease, 2 for a bad command line or
+    /// configuration.
+    Publish {
+        /// Only this site's targets (its name).
+        #[arg(long)]
+        site: Option<String>,
+        /// Only this target (its URL as configured).
+        #[arg(long, value_name = "URL")]
+        target: Option<String>,
+        /// Upload every file, whatever the target holds (after the target was changed by hand, say).
+        #[arg(long)]
+        full: bool,
     },
 }
 

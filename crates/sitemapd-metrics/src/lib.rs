@@ -32,6 +32,11 @@ pub const INDEXNOW_OUTBOX: &str = "sitemapd_indexnow_outbox_urls";
 pub const WEBSUB_NOTIFICATIONS: &str = "sitemapd_websub_notifications_total";
 /// A gauge the WebSub publisher sets after each look at a site's feeds.
 pub const WEBSUB_OWED: &str = "sitemapd_websub_owed";
+pub const PUBLISH_OBJECTS: &str = "sitemapd_publish_objects_total";
+pub const PUBLISH_BYTES: &str = "sitemapd_publish_bytes_total";
+pub const PUBLISH_PASSES: &str = "sitemapd_publish_passes_total";
+/// A gauge a publishing pass sets as it goes: the files of its target still to fetch or upload.
+pub const PUBLISH_PENDING: &str = "sitemapd_publish_pending";
 pub const LOG_WRITES_LOST: &str = "sitemapd_log_writes_lost_total";
 pub const SLOW_CLIENTS_CLOSED: &str = "sitemapd_slow_clients_closed_total";
 pub const CRAWLER_FETCHES: &str = "sitemapd_crawler_fetches_total";
@@ -66,6 +71,17 @@ pub const HREFLANG_MEMBERS_HELP: &str = "The site's stored URLs that are in an h
 pub const HREFLANG_PROBLEMS: &str = "sitemapd_hreflang_problems";
 pub const HREFLANG_PROBLEMS_HELP: &str = "hreflang problems the site lists, by site and kind (duplicate_language, \
      conflicting_language, invalid_code, not_stored, missing_return, cross_site, too_large; every kind, 0 included)";
+/// Publishing's state gauges, computed at each scrape (while targets are configured) from the store's record of
+/// each target, not through the recorder, with their descriptions.
+pub const PUBLISH_LAST_COMPLETE_AGE: &str = "sitemapd_publish_last_complete_age_seconds";
+pub const PUBLISH_LAST_COMPLETE_AGE_HELP: &str = "Seconds since the last complete publishing pass of the target \
+     ended, by any replica (absent: never); alert when it grows past a few intervals";
+pub const PUBLISH_AWAITING_DELETION: &str = "sitemapd_publish_awaiting_deletion";
+pub const PUBLISH_AWAITING_DELETION_HELP: &str = "Objects on the target that no published index names any more, \
+     kept until publish.grace has passed, by target";
+pub const PUBLISH_FAILURES: &str = "sitemapd_publish_failures";
+pub const PUBLISH_FAILURES_HELP: &str = "Publishing passes of the target that failed in a row since the last \
+     complete one (0: the last pass completed), by target";
 /// Crawler telemetry's state gauges, computed at each scrape (when `crawler_telemetry` is on) from the store, not
 /// through the recorder: per site and crawler, with their descriptions.
 pub const CRAWLER_LAST_VERIFIED_FETCH: &str = "sitemapd_crawler_last_verified_fetch_timestamp_seconds";
@@ -222,6 +238,22 @@ pub const COUNTERS: &[CounterSpec] = &[
         &[label("hub", &[]), label("outcome", WEBSUB_OUTCOMES)],
     ),
     spec(
+        PUBLISH_OBJECTS,
+        "Objects uploaded to or deleted from a publishing target, by target (its URL) and action",
+        &[label("target", &[]), label("action", &["uploaded", "deleted"])],
+    ),
+    CounterSpec {
+        name: PUBLISH_BYTES,
+        help: "Bytes uploaded to a publishing target, by target",
+        unit: Some(Unit::Bytes),
+        labels: &[label("target", &[])],
+    },
+    spec(
+        PUBLISH_PASSES,
+        "Publishing passes, by target and outcome (complete; failed; busy: another process held the target)",
+        &[label("target", &[]), label("outcome", &["complete", "failed", "busy"])],
+    ),
+    spec(
         CRAWLER_FETCHES,
         "Sitemap fetches answered (200, 304) to clients that name a crawler, by crawler, verification and status",
         &[
@@ -280,6 +312,10 @@ fn describe() {
         WEBSUB_OWED,
         "Notifications owed to WebSub hubs (a feed whose content the hub was not yet told of, held by the debounce \
          interval, a retry delay or in flight), by site, as this process last looked"
+    );
+    describe_gauge!(
+        PUBLISH_PENDING,
+        "Files of the publishing target still to fetch or upload in this process's pass (0 between passes), by target"
     );
     describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by matched route and method");
     describe_histogram!(
@@ -452,6 +488,27 @@ pub fn websub_notification(hub: &str, outcome: &'static str) {
 /// `n` notifications of `site`'s feeds are owed to hubs.
 pub fn websub_owed(site: &str, n: usize) {
     gauge!(WEBSUB_OWED, "site" => site.to_owned()).set(n as f64);
+}
+
+/// An object of `bytes` bytes was uploaded to the publishing target `target`.
+pub fn publish_uploaded(target: &str, bytes: u64) {
+    counter!(PUBLISH_OBJECTS, "target" => target.to_owned(), "action" => "uploaded").increment(1);
+    counter!(PUBLISH_BYTES, "target" => target.to_owned()).increment(bytes);
+}
+
+/// An object was deleted from the publishing target `target`.
+pub fn publish_deleted(target: &str) {
+    counter!(PUBLISH_OBJECTS, "target" => target.to_owned(), "action" => "deleted").increment(1);
+}
+
+/// A publishing pass of `target` ended with `outcome` (`complete`, `failed`, `busy`).
+pub fn publish_pass(target: &str, outcome: &'static str) {
+    counter!(PUBLISH_PASSES, "target" => target.to_owned(), "outcome" => outcome).increment(1);
+}
+
+/// `n` files of `target` are still to fetch or upload in the pass under way.
+pub fn publish_pending(target: &str, n: u64) {
+    gauge!(PUBLISH_PENDING, "target" => target.to_owned()).set(n as f64);
 }
 
 /// Adds `n` to the upsert counter for `outcome` (`created`, `updated`, `unchanged`, `rejected`).

@@ -37,8 +37,13 @@ const MAX_CACHE_BYTES: u64 = 64 << 30;
 const MAX_MIN_SEND_RATE: u64 = 1 << 30;
 
 /// Variables with the settings' prefix that are not settings: the configuration file, the tests' schema check, the
-/// tests' regeneration of the reference, and the process tests' [`Tuning`].
-const OTHER_VARIABLES: &[&str] = &["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE", "SITEMAPD_BLESS", TUNING_VARIABLE];
+/// tests' regeneration of the reference, the process tests' [`Tuning`] and the publisher's test hook.
+const OTHER_VARIABLES: &[&str] =
+    &["SITEMAPD_CONFIG", "SITEMAPD_XSD_VALIDATE", "SITEMAPD_BLESS", TUNING_VARIABLE, PUBLISH_PAUSE_VARIABLE];
+
+/// The publisher's test hook (`publish::PAUSE_VARIABLE`): the point of a pass at which it stops, for the tests that
+/// kill it there. Not a setting.
+pub const PUBLISH_PAUSE_VARIABLE: &str = "SITEMAPD_TEST_PUBLISH_PAUSE_AT";
 const DEFAULT_FILE: &str = "config/default.toml";
 
 const fn secs(n: u64) -> Duration {
@@ -618,6 +623,42 @@ settings! {
         hub_interval: Duration = "SITEMAPD_FEED_HUB_INTERVAL", default "1m", flat feed_hub_interval,
             parse parse_duration, in secs(1)..=hours(1), show show_duration;
     }
+
+    /// Publishing to object storage: each site's sitemaps uploaded as static files to S3, GCS, Azure or a local
+    /// directory, only what changed, children before their index, a file the index no longer names deleted after a
+    /// grace (docs/publishing.md).
+    [publish] Publish RawPublish {
+        /// Where each site's files are published: comma-separated `URL` (the site `default`) or `SITE=URL`, several
+        /// per site allowed. `s3://BUCKET/PREFIX/`, `gs://BUCKET/PREFIX/`, `az://CONTAINER/PREFIX/` (or `azure://`),
+        /// or `file:///ABSOLUTE/DIR/` (created if missing); a trailing `/` is added. Credentials come from the
+        /// store's own environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`), never from the URL: a URL with a
+        /// user name, password, query or fragment is refused, as is a directory that holds the SQLite database.
+        /// `sitemapd publish` runs one pass; `serve` publishes after each change. Empty: publishing off.
+        targets: PublishTargets = "SITEMAPD_PUBLISH_TARGETS", default "", flat publish_targets,
+            parse PublishTargets::parse, show PublishTargets::shown;
+        /// Where a site's published files are served, when not at the site's public URL: `SITE=URL; …` (a URL
+        /// alone: the site `default`). The published indexes then name the pages there (their `<loc>`s rewritten
+        /// from the site's public URL). A site not named: its public URL, and the files are the service's bytes.
+        public_urls: PublishPublicUrls = "SITEMAPD_PUBLISH_PUBLIC_URLS", default "", flat publish_public_urls,
+            parse PublishPublicUrls::parse, show PublishPublicUrls::shown;
+        /// The forms of each sitemap page published, comma-separated: `xml` (required: the index names it),
+        /// `xml.gz`, `txt`, `txt.gz`. The indexes, the news and removed-URLs sitemaps (when served) and, with
+        /// `feeds.enabled`, the feeds are published too; `robots.txt` never (it is the site's).
+        forms: Forms = "SITEMAPD_PUBLISH_FORMS", default "xml,xml.gz", flat publish_forms, parse Forms::parse,
+            show Forms::shown;
+        /// The `Cache-Control` of the published objects (S3, GCS and Azure; a directory keeps no metadata: its web
+        /// server's configuration says it). Empty: none.
+        cache_control: String = "SITEMAPD_PUBLISH_CACHE_CONTROL", default "public, max-age=300",
+            flat publish_cache_control, check header_text;
+        /// `serve` publishes a target at most once per this (1s to 1h): the first change at once, the rest of a
+        /// burst at the interval's end. A failed pass is tried again after it, doubling to an hour.
+        interval: Duration = "SITEMAPD_PUBLISH_INTERVAL", default "1m", flat publish_interval, parse parse_duration,
+            in secs(1)..=hours(1), show show_duration;
+        /// How long an object that no published index names any more is kept before it is deleted (0s to 30d), so
+        /// that a crawler that read the previous index finds the files it names.
+        grace: Duration = "SITEMAPD_PUBLISH_GRACE", default "1d", flat publish_grace, parse parse_duration,
+            in secs(0)..=days(30), show show_duration;
+    }
 }
 
 /// Settings that are no longer settings (they made tests quick): their old variable and flat key are read, warned
@@ -648,6 +689,11 @@ pub struct Tuning {
     pub websub_poll: Duration,
     /// The longest one WebSub notification may take (its claim's lease is twice that and 10 s).
     pub websub_timeout: Duration,
+    /// How often the publisher reads each published site's change counter.
+    pub publish_poll: Duration,
+    /// How long a publishing pass's claim holds its target without being renewed (renewed every third of it): a
+    /// pass killed while holding it delays the next one by this much.
+    pub publish_lease: Duration,
 }
 
 impl Default for Tuning {
@@ -658,6 +704,8 @@ impl Default for Tuning {
             crawler_flush: secs(5),
             websub_poll: secs(1),
             websub_timeout: secs(10),
+            publish_poll: secs(1),
+            publish_lease: secs(60),
         }
     }
 }
@@ -677,9 +725,11 @@ impl Tuning {
                 "crawler_flush" => (&mut tuning.crawler_flush, millis(50), secs(300)),
                 "websub_poll" => (&mut tuning.websub_poll, millis(10), secs(60)),
                 "websub_timeout" => (&mut tuning.websub_timeout, millis(100), secs(60)),
+                "publish_poll" => (&mut tuning.publish_poll, millis(10), secs(60)),
+                "publish_lease" => (&mut tuning.publish_lease, millis(300), secs(600)),
                 other => bail!(
                     "{TUNING_VARIABLE}: {other:?} is none of health_poll, indexnow_interval, crawler_flush, \
-                     websub_poll, websub_timeout"
+                     websub_poll, websub_timeout, publish_poll, publish_lease"
                 ),
             };
             if !(least..=most).contains(&value) {
@@ -1294,6 +1344,269 @@ fn shown_hub(raw: &str) -> String {
     }
 }
 
+/// One place a site's files are published (`publish.targets`): the site's name and the target's URL (with its
+/// trailing `/`). The URL holds no secret: a user name, a password, a query and a fragment are refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublishTarget {
+    pub site: String,
+    pub url: url::Url,
+}
+
+/// The schemes of [`PublishTarget`] URLs: S3 (and S3-compatible stores), Google Cloud Storage, Azure Blob Storage,
+/// a local directory.
+pub const PUBLISH_SCHEMES: &[&str] = &["s3", "gs", "az", "azure", "file"];
+
+/// Where each site's files are published (`publish.targets`: comma-separated, blanks ignored): `URL` for the default
+/// site, or `SITE=URL`; several per site, each URL once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishTargets(Vec<PublishTarget>);
+
+impl PublishTargets {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut targets: Vec<PublishTarget> = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            // A site name never holds `:`; a URL always does.
+            let (site, url) = match item.split_once('=') {
+                Some((site, url)) if !site.contains(':') => (site.trim(), url.trim()),
+                _ => (DEFAULT_SITE, item),
+            };
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {:?}: {e}", shown_target(item)))?;
+            let url = parse_publish_target(url).map_err(|e| anyhow::anyhow!("{named}: site {site}: {e}"))?;
+            if let Some(other) = targets.iter().find(|t| t.url == url) {
+                bail!("{named}: the target {url} is given twice (for the sites {} and {site})", other.site);
+            }
+            targets.push(PublishTarget { site: site.to_owned(), url });
+        }
+        Ok(Self(targets))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The targets, in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = &PublishTarget> {
+        self.0.iter()
+    }
+
+    /// As logged: `SITE=URL` each (a URL holds no secret).
+    fn shown(&self) -> Vec<String> {
+        self.0.iter().map(|t| format!("{}={}", t.site, t.url)).collect()
+    }
+}
+
+/// One target URL: a scheme of [`PUBLISH_SCHEMES`]; a bucket (container) for the object stores, an absolute
+/// path for a directory (`file:///…`); no user name, password, port, query or fragment; a trailing `/` added.
+fn parse_publish_target(raw: &str) -> Result<url::Url, String> {
+    let mut url =
+        url::Url::parse(raw).map_err(|e| format!("the target {:?} is not an absolute URL ({e})", shown_target(raw)))?;
+    let shown = shown_hub_url(&url);
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "the target {shown} must hold no user name or password: the store's credentials come from its own \
+             environment variables (AWS_*, GOOGLE_*, AZURE_*)"
+        ));
+    }
+    if url.query().is_some() {
+        return Err(format!("the target {shown} must have no ?query (the store's options are environment variables)"));
+    }
+    if url.fragment().is_some() {
+        return Err(format!("the target {shown} must have no #fragment"));
+    }
+    match url.scheme() {
+        "file" => {
+            // `file:dir` and `file://dir/` would be read as `/dir` and as the host `dir`: an absolute path only.
+            let absolute = raw.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("file:///"));
+            if !absolute || url.host_str().is_some_and(|h| !h.is_empty()) {
+                return Err(format!(
+                    "the target {shown} must name a directory by its absolute path: file:///DIR/ (e.g. \
+                     file:///srv/www/sitemaps/)"
+                ));
+            }
+        }
+        "s3" | "gs" | "az" | "azure" => {
+            if url.host_str().is_none_or(str::is_empty) {
+                return Err(format!("the target {shown} must name a bucket: {}://BUCKET/PREFIX/", url.scheme()));
+            }
+            if url.port().is_some() {
+                return Err(format!(
+                    "the target {shown} must name no port (an S3-compatible store's endpoint is AWS_ENDPOINT)"
+                ));
+            }
+        }
+        _ => {
+            return Err(format!(
+                "the target {shown} must be an s3://, gs://, az:// (or azure://) or file:/// URL, not {}://",
+                url.scheme()
+            ));
+        }
+    }
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    Ok(url)
+}
+
+/// A target as given, for a message: without userinfo when it parses, else without anything around an `@`.
+fn shown_target(raw: &str) -> String {
+    shown_hub(raw)
+}
+
+/// Where sites' published files are served, when not at the site's public URL (`publish.public_urls`: `SITE=URL`
+/// items separated by `;`, or a URL alone for the default site).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishPublicUrls(Vec<(String, PublicUrl)>);
+
+impl PublishPublicUrls {
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut urls: Vec<(String, PublicUrl)> = Vec::new();
+        for item in raw.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let (site, url) = match item.split_once('=') {
+                Some((site, url)) if !site.contains(':') => (site.trim(), url.trim()),
+                _ => (DEFAULT_SITE, item),
+            };
+            // That the site is configured is checked with the sites (`Config::validate`).
+            check_site_name(site).map_err(|e| anyhow::anyhow!("{named}: {:?}: {e}", shown_public_url(item)))?;
+            let url = PublicUrl::parse(url)
+                .map_err(|e| anyhow::anyhow!("{named}: site {site} {:?}: {e}", shown_public_url(url)))?;
+            if urls.iter().any(|(s, _)| s == site) {
+                bail!("{named}: the site {site:?} is given two public URLs; a site has one");
+            }
+            urls.push((site.to_owned(), url));
+        }
+        Ok(Self(urls))
+    }
+
+    /// Where the files of the site named `site` are served, when not at its public URL.
+    pub fn for_site(&self, site: &str) -> Option<&PublicUrl> {
+        self.0.iter().find(|(s, _)| s == site).map(|(_, u)| u)
+    }
+
+    /// The sites named, in the order given.
+    pub fn named(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(site, _)| site.as_str())
+    }
+
+    /// As logged: `SITE=URL` each.
+    fn shown(&self) -> Vec<String> {
+        self.0.iter().map(|(site, url)| format!("{site}={url}")).collect()
+    }
+}
+
+/// The forms of each sitemap page that are published (`publish.forms`): `.xml` always (the index names it), and
+/// any of `.xml.gz`, `.txt`, `.txt.gz`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forms {
+    pub xml_gz: bool,
+    pub txt: bool,
+    pub txt_gz: bool,
+}
+
+impl Default for Forms {
+    /// `xml,xml.gz`.
+    fn default() -> Self {
+        Self { xml_gz: true, txt: false, txt_gz: false }
+    }
+}
+
+impl Forms {
+    /// The forms' names, in the order written.
+    pub const NAMES: [&str; 4] = ["xml", "xml.gz", "txt", "txt.gz"];
+
+    fn parse(raw: &str, named: Named) -> anyhow::Result<Self> {
+        let mut given: Vec<&str> = Vec::new();
+        for form in raw.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+            let Some(name) = Self::NAMES.iter().find(|n| n.eq_ignore_ascii_case(form)) else {
+                bail!("{named}: {form:?} is none of xml, xml.gz, txt, txt.gz");
+            };
+            if given.contains(name) {
+                bail!("{named}: the form {name} is given twice");
+            }
+            given.push(name);
+        }
+        if !given.contains(&"xml") {
+            bail!("{named} must include xml: the published index names each page's .xml file");
+        }
+        Ok(Self { xml_gz: given.contains(&"xml.gz"), txt: given.contains(&"txt"), txt_gz: given.contains(&"txt.gz") })
+    }
+
+    /// The extensions of a page's other forms published beside its `.xml` (`.xml.gz`, `.txt`, `.txt.gz`), in that
+    /// order.
+    pub fn others(&self) -> Vec<&'static str> {
+        [(self.xml_gz, ".xml.gz"), (self.txt, ".txt"), (self.txt_gz, ".txt.gz")]
+            .into_iter()
+            .filter_map(|(on, ext)| on.then_some(ext))
+            .collect()
+    }
+
+    /// As logged: the names, in [`Forms::NAMES`] order.
+    fn shown(&self) -> Vec<&'static str> {
+        let on = [true, self.xml_gz, self.txt, self.txt_gz];
+        Self::NAMES.into_iter().zip(on).filter_map(|(name, on)| on.then_some(name)).collect()
+    }
+}
+
+/// Refuses a `file://` target directory that holds the SQLite database (at any depth: a web server serving the
+/// directory would serve the database) or lies inside its path, compared with symlinks followed as far as the
+/// paths exist.
+fn check_publish_dirs(targets: &PublishTargets, database_url: &str) -> anyhow::Result<()> {
+    let named = "publish.targets (SITEMAPD_PUBLISH_TARGETS)";
+    if Backend::from_url(database_url) != Some(Backend::Sqlite) || database_url.contains(":memory:") {
+        return Ok(());
+    }
+    let file = sqlite_path(database_url);
+    if file.is_empty() || file.contains("mode=memory") {
+        return Ok(());
+    }
+    let db = resolved(Path::new(file));
+    for target in targets.iter().filter(|t| t.url.scheme() == "file") {
+        let Ok(dir) = target.url.to_file_path() else {
+            bail!("{named}: the target {} is no directory path", target.url);
+        };
+        let dir = resolved(&dir);
+        if db.starts_with(&dir) || dir.starts_with(&db) {
+            bail!(
+                "{named}: the directory of the target {} holds the SQLite database {} (database.url): a web server \
+                 serving it would serve the database; publish to another directory",
+                target.url,
+                db.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `path` absolute, its longest existing ancestor's symlinks followed, `.` and `..` resolved by name after it.
+fn resolved(path: &Path) -> std::path::PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut rest = Vec::new();
+    let mut at = absolute.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => out.push(other.as_os_str()),
+                }
+            }
+            return out;
+        }
+        match (at.parent(), at.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                at = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
 /// The IndexNow protocol's rule for a key: 8 to 128 characters, each a letter (`a-z`, `A-Z`), a digit or `-`.
 pub fn check_indexnow_key(key: &str) -> Result<(), String> {
     if let Some(c) = key.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-')) {
@@ -1419,6 +1732,25 @@ impl Config {
                 names.join(", ")
             );
         }
+        if let Some(t) = config.publish.targets.iter().find(|t| !specs.iter().any(|s| s.name == t.site)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "publish.targets (SITEMAPD_PUBLISH_TARGETS): the target {} is given for the site {:?}, which is not \
+                 configured (sites: {}); a target without SITE= is the site named {DEFAULT_SITE}'s",
+                t.url,
+                t.site,
+                names.join(", ")
+            );
+        }
+        if let Some(name) = config.publish.public_urls.named().find(|n| !specs.iter().any(|s| s.name == *n)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "publish.public_urls (SITEMAPD_PUBLISH_PUBLIC_URLS): a public URL is given for the site {name:?}, \
+                 which is not configured (sites: {}); a URL without SITE= is the site named {DEFAULT_SITE}'s",
+                names.join(", ")
+            );
+        }
+        check_publish_dirs(&config.publish.targets, &config.database.url)?;
         if config.crawlers.telemetry {
             crate::crawlers::verify::check_files(&config.crawlers.ranges)
                 .map_err(|e| anyhow::anyhow!("crawlers.ranges (SITEMAPD_CRAWLER_RANGES): {e}"))?;
@@ -1868,7 +2200,7 @@ mod tests {
     /// are not one thing, so the count is held where it is: a new setting raises it here, on purpose.
     #[test]
     fn the_documented_settings_are_counted() {
-        assert_eq!(SETTINGS.len(), 63, "a setting added or removed: weigh it, then change this count");
+        assert_eq!(SETTINGS.len(), 69, "a setting added or removed: weigh it, then change this count");
         let mut paths: Vec<&str> = SETTINGS.iter().map(|s| s.path).collect();
         paths.sort_unstable();
         paths.dedup();
@@ -2022,7 +2354,9 @@ mod tests {
              Crawlers { telemetry: true, ranges: [], ranges_refresh: 1d, rdns: true, window: 7d }, health: Health { \
              check: [], cycle: 7d, concurrency: 1, rate: 2, timeout: 10s, head_bytes: 262144 }, indexnow: IndexNow { \
              keys: [], endpoint: \"https://api.indexnow.org/indexnow\", retry_base: 10s, max_attempts: 30, timeout: \
-             30s }, feeds: Feeds { enabled: false, entries: 200, titles: [], hubs: [], hub_interval: 1m } }"
+             30s }, feeds: Feeds { enabled: false, entries: 200, titles: [], hubs: [], hub_interval: 1m }, publish: Publish { \
+             targets: [], public_urls: [], forms: [\"xml\", \"xml.gz\"], cache_control: \"public, max-age=300\", \
+             interval: 1m, grace: 1d } }"
         );
     }
 
@@ -2312,6 +2646,123 @@ mod tests {
         assert!(!e.contains("Hub-Secret") && e.contains("ftp://hub.example/"), "{e}");
         let e = load(&[("SITEMAPD_FEED_HUBS", "https://user:Hub-Secret@[bad/")]).unwrap_err().to_string();
         assert!(!e.contains("Hub-Secret"), "{e}");
+    }
+
+    #[test]
+    fn publish_targets_are_store_urls_of_configured_sites_without_secrets() {
+        let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let dir = tempfile::tempdir().unwrap();
+        let db = ("DATABASE_URL", "sqlite:///var/lib/sitemapd/sitemapd.db");
+        let targets = |raw: &str| load(&[two, db, ("SITEMAPD_PUBLISH_TARGETS", raw)]).map(|c| c.publish.targets);
+        let www = format!("file://{}/www", dir.path().display());
+        let t =
+            targets(&format!(" s3://bucket/maps , shop=gs://b2/ , shop = az://c/p/q/ , azure://c2 , {www} ,")).unwrap();
+        let shown: Vec<(String, String)> = t.iter().map(|t| (t.site.clone(), t.url.to_string())).collect();
+        assert_eq!(
+            shown,
+            [
+                ("default".into(), "s3://bucket/maps/".into()),
+                ("shop".into(), "gs://b2/".into()),
+                ("shop".into(), "az://c/p/q/".into()),
+                ("default".into(), "azure://c2/".into()),
+                ("default".into(), format!("{www}/")),
+            ]
+        );
+        assert!(targets("").unwrap().is_empty() && targets(" , ").unwrap().is_empty());
+        for (raw, says) in [
+            (
+                "http://bucket/",
+                "site default: the target http://bucket/ must be an s3://, gs://, az:// (or azure://) or file:/// URL, not http://",
+            ),
+            (
+                "s3://key:Secret-Key@bucket/",
+                "site default: the target s3://bucket/ must hold no user name or password: the store's credentials come from its own environment variables (AWS_*, GOOGLE_*, AZURE_*)",
+            ),
+            ("s3://key@bucket/", "must hold no user name or password"),
+            (
+                "s3://bucket/p?region=eu-west-1",
+                "site default: the target s3://bucket/p?region=eu-west-1 must have no ?query",
+            ),
+            ("s3://bucket/#x", "must have no #fragment"),
+            ("s3:///p/", "the target s3:///p/ must name a bucket: s3://BUCKET/PREFIX/"),
+            ("s3://bucket:9000/", "must name no port"),
+            ("file:relative/dir", "must name a directory by its absolute path: file:///DIR/"),
+            ("file://host/dir", "must name a directory by its absolute path"),
+            ("bucket/prefix", "the target \"bucket/prefix\" is not an absolute URL"),
+            ("Shop Site=s3://b/", "site name"),
+            ("s3://b/x, shop=s3://b/x/", "the target s3://b/x/ is given twice (for the sites default and shop)"),
+            (
+                "blog=s3://b/",
+                "the target s3://b/ is given for the site \"blog\", which is not configured (sites: default, shop); a target without SITE= is the site named default's",
+            ),
+            (
+                "file:///var/lib/",
+                "the directory of the target file:///var/lib/ holds the SQLite database /var/lib/sitemapd/sitemapd.db (database.url)",
+            ),
+            ("file:///var/lib/sitemapd/sitemapd.db/x/", "holds the SQLite database"),
+            ("file:///var/lib/sitemapd/./", "holds the SQLite database"),
+        ] {
+            let e = targets(raw).unwrap_err().to_string();
+            assert!(e.starts_with("publish.targets (SITEMAPD_PUBLISH_TARGETS): "), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+            assert!(!e.contains("Secret-Key"), "{raw}: {e}");
+        }
+        // A directory beside the database's is fine; so is any directory with Postgres.
+        assert!(targets("file:///var/lib/www/").is_ok());
+        let pg =
+            load(&[("DATABASE_URL", "postgres://u@h/d"), ("SITEMAPD_PUBLISH_TARGETS", "file:///var/lib/sitemapd/")]);
+        assert!(pg.is_ok());
+        let shown = format!("{:?}", load(&[two, ("SITEMAPD_PUBLISH_TARGETS", "shop=s3://b/m")]).unwrap());
+        assert!(shown.contains("targets: [\"shop=s3://b/m/\"]"), "{shown}");
+    }
+
+    #[test]
+    fn publish_public_urls_forms_and_durations_are_checked() {
+        let two = ("SITEMAPD_SITES", "default=https://www.example.com, shop=https://shop.example.com");
+        let c = load(&[
+            two,
+            ("SITEMAPD_PUBLISH_PUBLIC_URLS", "https://cdn.example.net/maps; shop=https://cdn.example.net/shop/"),
+        ])
+        .unwrap();
+        assert_eq!(c.publish.public_urls.for_site("default").unwrap().as_str(), "https://cdn.example.net/maps/");
+        assert_eq!(c.publish.public_urls.for_site("shop").unwrap().as_str(), "https://cdn.example.net/shop/");
+        for (raw, says) in [
+            ("blog=https://cdn.example.net/", "a public URL is given for the site \"blog\", which is not configured"),
+            ("shop=https://a.example/; shop=https://b.example/", "the site \"shop\" is given two public URLs"),
+            ("shop=cdn.example.net", "site shop \"cdn.example.net\""),
+        ] {
+            let e = load(&[two, ("SITEMAPD_PUBLISH_PUBLIC_URLS", raw)]).unwrap_err().to_string();
+            assert!(e.starts_with("publish.public_urls (SITEMAPD_PUBLISH_PUBLIC_URLS)"), "{raw}: {e}");
+            assert!(e.contains(says), "{raw}: {e}");
+        }
+        let forms = |raw: &str| load(&[("SITEMAPD_PUBLISH_FORMS", raw)]).map(|c| c.publish.forms);
+        assert_eq!(forms("xml,xml.gz").unwrap(), Forms::default());
+        assert_eq!(forms(" txt.gz , XML ").unwrap(), Forms { xml_gz: false, txt: false, txt_gz: true });
+        assert_eq!(forms("xml,txt,txt.gz,xml.gz").unwrap().others(), [".xml.gz", ".txt", ".txt.gz"]);
+        for (raw, says) in [
+            (
+                "xml.gz",
+                "publish.forms (SITEMAPD_PUBLISH_FORMS) must include xml: the published index names each page's .xml file",
+            ),
+            ("xml,html", "publish.forms (SITEMAPD_PUBLISH_FORMS): \"html\" is none of xml, xml.gz, txt, txt.gz"),
+            ("xml,txt,txt", "publish.forms (SITEMAPD_PUBLISH_FORMS): the form txt is given twice"),
+        ] {
+            assert_eq!(forms(raw).unwrap_err().to_string(), says, "{raw}");
+        }
+        let c = load(&[]).unwrap();
+        assert_eq!((c.publish.interval, c.publish.grace), (secs(60), days(1)));
+        assert_eq!(c.publish.cache_control, "public, max-age=300");
+        assert!(load(&[("SITEMAPD_PUBLISH_GRACE", "0s")]).is_ok());
+        assert_eq!(
+            load(&[("SITEMAPD_PUBLISH_GRACE", "31d")]).unwrap_err().to_string(),
+            "publish.grace (SITEMAPD_PUBLISH_GRACE) must be from 0 to 30d, not 31d"
+        );
+        assert_eq!(
+            load(&[("SITEMAPD_PUBLISH_INTERVAL", "500ms")]).unwrap_err().to_string(),
+            "publish.interval (SITEMAPD_PUBLISH_INTERVAL) must be from 1s to 1h, not 500ms"
+        );
+        assert!(load(&[("SITEMAPD_PUBLISH_CACHE_CONTROL", "max-age=1\n")]).is_err());
+        assert_eq!(load(&[("SITEMAPD_PUBLISH_CACHE_CONTROL", "")]).unwrap().publish.cache_control, "");
     }
 
     #[test]
@@ -2701,7 +3152,8 @@ mod tests {
         assert!(c.deprecations()[0].starts_with("indexnow_interval_ms in "), "{:?}", c.deprecations());
         let c = load(&[(
             TUNING_VARIABLE,
-            "health_poll=20ms, indexnow_interval=30ms,crawler_flush=5m, websub_poll=10ms, websub_timeout=1s",
+            "health_poll=20ms, indexnow_interval=30ms,crawler_flush=5m, websub_poll=10ms, websub_timeout=1s, \
+             publish_poll=50ms, publish_lease=2s",
         )])
         .unwrap();
         assert_eq!(
@@ -2712,6 +3164,8 @@ mod tests {
                 crawler_flush: secs(300),
                 websub_poll: millis(10),
                 websub_timeout: secs(1),
+                publish_poll: millis(50),
+                publish_lease: secs(2),
             }
         );
         assert!(!format!("{c:?}").contains("health_poll"), "not a setting: not logged");
@@ -2720,6 +3174,7 @@ mod tests {
         assert!(e.contains("health_poll must be from 10ms to 1m, not 0s"), "{e}");
         assert!(load(&[(TUNING_VARIABLE, "crawler_flush=6m")]).is_err());
         assert!(load(&[(TUNING_VARIABLE, "websub_timeout=50ms")]).is_err());
+        assert!(load(&[(TUNING_VARIABLE, "publish_lease=100ms")]).is_err());
         assert!(!reference::default_toml().contains("health_poll") && !reference::settings_table().contains("poll"));
     }
 }

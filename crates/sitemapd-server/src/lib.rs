@@ -36,6 +36,8 @@ pub mod indexnow;
 pub mod checker;
 // WebSub publishing: the publisher task that tells hubs of feed changes.
 pub mod websub;
+// Publishing to object storage: the sitemaps as static files on S3, GCS, Azure or a directory, only what changed.
+pub mod publish;
 // `AppState`: what every handler shares.
 pub mod state;
 // The background workers `serve` starts, in order: the one list a new worker is added to.

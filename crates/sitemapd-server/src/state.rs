@@ -19,7 +19,8 @@ use crate::sitemap::directory::{Clock, OnChange, system_clock};
 use crate::sitemap::prerender;
 use crate::sitemap::{Directories, PageCache, RenderSlots, Serving};
 use crate::store::{
-    self, CrawlLog, DeleteCounts, FeedReads, HealthQueue, HreflangReads, Outbox, RemovedList, Store, StoreReads,
+    self, CrawlLog, DeleteCounts, FeedReads, HealthQueue, HreflangReads, Outbox, PublishLog, RemovedList, Store,
+    StoreReads,
 };
 use crate::worker::{Supervisor, Worker};
 
@@ -198,6 +199,11 @@ impl Inner {
 
     /// hreflang clusters' reads, for the API, the lookup, the view and `/metrics`.
     pub fn hreflang(&self) -> &dyn HreflangReads {
+        self.store.as_ref()
+    }
+
+    /// Publishing's record of each target (its state, for the view and `/metrics`; the passes write it).
+    pub fn publish_log(&self) -> &dyn PublishLog {
         self.store.as_ref()
     }
 

@@ -12,12 +12,12 @@ use crate::sitemap::directory::system_clock;
 use crate::sitemap::removed;
 use crate::store::Store;
 use crate::worker::{Supervisor, Worker};
-use crate::{AppState, checker, indexnow, telemetry, websub};
+use crate::{AppState, checker, indexnow, publish, telemetry, websub};
 
 /// Starts every background worker the configuration calls for, and returns the state to serve from with the
 /// supervisor that stops them. The order is their dependencies': what serving feeds (the state's features) after
-/// what it needs, WebSub publishing (which reads the feeds as served) after the state, and URL health, which tells
-/// the state what its exclusions change, last (so it stops first).
+/// what it needs, WebSub publishing and publishing to object storage (which read the files as served) after the
+/// state, and URL health, which tells the state what its exclusions change, last (so it stops first).
 pub async fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<(AppState, Supervisor)> {
     let mut workers = Supervisor::new();
     workers.start(MetricsUpkeep);
@@ -28,6 +28,7 @@ pub async fn start(store: Arc<dyn Store>, config: &Config) -> anyhow::Result<(Ap
     let (state, features) = AppState::build(Arc::clone(&store), config, system_clock());
     features.into_iter().for_each(|feature| workers.start_arc(feature));
     workers.start_if(websub::from_config(Arc::clone(&store), config, Arc::new(websub::Served(state.clone())))?);
+    workers.start_if(publish::from_config(Arc::clone(&store), config, state.clone())?);
     workers.start_if(checker::from_config(store, config, Arc::new(state.clone())).await?);
     tracing::info!(workers = ?workers.names(), "background workers started");
     Ok((state, workers))

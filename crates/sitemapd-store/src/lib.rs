@@ -10,6 +10,7 @@ mod health;
 mod hreflang;
 mod outbox;
 pub mod postgres;
+mod publish;
 mod shared;
 pub mod sqlite;
 mod watch;
@@ -31,6 +32,7 @@ pub use self::health::{
 };
 pub use self::outbox::{Claim, Settle, Settled};
 pub use self::postgres::PgStore;
+pub use self::publish::{PublishLog, PublishStatus, PublishedObject};
 pub use self::shared::{
     FEED_REMOVED_SECTION_SQL, FEED_REMOVED_SQL, FEED_SQL, NEWS_BEFORE_SQL, NEWS_SQL, PAGE_URLS_SQL, REMOVED_SQL,
 };
@@ -180,7 +182,7 @@ pub struct SiteUrl {
 /// [`crate::AppState::reads`] (this) and [`crate::AppState::upsert`] / [`crate::AppState::delete`], which bring what
 /// derives from the store up to date after every write: a handler cannot write and forget to. Each feature's reads
 /// and writes are its own trait ([`Outbox`], [`CrawlLog`], [`HealthQueue`], [`RemovedList`], [`FeedReads`],
-/// [`HreflangReads`]).
+/// [`HreflangReads`], [`PublishLog`]).
 #[async_trait]
 pub trait StoreReads: Send + Sync + 'static {
     /// Answers when the database does and holds the schema ([`PING_SQL`]).
@@ -466,7 +468,7 @@ pub trait HreflangReads: Send + Sync + 'static {
 /// server that needs one feature alone may take `&dyn Outbox` (and so on), which `&dyn Store` converts to.
 #[async_trait]
 pub trait Store:
-    StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads + HubOutbox + HreflangReads
+    StoreReads + Outbox + CrawlLog + HealthQueue + RemovedList + FeedReads + HubOutbox + HreflangReads + PublishLog
 {
     /// Applies the embedded migrations, then matches the configured sites to their stored ids (adding new ones);
     /// idempotent. Reads need it first.

@@ -16,6 +16,7 @@ use super::crawls::{self, FetchRecord, PageRead};
 use super::health::{self, BrakeMode, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
 use super::hreflang::{self, NodeRow, ProblemRow};
 use super::outbox::{self, Claim, Settle, Settled};
+use super::publish::{self, Held, PublishStatus, PublishedObject};
 use super::shared::{Backend, Sql};
 use super::websub::{self, HubClaim, HubRow, HubSettle};
 use super::write::{self, Upsert, Writes};
@@ -761,6 +762,22 @@ impl Backend for PgStore {
 
     async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool> {
         websub::pg_settle(&self.pool, claim, settle).await
+    }
+
+    async fn publish_claim(&self, site: i64, target: &str, lease: Duration) -> Result<Option<i64>> {
+        publish::pg_claim(&self.pool, site, target, lease).await
+    }
+
+    async fn publish_write(&self, target: &str, claim: i64, write: Held<'_>) -> Result<bool> {
+        publish::pg_write(&self.pool, target, claim, write).await
+    }
+
+    async fn published_objects(&self, target: &str) -> Result<Vec<PublishedObject>> {
+        publish::pg_objects(&self.pool, target).await
+    }
+
+    async fn publish_status(&self, site: Option<i64>) -> Result<Vec<PublishStatus>> {
+        publish::pg_status(&self.pool, site).await
     }
 
     async fn health_seed(&self, site: i64, limit: u32) -> Result<u64> {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::crawls::{self, CrawlerState, FetchRecord, PageRead, RecordCrawls};
 use super::health::{Checks, HealthSummary, ProblemFilter, UrlCheck};
 use super::hreflang::{self, NodeRow};
+use super::publish::{Held, PublishLog, PublishStatus, PublishedObject};
 use super::{
     BrakeOrder, BrakeState, CheckClaim, CheckResult, CheckSettled, Claim, ClusterMember, ClusterView, CrawlLog,
     EntryStream, FeedDeleted, FeedEntry, FeedRead, FeedReads, HealthQueue, HreflangReads, HreflangSummary, HubClaim,
@@ -806,6 +807,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
     ) -> Result<Option<HubClaim>>;
     /// [`HubOutbox::hub_settle`].
     async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool>;
+    /// [`PublishLog::publish_claim`].
+    async fn publish_claim(&self, site: i64, target: &str, lease: Duration) -> Result<Option<i64>>;
+    /// Every other write of [`PublishLog`]: made while `claim` holds `target`; whether it did.
+    async fn publish_write(&self, target: &str, claim: i64, write: Held<'_>) -> Result<bool>;
+    /// [`PublishLog::published_objects`], from the primary.
+    async fn published_objects(&self, target: &str) -> Result<Vec<PublishedObject>>;
+    /// [`PublishLog::publish_status`], from the primary.
+    async fn publish_status(&self, site: Option<i64>) -> Result<Vec<PublishStatus>>;
     /// A non-empty page's state and its entries, read from one snapshot: each backend takes and reads it its way.
     async fn page_entries(&self, site: i64, id: i64) -> Result<Option<(PageState, EntryStream)>>;
     /// [`StoreReads::page_urls`]: the shared query on a connection of the pool (Postgres: with its planner settings).
@@ -1027,6 +1036,37 @@ impl<B: Backend> HubOutbox for B {
     }
     async fn hub_settle(&self, claim: &HubClaim, settle: HubSettle) -> Result<bool> {
         Backend::hub_settle(self, claim, settle).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> PublishLog for B {
+    async fn publish_claim(&self, site: i64, target: &str, lease: Duration) -> Result<Option<i64>> {
+        Backend::publish_claim(self, site, target, lease).await
+    }
+    async fn publish_renew(&self, target: &str, claim: i64, lease: Duration) -> Result<bool> {
+        self.publish_write(target, claim, Held::Renew(lease)).await
+    }
+    async fn publish_release(&self, target: &str, claim: i64, outcome: std::result::Result<(), &str>) -> Result<()> {
+        self.publish_write(target, claim, Held::Release(outcome)).await.map(drop)
+    }
+    async fn published_objects(&self, target: &str) -> Result<Vec<PublishedObject>> {
+        Backend::published_objects(self, target).await
+    }
+    async fn publish_record(&self, target: &str, claim: i64, key: &str, version: &str, bytes: i64) -> Result<bool> {
+        self.publish_write(target, claim, Held::Record { key, version, bytes }).await
+    }
+    async fn publish_mark_gone(&self, target: &str, claim: i64, keys: &[String]) -> Result<bool> {
+        self.publish_write(target, claim, Held::Mark(keys)).await
+    }
+    async fn publish_unmark(&self, target: &str, claim: i64, keys: &[String]) -> Result<bool> {
+        self.publish_write(target, claim, Held::Unmark(keys)).await
+    }
+    async fn publish_forget(&self, target: &str, claim: i64, key: &str) -> Result<bool> {
+        self.publish_write(target, claim, Held::Forget(key)).await
+    }
+    async fn publish_status(&self, site: Option<i64>) -> Result<Vec<PublishStatus>> {
+        Backend::publish_status(self, site).await
     }
 }
 

@@ -24,6 +24,7 @@ use super::crawls::{self, FetchRecord, PageRead};
 use super::health::{self, BrakeOrder, BrakeState, CheckClaim, CheckResult, Checks};
 use super::hreflang::{self, NodeRow, ProblemRow};
 use super::outbox::{self, Claim, Settle, Settled};
+use super::publish::{self, Held, PublishStatus, PublishedObject};
 use super::shared::{Backend, Sql};
 use super::watch::{self, FileWatch, Trouble};
 use super::websub::{self, HubClaim, HubRow, HubSettle};
@@ -728,6 +729,37 @@ impl Backend for SqliteStore {
             Ok(settled)
         };
         self.noted(settled.await)
+    }
+
+    // Publishing's writes are made under the writer lock too: a claim's check and its write in one transaction.
+    async fn publish_claim(&self, site: i64, target: &str, lease: Duration) -> Result<Option<i64>> {
+        let _writer = self.lock_writer().await?;
+        let claimed = async {
+            let mut tx = self.begin_write().await?;
+            let claim = publish::sqlite_claim(&mut tx, site, target, lease).await?;
+            tx.commit().await?;
+            Ok(claim)
+        };
+        self.noted(claimed.await)
+    }
+
+    async fn publish_write(&self, target: &str, claim: i64, write: Held<'_>) -> Result<bool> {
+        let _writer = self.lock_writer().await?;
+        let written = async {
+            let mut tx = self.begin_write().await?;
+            let held = publish::sqlite_write(&mut tx, target, claim, write).await?;
+            tx.commit().await?;
+            Ok(held)
+        };
+        self.noted(written.await)
+    }
+
+    async fn published_objects(&self, target: &str) -> Result<Vec<PublishedObject>> {
+        publish::sqlite_objects(Backend::pool(self), target).await
+    }
+
+    async fn publish_status(&self, site: Option<i64>) -> Result<Vec<PublishStatus>> {
+        publish::sqlite_status(Backend::pool(self), site).await
     }
 
     async fn settle_notifications(&self, claim: &Claim, settle: Settle) -> Result<Settled> {

@@ -19,7 +19,8 @@ use crate::telemetry::{
     CRAWLER_UNSEEN_PAGES_HELP, HEALTH_BACKLOG, HEALTH_BACKLOG_HELP, HEALTH_EXCLUDED_URLS, HEALTH_EXCLUDED_URLS_HELP,
     HEALTH_PAUSED, HEALTH_PAUSED_HELP, HEALTH_PROBLEM_URLS, HEALTH_PROBLEM_URLS_HELP, HREFLANG_CLUSTERS,
     HREFLANG_CLUSTERS_HELP, HREFLANG_MEMBERS, HREFLANG_MEMBERS_HELP, HREFLANG_PROBLEMS, HREFLANG_PROBLEMS_HELP,
-    INDEXNOW_OUTBOX,
+    INDEXNOW_OUTBOX, PUBLISH_AWAITING_DELETION, PUBLISH_AWAITING_DELETION_HELP, PUBLISH_FAILURES,
+    PUBLISH_FAILURES_HELP, PUBLISH_LAST_COMPLETE_AGE, PUBLISH_LAST_COMPLETE_AGE_HELP,
 };
 
 /// `GET /metrics`: Prometheus text format. The counters come from the recorder; the state gauges are computed from
@@ -187,6 +188,9 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
         health_gauges(&state, &mut text).await;
     }
     hreflang_gauges(&state, &mut text).await;
+    if !state.config.publish.targets.is_empty() {
+        publish_gauges(&state, &mut text).await;
+    }
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     let no_store = HeaderValue::from_static("no-store");
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, no_store)], text).into_response()
@@ -216,6 +220,41 @@ async fn hreflang_gauges(state: &AppState, text: &mut String) {
         (HREFLANG_CLUSTERS, HREFLANG_CLUSTERS_HELP, clusters),
         (HREFLANG_MEMBERS, HREFLANG_MEMBERS_HELP, members),
         (HREFLANG_PROBLEMS, HREFLANG_PROBLEMS_HELP, problems),
+    ] {
+        let _ = write!(text, "# HELP {metric} {help}\n# TYPE {metric} gauge\n");
+        for (labels, value) in series {
+            let _ = writeln!(text, "{metric}{{{labels}}} {value}");
+        }
+    }
+}
+
+/// Publishing's gauges, while targets are configured, from the store's record of every target (one read: O(objects
+/// recorded)): seconds since its last complete pass (absent when there was none), objects awaiting deletion,
+/// consecutive failures. Every replica reports the shared database's figures; when it cannot be read there are no
+/// series this scrape (and a warning is logged). The `target` label is the target's URL, which holds no secret.
+async fn publish_gauges(state: &AppState, text: &mut String) {
+    let status = match state.publish_log().publish_status(None).await {
+        Ok(status) => status,
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: cannot read the publishing targets' state");
+            return;
+        }
+    };
+    let label = |target: &str| target.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut age = Vec::new();
+    let (mut awaiting, mut failures) = (Vec::new(), Vec::new());
+    for s in &status {
+        let labels = format!("target=\"{}\"", label(&s.target));
+        if let Some(since) = s.since_complete {
+            age.push((labels.clone(), since.as_secs_f64().to_string()));
+        }
+        awaiting.push((labels.clone(), s.gone.to_string()));
+        failures.push((labels, s.failures.to_string()));
+    }
+    for (metric, help, series) in [
+        (PUBLISH_LAST_COMPLETE_AGE, PUBLISH_LAST_COMPLETE_AGE_HELP, age),
+        (PUBLISH_AWAITING_DELETION, PUBLISH_AWAITING_DELETION_HELP, awaiting),
+        (PUBLISH_FAILURES, PUBLISH_FAILURES_HELP, failures),
     ] {
         let _ = write!(text, "# HELP {metric} {help}\n# TYPE {metric} gauge\n");
         for (labels, value) in series {
