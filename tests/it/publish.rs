@@ -673,7 +673,7 @@ async fn serve_publishes_after_a_write_and_shows_no_secret(backend: Backend) {
     for (what, written) in [
         ("serve's stdout", serve_out),
         ("serve's stderr", serve_err),
-        ("publish's stdout", cli_out.clone()),
+        ("publish's stdout", cli_out),
         ("publish's stderr", text(&cli.stderr)),
     ] {
         assert!(!written.contains(S3_SECRET), "{what} shows the S3 secret");
