@@ -22,7 +22,8 @@ const LAYERS: &[(&str, &[&str], &[&str])] = &[
     (
         "sitemapd-server",
         &["sitemapd-core", "sitemapd-metrics", "sitemapd-store", "sitemapd-ingest"],
-        &["clap", "indicatif", "tikv-jemallocator"],
+        // object_store's `aws`, `gcp` and `azure` features would link aws-lc-rs beside ring: its `-base` features only.
+        &["clap", "indicatif", "tikv-jemallocator", "aws-lc-rs", "aws-lc-sys"],
     ),
     ("sitemapd", &["sitemapd-core", "sitemapd-metrics", "sitemapd-store", "sitemapd-ingest", "sitemapd-server"], &[]),
 ];

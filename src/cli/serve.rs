@@ -8,7 +8,7 @@ use sitemapd::store::{self, StoreOptions};
 
 /// The values of the counters' labels that only the configuration knows: `site`, the checked sites (URL health's
 /// counters); `crawler`, every crawler's stable name while crawler telemetry is on; `hub`, every WebSub hub's label
-/// while feeds are on.
+/// while feeds are on; `target`, every publishing target's URL.
 pub(crate) fn known_labels(config: &Config) -> Vec<(&'static str, Vec<String>)> {
     let checked = config.health.check.iter().map(|(site, _)| site.to_owned()).collect();
     let crawlers = if config.crawlers.telemetry {
@@ -23,7 +23,8 @@ pub(crate) fn known_labels(config: &Config) -> Vec<(&'static str, Vec<String>)> 
     };
     hubs.sort_unstable();
     hubs.dedup();
-    vec![("site", checked), ("crawler", crawlers), ("hub", hubs)]
+    let targets = config.publish.targets.iter().map(|t| t.url.to_string()).collect();
+    vec![("site", checked), ("crawler", crawlers), ("hub", hubs), ("target", targets)]
 }
 
 /// Serves with `options` (the store's, from `config`) until a shutdown signal, then stops everything in order.

@@ -15,6 +15,7 @@ use crate::{both_backends, through_pooler};
 
 mod feeds;
 mod hreflang;
+mod publish;
 
 fn public() -> PublicUrl {
     PublicUrl::parse(PUBLIC_URL).unwrap()

@@ -7,6 +7,7 @@
 //! `health_view` what people see of URL health (a record's `health`, `?problem=`, `/api/v1/health`, metrics, the
 //! view); `text` the text sitemaps (`/sitemap-N.txt`); `import` reads sitemaps from a local web server and files;
 //! `view` checks the HTML view through the router and in headless Chromium (screenshots in `target/artifacts/view/`).
+//! `publish_view` the site screen's publishing panel, from targets' state written through the store.
 //! `nginx` runs docs/deployment.md's nginx recipe in front of the binary. `feeds` serves the Atom feeds;
 //! `feed_conformance` checks them against RFC 4287's schema (trang, xmllint) and real readers (feedparser,
 //! rss-parser; `tests/feeds/setup.sh`). `publish` runs `sitemapd publish` and serve's publisher against a directory
@@ -46,6 +47,7 @@ mod prerender;
 mod process;
 mod protocol;
 mod publish;
+mod publish_view;
 mod readme;
 mod recipes;
 mod removed;

@@ -40,6 +40,7 @@ const RUN_BLOCKS: &[(&str, &str, usize, usize)] = &[
     ("docs/crawlers.md", "Where to see it", 2, 2),
     ("docs/operations.md", "The SQLite file, backup and restore", 3, 3),
     ("docs/sites.md", "Several sites", 1, 0),
+    ("docs/publishing.md", "Trying it", 5, 5),
 ];
 
 /// The Markdown files whose blocks run and whose links are checked: those at the root and under `docs/`, by path.

@@ -1,7 +1,7 @@
 //! The HTML view for people: per site, its pages and how full each is, what its crawlers read, what checking its
-//! URLs found and its hreflang clusters; a page's entries (keyset-paged), and a record looked up by loc. Read-only,
-//! server-rendered (askama templates in `templates/view/`, HTML-escaped by default), no script, no external asset.
-//! An internal route like `/metrics` (`view`, on by default; off: 404).
+//! URLs found, its hreflang clusters and its publishing targets; a page's entries (keyset-paged), and a record looked
+//! up by loc. Read-only, server-rendered (askama templates in `templates/view/`, HTML-escaped by default), no
+//! script, no external asset. An internal route like `/metrics` (`view`, on by default; off: 404).
 //!
 //! The handlers parse the request, read through [`source::ViewData`] (the only place that knows where the data
 //! comes from) and fill a template with what [`model`] makes of it. Every answer carries `X-Robots-Tag: noindex`,
@@ -21,7 +21,7 @@ use axum::routing::get;
 
 use self::model::{
     CrawlerPanel, CrawlerRow, EntryRow, FeedRow, HealthPanel, HreflangPanel, PageRow, ReadCell, Record, RecordHealth,
-    SectionRow, grouped, pages_caption,
+    SectionRow, TargetRow, grouped, pages_caption,
 };
 use self::source::{ViewData, ViewSite};
 use crate::AppState;
@@ -300,6 +300,8 @@ struct SiteScreen {
     feeds: Option<Vec<FeedRow>>,
     /// The most items a feed holds (`feeds.entries`).
     feed_entries: u32,
+    /// Its publishing targets; empty when no pass has claimed one (the panel is then left out).
+    targets: Vec<TargetRow>,
     rows: Vec<PageRow>,
     /// The page table's caption: which pages it shows, of how many.
     caption: String,
@@ -324,6 +326,7 @@ async fn site_pages(
     let health = data.health(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let feeds = data.feeds(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let hreflang = data.hreflang(&site).await.map_err(|e| ViewError::store(e, depth))?;
+    let publishing = data.publishing(&site).await.map_err(|e| ViewError::store(e, depth))?;
     let section = |p: &PageState| names.name(section_of(p.id)).flatten();
     let listed = pages.iter().filter(|p| p.url_count > 0).count() as i64;
     let reads = telemetry.as_ref().map(|t| ReadIndex::new(&t.seen, &t.fetches));
@@ -377,6 +380,7 @@ async fn site_pages(
         ),
         feeds: feeds.map(|feeds| feeds.iter().map(|(feed, body)| FeedRow::new(feed, body)).collect()),
         feed_entries: state.config.feeds.entries,
+        targets: publishing.targets.iter().map(|t| TargetRow::new(t, publishing.now_us)).collect(),
         rows,
         caption,
         first: (after > 0).then(|| "./".to_owned()),

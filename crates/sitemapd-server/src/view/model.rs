@@ -10,7 +10,7 @@ use crate::domain::{LastMod, PublicUrl, Section, SectionNames};
 use crate::health::{Kind, Policy};
 use crate::hreflang::{Policy as HreflangPolicy, ProblemKind};
 use crate::page::{PageState, StoredUrl, number_of, page_bytes, section_of};
-use crate::store::{HealthSummary, HreflangSummary, StoredProblem, UrlCheck};
+use crate::store::{HealthSummary, HreflangSummary, PublishStatus, StoredProblem, UrlCheck};
 
 use super::source::ViewSite;
 
@@ -645,6 +645,64 @@ impl FeedRow {
     }
 }
 
+/// A byte count in a few characters, in decimal units as storage is billed: `812 bytes`, `14.2 kB`, `3.1 MB`,
+/// `1.0 GB` (one decimal, rounded down).
+pub fn bytes_short(n: i64) -> String {
+    let n = n.max(0);
+    if n < 1000 {
+        return format!("{n} byte{}", if n == 1 { "" } else { "s" });
+    }
+    let (unit, size) = [("kB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000_i64)]
+        .into_iter()
+        .take_while(|(_, size)| n >= *size)
+        .last()
+        .unwrap_or(("kB", 1_000));
+    let tenths = n / (size / 10);
+    format!("{}.{} {unit}", grouped(tenths / 10), tenths % 10)
+}
+
+/// One publishing target of a site as its screen shows it: the state its last passes left (`PublishStatus`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetRow {
+    /// The target's URL as configured (`s3://bucket/prefix/`): no secret is ever in it.
+    pub label: String,
+    /// When its last complete pass ended; `None`: no pass has completed.
+    pub last_complete: Option<Ago>,
+    /// Objects the target holds as recorded, grouped, and their bytes (grouped, and short).
+    pub objects: String,
+    pub bytes: String,
+    pub size: String,
+    /// Of them, those no index names any more, deleted once their grace ends.
+    pub gone: String,
+    pub gone_none: bool,
+    /// Passes failed in a row (0 after a complete one), and the last one's error.
+    pub failures: String,
+    pub failing: bool,
+    pub last_error: Option<String>,
+    /// Whether a pass holds the target's lease now.
+    pub busy: bool,
+}
+
+impl TargetRow {
+    /// The row of `status`, its times counted back from `now_us`.
+    pub fn new(status: &PublishStatus, now_us: i64) -> Self {
+        let micros = |d: std::time::Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+        Self {
+            label: status.target.clone(),
+            last_complete: status.since_complete.map(|since| Ago::new(now_us, now_us.saturating_sub(micros(since)))),
+            objects: grouped(status.objects),
+            bytes: grouped(status.bytes),
+            size: bytes_short(status.bytes),
+            gone: grouped(status.gone),
+            gone_none: status.gone == 0,
+            failures: grouped(i64::from(status.failures)),
+            failing: status.failures > 0,
+            last_error: status.last_error.clone().filter(|e| !e.is_empty()),
+            busy: status.busy,
+        }
+    }
+}
+
 /// One section of a site as its screen sums it up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SectionRow {
@@ -932,6 +990,62 @@ mod tests {
         let empty =
             HreflangPanel::new("default", &public_url, HreflangPolicy::AsSent, &HreflangSummary::default(), &[], false);
         assert!(empty.none && empty.problems.is_empty() && empty.policy == "as_sent");
+    }
+
+    #[test]
+    fn a_target_row_shows_its_last_pass_its_objects_and_its_failures() {
+        let now_us = 1_800_000_000_000_000;
+        let status = PublishStatus {
+            target: "s3://example-sitemaps/www/".into(),
+            site: 1,
+            objects: 41,
+            bytes: 123_456_789,
+            gone: 2,
+            since_complete: Some(std::time::Duration::from_secs(180)),
+            failures: 0,
+            last_error: None,
+            busy: true,
+        };
+        let row = TargetRow::new(&status, now_us);
+        assert_eq!(row.label, "s3://example-sitemaps/www/");
+        assert_eq!(row.last_complete.as_ref().map(|a| a.ago.as_str()), Some("3 min ago"));
+        assert_eq!(row.last_complete.map(|a| a.when), Some(When::from_micros(now_us - 180_000_000)));
+        assert_eq!((row.objects.as_str(), row.bytes.as_str(), row.size.as_str()), ("41", "123,456,789", "123.4 MB"));
+        assert_eq!((row.gone.as_str(), row.gone_none, row.failing, row.busy), ("2", false, false, true));
+
+        let failing = PublishStatus {
+            since_complete: None,
+            failures: 3,
+            last_error: Some("upload sitemap-2.xml: <connection refused>".into()),
+            objects: 0,
+            bytes: 0,
+            gone: 0,
+            busy: false,
+            ..status
+        };
+        let row = TargetRow::new(&failing, now_us);
+        assert_eq!(row.last_complete, None, "never completed");
+        assert_eq!((row.failures.as_str(), row.failing, row.gone_none), ("3", true, true));
+        assert_eq!(row.last_error.as_deref(), Some("upload sitemap-2.xml: <connection refused>"));
+        assert_eq!(row.size, "0 bytes");
+    }
+
+    #[test]
+    fn byte_counts_are_short_in_decimal_units() {
+        for (n, shown) in [
+            (0, "0 bytes"),
+            (1, "1 byte"),
+            (999, "999 bytes"),
+            (1000, "1.0 kB"),
+            (14_290, "14.2 kB"),
+            (999_999, "999.9 kB"),
+            (3_100_000, "3.1 MB"),
+            (1_000_000_000, "1.0 GB"),
+            (2_500_000_000_000, "2.5 TB"),
+            (9_000_000_000_000_000, "9,000.0 TB"),
+        ] {
+            assert_eq!(bytes_short(n), shown, "{n}");
+        }
     }
 
     #[test]

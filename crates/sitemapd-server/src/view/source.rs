@@ -1,6 +1,6 @@
 //! What the view reads, and the only place that knows how: the sites, and per site its page table, one page's
-//! state, one page's records by keyset, one record by loc, its crawler telemetry, its feeds and its hreflang
-//! clusters. The handlers reach the store through this alone, so that serving several sites changes these bodies
+//! state, one page's records by keyset, one record by loc, its crawler telemetry, its feeds, its hreflang clusters
+//! and its publishing targets. The handlers reach the store through this alone, so that serving several sites changes these bodies
 //! (per-site store calls, the configured sites) and not the handlers or the templates.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use crate::health::Policy;
 use crate::hreflang::Policy as HreflangPolicy;
 use crate::page::{Limits, PageState, StoredUrl, section_of};
 use crate::store::{
-    self, FetchRecord, HealthSummary, HreflangSummary, PageRead, ProblemFilter, StoredProblem, UrlCheck,
+    self, FetchRecord, HealthSummary, HreflangSummary, PageRead, ProblemFilter, PublishStatus, StoredProblem, UrlCheck,
 };
 
 /// The most problem URLs the site screen lists: the first of the definite problems by record id, then the transient
@@ -33,6 +33,15 @@ pub struct SiteHreflang {
     pub problems: Vec<StoredProblem>,
     /// Whether more follow.
     pub more: bool,
+}
+
+/// A site's publishing targets as read for one screen.
+#[derive(Clone, Debug)]
+pub struct SitePublishing {
+    /// Each target the site's passes have claimed, in target order.
+    pub targets: Vec<PublishStatus>,
+    /// When it was read, µs since the Unix epoch.
+    pub now_us: i64,
 }
 
 /// A site as the view shows it.
@@ -197,6 +206,13 @@ impl<'a> ViewData<'a> {
         let more = problems.len() > HREFLANG_PROBLEMS as usize;
         problems.truncate(HREFLANG_PROBLEMS as usize);
         Ok(SiteHreflang { policy: self.state.config.sitemaps.hreflang.policy(&site.name), summary, problems, more })
+    }
+
+    /// The site's publishing targets as their passes left them (one read: the targets' rows and a count over their
+    /// objects, O(objects)). A target appears once a pass has claimed it; a site without one has none.
+    pub async fn publishing(&self, site: &ViewSite) -> store::Result<SitePublishing> {
+        let targets = self.state.publish_log().publish_status(Some(site.id)).await?;
+        Ok(SitePublishing { targets, now_us: now_us() })
     }
 
     /// A record's URL health: its check (`None` inside: not tracked) and when it was read; `None` when the site is
