@@ -562,7 +562,8 @@ async fn kill_9_at_every_pause_point_then_a_new_pass(backend: Backend) {
         child.wait().unwrap();
         assert_consistent(&target, &before, &after, &format!("killed at {point}")).await;
 
-        // The killed pass's lease would run out in a minute: as if it had.
+        // The killed pass's lease would run out in a minute (`LEASE`, no knob): as if it had. Nothing else of the
+        // publisher's state is touched.
         app.exec_sql("UPDATE publish_targets SET lease_until_us = 0").await;
         completed(&publish(&app, &target, &grace, &[]).await);
         assert_holds(&target, &after, &format!("the pass after the kill at {point}")).await;
