@@ -34,6 +34,8 @@ const PREREQUISITES: &[(&str, Probe)] = &[
     ("trang", || on_path("trang")),
     ("feedparser", || in_tree("target/feeds-venv/bin/python") && in_feeds_venv("feedparser/__init__.py")),
     ("rss_parser", || on_path("node") && in_tree("tests/feeds/node/node_modules/rss-parser/package.json")),
+    // The S3 server of the publishing tests (moto's server mode), installed by tests/s3/setup.sh.
+    ("moto", || in_tree("target/s3-venv/bin/moto_server")),
 ];
 
 fn main() {

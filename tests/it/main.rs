@@ -10,7 +10,8 @@
 //! `publish_view` the site screen's publishing panel, from targets' state written through the store.
 //! `nginx` runs docs/deployment.md's nginx recipe in front of the binary. `feeds` serves the Atom feeds;
 //! `feed_conformance` checks them against RFC 4287's schema (trang, xmllint) and real readers (feedparser,
-//! rss-parser; `tests/feeds/setup.sh`).
+//! rss-parser; `tests/feeds/setup.sh`). `publish` runs `sitemapd publish` and serve's publisher against a directory
+//! and a real S3 API (moto's server, `tests/s3/setup.sh`), with kill -9 at every step of a pass.
 //! `pooler` runs the router through PgBouncer in transaction pooling mode (`TEST_DATABASE_POOLER_URL`), as do
 //! parts of the other suites (`through_pooler!`).
 //! Every backend-dependent test runs on SQLite always and on Postgres when `TEST_DATABASE_URL` is set (CI sets it
@@ -45,6 +46,7 @@ mod pooler;
 mod prerender;
 mod process;
 mod protocol;
+mod publish;
 mod publish_view;
 mod readme;
 mod recipes;

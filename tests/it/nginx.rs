@@ -3,12 +3,12 @@
 //! index lists and every file the docs publish (a section's index, text pages, the news and removed-URLs sitemaps,
 //! the IndexNow key file, the feeds) with the status, body and validators sitemapd itself answers, and nothing else.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::readme::{BIN, fenced_blocks, read_doc, wait_until_healthy};
-use crate::support::{SpawnGuarded, xml_texts};
+use crate::support::{SpawnGuarded, nginx_program, xml_texts};
 
 const PUBLIC_URL: &str = "http://www.example.com";
 /// The address the recipe's upstream names, replaced by the test's sitemapd.
@@ -16,16 +16,6 @@ const RECIPE_UPSTREAM: &str = "server 127.0.0.1:8080;";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// nginx: on `PATH`, or where Debian puts it (`/usr/sbin`, not on every user's `PATH`).
-fn nginx_program() -> PathBuf {
-    if crate::readme::have("nginx") {
-        return PathBuf::from("nginx");
-    }
-    let debian = PathBuf::from("/usr/sbin/nginx");
-    assert!(debian.is_file(), "nginx is missing (apt-get install nginx-light)");
-    debian
 }
 
 /// The recipe: the ```nginx block of docs/deployment.md that defines the `sitemapd` upstream.

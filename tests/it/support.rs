@@ -6,10 +6,14 @@
 mod child;
 mod feeds;
 pub(crate) mod hub;
+mod s3;
+mod static_host;
 mod wait;
 
 pub(crate) use child::{KillOnDrop, SpawnGuarded};
 pub(crate) use feeds::{Reader, atom_problems, identity, read_feed, validate_atom};
+pub(crate) use s3::{Moto, S3_SECRET, free_port};
+pub(crate) use static_host::{StaticNginx, nginx_program};
 pub(crate) use wait::{
     eventually, eventually_blocking, listening, server_closed, server_read_all, until_the_next_second,
 };
