@@ -117,6 +117,7 @@ async fn a_release_keeps_the_outcome(b: Backend) {
     let since = complete.since_complete.expect("a complete pass ended");
     // A later failure keeps the last complete pass's end.
     let c = claim(&*store, S3).await;
+    // Not a gate: 20 ms between the complete pass and the failure, so that the age read below has grown.
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.publish_release(S3, c, Err("later")).await.unwrap();
     let failed = status(&*store, S3).await;
@@ -203,6 +204,7 @@ async fn objects_are_recorded_marked_and_forgotten(b: Backend) {
 
     assert!(store.publish_mark_gone(S3, c, &keys(&["a/b/sitemap-2.xml", "a/b/never.xml"])).await.unwrap());
     let first = object(&*store, S3, "a/b/sitemap-2.xml").await.gone_for.expect("marked");
+    // Not a gate: 30 ms for the mark's age to grow between the two reads (asserted below).
     tokio::time::sleep(Duration::from_millis(30)).await;
     let later = object(&*store, S3, "a/b/sitemap-2.xml").await.gone_for.expect("marked");
     assert!(later > first, "gone for longer: {first:?}, then {later:?}");
